@@ -1,0 +1,47 @@
+# ttjax: every target sets itself up from nothing (a .venv next to this file).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+# The CPU wheel of torch lies on local disk on these machines; an unpinned torch pulls a CUDA build.
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: all venv demo test test-all lint format bench gpu-decode clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet "$(TORCH_PIN)" || echo "warning: $(TORCH_PIN) not available; the torch extra will pick a build"
+	$(PIP) install --quiet -e ".[dev,torch]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+test: lint
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+gpu-decode: $(STAMP)
+	$(PY) -m benchmarks.gpu_decode
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,272 @@
+"""ttjax: Tenstorrent TT-NN's multi-device programming model on JAX.
+
+``import ttjax as ttnn`` and a TT-NN multi-device script runs on a laptop CPU (32 virtual XLA
+devices by default), on a GPU host, or across hosts, giving TT-NN's answers:
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+>>> x = ttnn.from_torch(torch.rand(1, 1, 32, 256), device=mesh,
+...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
+>>> y = ttnn.all_gather(ttnn.gelu(x), dim=3)
+"""
+
+from ttjax import _config
+
+# Must run before JAX starts its backend: XLA reads the host-device count only once.
+_config.configure_virtual_devices()
+
+from ttjax import experimental, transformer  # noqa: E402
+from ttjax import ops as _ops  # noqa: E402
+from ttjax.convert import (  # noqa: E402
+    aggregate_as_tensor,
+    allocate_tensor_on_device,
+    as_tensor,
+    combine_device_tensors,
+    copy_device_to_host_tensor,
+    copy_host_to_device_tensor,
+    from_device,
+    from_torch,
+    get_device_tensors,
+    to_device,
+    to_numpy,
+    to_torch,
+)
+from ttjax.distribute import (  # noqa: E402
+    ConcatMesh2dToTensor,
+    ConcatMeshToTensor,
+    CppMeshToTensor,
+    CppTensorToMesh,
+    MeshComposerConfig,
+    MeshMapperConfig,
+    MeshToTensor,
+    ReplicateTensorToMesh,
+    ShardTensor2dMesh,
+    ShardTensorToMesh,
+    TensorToMesh,
+    concat_mesh_to_tensor_composer,
+    create_mesh_composer,
+    create_mesh_mapper,
+    distribute,
+    replicate_tensor_to_mesh_mapper,
+    shard_tensor_to_mesh_mapper,
+)
+from ttjax.enums import (  # noqa: E402
+    ROW_MAJOR_LAYOUT,
+    TILE_LAYOUT,
+    TILE_SIZE,
+    DataType,
+    Layout,
+    MeshType,
+    ReduceType,
+    StorageType,
+    Topology,
+    bfloat4_b,
+    bfloat8_b,
+    bfloat16,
+    float32,
+    int32,
+    uint8,
+    uint16,
+    uint32,
+)
+from ttjax.errors import (  # noqa: E402
+    CCLError,
+    ComposerRequiredError,
+    ConfigError,
+    DeviceClosedError,
+    LayoutError,
+    MeshMismatchError,
+    MeshShapeError,
+    ShapeMismatchError,
+    ShardingError,
+    TraceError,
+    TTJaxError,
+    UnsupportedDTypeError,
+)
+from ttjax.hardware import (  # noqa: E402
+    DRAM_MEMORY_CONFIG,
+    L1_BLOCK_SHARDED_MEMORY_CONFIG,
+    L1_HEIGHT_SHARDED_MEMORY_CONFIG,
+    L1_MEMORY_CONFIG,
+    L1_WIDTH_SHARDED_MEMORY_CONFIG,
+    BufferType,
+    CoreCoord,
+    CoreGrid,
+    CoreRange,
+    CoreRangeSet,
+    DispatchCoreConfig,
+    MathFidelity,
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
+    MatmulMultiCoreReuseProgramConfig,
+    MemoryConfig,
+    SDPAProgramConfig,
+    ShardOrientation,
+    ShardSpec,
+    ShardStrategy,
+    TensorMemoryLayout,
+    WormholeComputeKernelConfig,
+    create_sharded_memory_config,
+    init_device_compute_kernel_config,
+)
+from ttjax.mesh import (  # noqa: E402
+    GALAXY,
+    N300,
+    SYSTEMS,
+    T3000,
+    MeshCoordinate,
+    MeshCoordinateRange,
+    MeshDevice,
+    MeshShape,
+    close_device,
+    close_mesh_device,
+    create_mesh_device,
+    get_device_ids,
+    get_num_devices,
+    get_num_pcie_devices,
+    get_pcie_device_ids,
+    open_device,
+    open_mesh_device,
+    synchronize_device,
+    synchronize_devices,
+    system_mesh_shape,
+)
+from ttjax.ops import *  # noqa: E402,F403
+from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard  # noqa: E402
+from ttjax.tensor import Shape, Tensor, TensorTopology  # noqa: E402
+
+
+def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
+    """Ask XLA for ``num_devices`` virtual host devices; must run before any JAX computation.
+
+    Raises ``ConfigError`` (with the fix) when JAX already started with another count.
+    """
+    import jax
+
+    if _config.configure_virtual_devices(num_devices):
+        return
+    have = len(jax.devices("cpu"))
+    if have != num_devices:
+        raise ConfigError(
+            f"JAX's backend already started with {have} CPU device(s); ttjax.init({num_devices}) "
+            "came too late.\nfix: set TTJAX_NUM_DEVICES before starting Python, or call "
+            "ttjax.init before any JAX computation."
+        )
+
+
+__all__ = [
+    "DRAM_MEMORY_CONFIG",
+    "GALAXY",
+    "L1_BLOCK_SHARDED_MEMORY_CONFIG",
+    "L1_HEIGHT_SHARDED_MEMORY_CONFIG",
+    "L1_MEMORY_CONFIG",
+    "L1_WIDTH_SHARDED_MEMORY_CONFIG",
+    "N300",
+    "ROW_MAJOR_LAYOUT",
+    "SYSTEMS",
+    "T3000",
+    "TILE_LAYOUT",
+    "TILE_SIZE",
+    "BufferType",
+    "CCLError",
+    "ComposerRequiredError",
+    "ConcatMesh2dToTensor",
+    "ConcatMeshToTensor",
+    "ConfigError",
+    "CoreCoord",
+    "CoreGrid",
+    "CoreRange",
+    "CoreRangeSet",
+    "CppMeshToTensor",
+    "CppTensorToMesh",
+    "DataType",
+    "DeviceClosedError",
+    "DispatchCoreConfig",
+    "Layout",
+    "LayoutError",
+    "MathFidelity",
+    "MatmulMultiCoreReuseMultiCast1DProgramConfig",
+    "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
+    "MatmulMultiCoreReuseMultiCastProgramConfig",
+    "MatmulMultiCoreReuseProgramConfig",
+    "MemoryConfig",
+    "MeshComposerConfig",
+    "MeshCoordinate",
+    "MeshCoordinateRange",
+    "MeshDevice",
+    "MeshMapperConfig",
+    "MeshMismatchError",
+    "MeshShape",
+    "MeshShapeError",
+    "MeshToTensor",
+    "MeshType",
+    "PlacementLocal",
+    "PlacementReplicate",
+    "PlacementShard",
+    "ReduceType",
+    "ReplicateTensorToMesh",
+    "SDPAProgramConfig",
+    "Shape",
+    "ShapeMismatchError",
+    "ShardOrientation",
+    "ShardSpec",
+    "ShardStrategy",
+    "ShardTensor2dMesh",
+    "ShardTensorToMesh",
+    "ShardingError",
+    "StorageType",
+    "TTJaxError",
+    "Tensor",
+    "TensorMemoryLayout",
+    "TensorToMesh",
+    "TensorTopology",
+    "Topology",
+    "TraceError",
+    "UnsupportedDTypeError",
+    "WormholeComputeKernelConfig",
+    "aggregate_as_tensor",
+    "allocate_tensor_on_device",
+    "as_tensor",
+    "bfloat4_b",
+    "bfloat8_b",
+    "bfloat16",
+    "close_device",
+    "close_mesh_device",
+    "combine_device_tensors",
+    "concat_mesh_to_tensor_composer",
+    "copy_device_to_host_tensor",
+    "copy_host_to_device_tensor",
+    "create_mesh_composer",
+    "create_mesh_device",
+    "create_mesh_mapper",
+    "create_sharded_memory_config",
+    "distribute",
+    "experimental",
+    "float32",
+    "from_device",
+    "from_torch",
+    "get_device_ids",
+    "get_device_tensors",
+    "get_num_devices",
+    "get_num_pcie_devices",
+    "get_pcie_device_ids",
+    "init",
+    "init_device_compute_kernel_config",
+    "int32",
+    "open_device",
+    "open_mesh_device",
+    "replicate_tensor_to_mesh_mapper",
+    "shard_tensor_to_mesh_mapper",
+    "synchronize_device",
+    "synchronize_devices",
+    "system_mesh_shape",
+    "to_device",
+    "to_numpy",
+    "to_torch",
+    "transformer",
+    "uint8",
+    "uint16",
+    "uint32",
+    *_ops.__all__,
+]

@@ -1,0 +1,100 @@
+"""Environment handling: how many virtual devices XLA exposes, and which device ids are visible.
+
+XLA reads the host-device count once, when its backend starts. Importing ``ttjax`` before JAX has
+started therefore sets ``jax_num_cpu_devices`` (default 32, ``TTJAX_NUM_DEVICES`` overrides), so a
+T3000 (2x4) or Galaxy (8x4) mesh opens on a laptop with no flag from the user.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+DEFAULT_NUM_DEVICES = 32
+
+_state: dict[str, object] = {"configured": None, "reason": ""}
+
+
+def _backend_started() -> bool:
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        from ttjax.errors import ConfigError
+
+        raise ConfigError(
+            f"{name}={raw!r} is not an integer.\n"
+            f"fix: set {name} to a positive device count, e.g. {name}=8 or {name}=32."
+        ) from None
+    if value <= 0:
+        from ttjax.errors import ConfigError
+
+        raise ConfigError(f"{name}={raw!r} must be a positive device count.\nfix: e.g. {name}=8.")
+    return value
+
+
+def requested_num_devices() -> int:
+    """The virtual device count asked for by ``TTJAX_NUM_DEVICES`` (default 32)."""
+    return _env_int("TTJAX_NUM_DEVICES", DEFAULT_NUM_DEVICES)
+
+
+def _xla_flag_count() -> int | None:
+    match = re.search(
+        r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", "")
+    )
+    return int(match.group(1)) if match else None
+
+
+def configure_virtual_devices(num_devices: int | None = None) -> bool:
+    """Make XLA expose ``num_devices`` host devices, if the JAX backend has not started yet.
+
+    Returns True when the setting took effect. Called once on ``import ttjax``; call it again
+    (through :func:`ttjax.init`) before any JAX computation to pick another count.
+    """
+    import jax
+
+    n = requested_num_devices() if num_devices is None else int(num_devices)
+    if _backend_started():
+        _state["configured"] = False
+        _state["reason"] = "backend already started"
+        return False
+    if num_devices is None and _xla_flag_count() is not None:
+        # The user forced a count through XLA_FLAGS: respect it.
+        _state["configured"] = True
+        _state["reason"] = "XLA_FLAGS"
+        return True
+    jax.config.update("jax_num_cpu_devices", n)
+    _state["configured"] = True
+    _state["reason"] = f"jax_num_cpu_devices={n}"
+    return True
+
+
+def visible_device_ids() -> list[int] | None:
+    """Device ids named by ``TTJAX_VISIBLE_DEVICES`` (or TT-NN's ``TT_VISIBLE_DEVICES``), else None."""
+    for name in ("TTJAX_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES"):
+        raw = os.environ.get(name)
+        if raw is None or raw.strip() == "":
+            continue
+        ids: list[int] = []
+        for part in raw.replace(" ", "").split(","):
+            if not part:
+                continue
+            try:
+                ids.append(int(part))
+            except ValueError:
+                from ttjax.errors import ConfigError
+
+                raise ConfigError(
+                    f"{name}={raw!r} holds {part!r}, which is not a device id.\n"
+                    f"fix: a comma-separated list of ids, e.g. {name}=0,1."
+                ) from None
+        return ids
+    return None

@@ -1,0 +1,369 @@
+"""How every op runs: one cached, jitted ``jax.shard_map`` per (op, static args, input layouts).
+
+An op hands :func:`run_op` a *local* function, written for one device's tensors. ``run_op``
+checks the inputs share a mesh, derives the output placements, and runs the function under
+``shard_map`` so each device computes on exactly its TT-NN local tensor. The compiled program is
+cached on the mesh (TT-NN's program cache), so a repeated call with the same shapes never
+retraces; under ``jax.jit`` the same program is inlined into the caller's trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from ttjax import _blockfloat, _specs
+from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
+from ttjax.errors import DeviceClosedError, MeshMismatchError, ShapeMismatchError, TTJaxError
+from ttjax.mesh import MeshDevice
+from ttjax.placements import (
+    LOCAL,
+    REPLICATE,
+    Placement,
+    PlacementLocal,
+    PlacementReplicate,
+    PlacementShard,
+    placements_str,
+)
+from ttjax.tensor import Tensor, make_tensor
+
+# The active trace recorder (set by ttjax.trace while a capture is open), or None.
+_capture: Any = None
+
+Meta = tuple[tuple[Placement, ...], DataType, Layout, tuple[int, ...]]
+PlacementRule = Callable[[Sequence[Tensor], Sequence[tuple[int, ...]]], list[tuple[Placement, ...]]]
+
+
+class Program:
+    """A compiled op: the jitted shard_map and the metadata of what it returns."""
+
+    __slots__ = ("fn", "name", "outs", "single")
+
+    def __init__(self, name: str, fn: Callable[..., Any], outs: list[Meta], single: bool) -> None:
+        self.name = name
+        self.fn = fn
+        self.outs = outs
+        self.single = single
+
+
+def capture_active() -> bool:
+    return _capture is not None
+
+
+def is_traced(t: Tensor) -> bool:
+    d = t._data
+    if isinstance(d, _blockfloat.BlockFloatData):
+        d = d.mantissa
+    return isinstance(d, jax.core.Tracer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _describe(t: Tensor) -> str:
+    return f"Shape({list(t._shape)}) {t._dtype!r} placements {placements_str(t._placements)}"
+
+
+def common_mesh(op: str, tensors: Sequence[Tensor]) -> MeshDevice:
+    """The one mesh all ``tensors`` live on; raises a ttjax error otherwise."""
+    mesh = None
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TTJaxError(
+                f"ttnn.{op}: input {i} is a {type(t).__name__}, not a ttnn Tensor.\n"
+                "fix: convert it with ttnn.from_torch(x, device=mesh_device)."
+            )
+        if t._storage is not StorageType.DEVICE or t._mesh is None:
+            raise TTJaxError(
+                f"ttnn.{op}: input {i} ({_describe(t)}) is a host tensor; Input tensor must be on device!\n"
+                "fix: pass device=mesh_device to ttnn.from_torch, or call ttnn.to_device(t, mesh_device)."
+            )
+        m = t._mesh
+        if t._gen != m._gen:
+            if m._closed:
+                raise DeviceClosedError(
+                    f"ttnn.{op}: input {i} lives on {m!r}, which was closed.\n"
+                    "fix: keep the mesh open while its tensors are used, or re-create the tensor."
+                )
+            raise MeshMismatchError(
+                f"ttnn.{op}: input {i} was created before {m!r} was reshaped.\n"
+                "fix: re-create the tensor on the reshaped mesh."
+            )
+        if mesh is None:
+            mesh = m
+        elif m is not mesh and m.jax_mesh != mesh.jax_mesh:
+            raise MeshMismatchError(
+                f"ttnn.{op}: input 0 lives on {mesh!r} (device ids {mesh.get_device_ids()}) but "
+                f"input {i} lives on {m!r} (device ids {m.get_device_ids()}).\n"
+                "fix: ops never move data between meshes; create both tensors on the same mesh "
+                "(or submesh), or copy one over with ttnn.to_torch + ttnn.from_torch."
+            )
+    assert mesh is not None
+    return mesh
+
+
+# ---------------------------------------------------------------------------------------------
+# Local (per-device) encode/decode inside shard_map
+# ---------------------------------------------------------------------------------------------
+
+
+def _n_hidden(placements: tuple[Placement, ...]) -> int:
+    return sum(type(p) is PlacementLocal for p in placements)
+
+
+def decode_local(x: Any, meta: Meta) -> Any:
+    """A device's storage block -> its logical local array (hidden axes dropped, block floats decoded)."""
+    placements, dtype, _, shape = meta
+    if dtype.is_block_float:
+        m, e = x
+        if _n_hidden(placements):
+            m, e = (jnp.reshape(a, a.shape[_n_hidden(placements) :]) for a in (m, e))
+        data = _blockfloat.BlockFloatData(m, e)
+        return _blockfloat.decode(jnp, data, dtype, shape).astype(jnp.bfloat16)
+    if _n_hidden(placements):
+        x = jnp.reshape(x, shape)
+    return x
+
+
+def encode_local(y: Any, meta: Meta) -> Any:
+    """A logical local array -> the storage block of a device (inverse of :func:`decode_local`)."""
+    placements, dtype, _, shape = meta
+    lead = (1,) * _n_hidden(placements)
+    if dtype.is_block_float:
+        data = _blockfloat.encode(jnp, y, dtype)
+        return _blockfloat.BlockFloatData(*(jnp.reshape(a, lead + a.shape) for a in data))
+    y = jnp.asarray(y).astype(dtype.numpy_dtype)
+    return jnp.reshape(y, lead + tuple(shape)) if lead else y
+
+
+def storage_spec(meta: Meta, axis_names: Sequence[str]) -> PartitionSpec:
+    return _specs.partition_spec(meta[0], axis_names, len(meta[3]))
+
+
+def local_aval(meta: Meta) -> jax.ShapeDtypeStruct:
+    """The logical per-device value an op's local function sees."""
+    _, dtype, _, shape = meta
+    np_dtype = jnp.bfloat16 if dtype.is_block_float else dtype.numpy_dtype
+    return jax.ShapeDtypeStruct(shape, np_dtype)
+
+
+def tensor_meta(t: Tensor) -> Meta:
+    return (t._placements, t._dtype, t._layout, t._shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output placement rules
+# ---------------------------------------------------------------------------------------------
+
+
+def default_placements(
+    tensors: Sequence[Tensor], out_shapes: Sequence[tuple[int, ...]], num_axes: int
+) -> list[tuple[Placement, ...]]:
+    """Replicate where every input is replicated; otherwise keep a natural shard dim or go Local.
+
+    Any per-device data of equal shape can be stored as ``PlacementShard(d)`` for any ``d`` (it is
+    just a layout of the device blocks), so the choice only affects how natural the global array
+    looks; correctness only needs Replicate to mean "identical on every device of the axis".
+    """
+    result = []
+    for shape in out_shapes:
+        rank = len(shape)
+        pl: list[Placement] = []
+        for i in range(num_axes):
+            ps = [t._placements[i] for t in tensors]
+            if all(type(p) is PlacementReplicate for p in ps):
+                pl.append(REPLICATE)
+                continue
+            choice: Placement = LOCAL
+            for p in ps:
+                if type(p) is PlacementShard and p.dim < rank:
+                    choice = p
+                    break
+            pl.append(choice)
+        result.append(tuple(pl))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The op runner
+# ---------------------------------------------------------------------------------------------
+
+
+_FLOAT_TYPES = frozenset(
+    {DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B}
+)
+
+
+def _out_dtype(y: jax.ShapeDtypeStruct, ref: DataType | None, given: DataType | None) -> DataType:
+    if given is not None:
+        return given
+    kind = np.dtype(y.dtype).kind
+    if kind in "fV" or np.dtype(y.dtype) == np.dtype(jnp.bfloat16):
+        return ref if ref is not None else (from_numpy_dtype(y.dtype) or DataType.FLOAT32)
+    if kind == "b":
+        return ref if ref is not None else DataType.UINT8
+    dt = from_numpy_dtype(y.dtype)
+    if dt is None:
+        dt = DataType.INT32 if kind == "i" else DataType.UINT32
+    return dt
+
+
+def _shape_error(op: str, tensors: Sequence[Tensor], err: Exception) -> ShapeMismatchError:
+    lines = [f"ttnn.{op}: the per-device inputs do not fit together:"]
+    lines += [f"  input {i}: {_describe(t)}" for i, t in enumerate(tensors)]
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    lines.append(f"  ({first})")
+    lines.append(
+        "fix: shapes here are per device (TT-NN semantics); distribute the inputs so their local "
+        "shapes match or broadcast, e.g. with the same mesh mapper, or all_gather one of them first."
+    )
+    return ShapeMismatchError("\n".join(lines))
+
+
+def build_program(
+    name: str,
+    mesh: MeshDevice,
+    local_fn: Callable[..., Any],
+    tensors: Sequence[Tensor],
+    scalars: Sequence[Any],
+    out_dtype: DataType | Sequence[DataType | None] | None,
+    out_layout: Layout | None,
+    placement_rule: PlacementRule | None,
+) -> Program:
+    metas = [tensor_meta(t) for t in tensors]
+    avals = [local_aval(m) for m in metas]
+    scalar_avals = [jax.ShapeDtypeStruct((), jnp.asarray(s).dtype, weak_type=True) for s in scalars]
+    try:
+        out_avals = jax.eval_shape(local_fn, *avals, *scalar_avals)
+    except (TypeError, ValueError, IndexError) as e:
+        raise _shape_error(name, tensors, e) from None
+    single = not isinstance(out_avals, (tuple, list))
+    outs_list = [out_avals] if single else list(out_avals)
+    ref = next((t._dtype for t in tensors if t._dtype in _FLOAT_TYPES), None)
+    given = (
+        list(out_dtype) if isinstance(out_dtype, (list, tuple)) else [out_dtype] * len(outs_list)
+    )
+    dtypes = [_out_dtype(y, ref, g) for y, g in zip(outs_list, given)]
+    shapes = [tuple(y.shape) for y in outs_list]
+    layout = out_layout or (tensors[0]._layout if tensors else Layout.ROW_MAJOR)
+    if placement_rule is not None:
+        placements = placement_rule(tensors, shapes)
+    else:
+        placements = default_placements(tensors, shapes, len(mesh.shape))
+    out_metas: list[Meta] = [
+        (p, dt, Layout.TILE if dt.is_block_float else layout, s)
+        for p, dt, s in zip(placements, dtypes, shapes)
+    ]
+    names = mesh.axis_names
+    in_specs = tuple(storage_spec(m, names) for m in metas) + (PartitionSpec(),) * len(scalars)
+    out_specs = [storage_spec(m, names) for m in out_metas]
+    n = len(tensors)
+
+    def body(*args: Any) -> Any:
+        xs = [decode_local(a, m) for a, m in zip(args[:n], metas)]
+        ys = local_fn(*xs, *args[n:])
+        ys_list = [ys] if single else list(ys)
+        enc = [encode_local(y, m) for y, m in zip(ys_list, out_metas)]
+        return enc[0] if single else tuple(enc)
+
+    mapped = jax.shard_map(
+        body,
+        mesh=mesh.jax_mesh,
+        in_specs=in_specs,
+        out_specs=out_specs[0] if single else tuple(out_specs),
+        check_vma=False,
+    )
+    return Program(name, jax.jit(mapped), out_metas, single)
+
+
+def run_op(
+    name: str,
+    local_fn: Callable[..., Any],
+    tensors: Sequence[Tensor],
+    *,
+    static: Any = (),
+    scalars: Sequence[Any] = (),
+    out_dtype: DataType | Sequence[DataType | None] | None = None,
+    out_layout: Layout | None = None,
+    placement_rule: PlacementRule | None = None,
+    mesh: MeshDevice | None = None,
+) -> Any:
+    """Run ``local_fn`` on every device's local tensors; return the output Tensor(s).
+
+    ``local_fn(*local_arrays, *scalars)`` must depend only on ``(name, static)`` besides its
+    arguments: the compiled program is cached under that key. Scalars are traced (not baked in),
+    so a loop over changing scalars does not recompile.
+    """
+    if mesh is None:
+        mesh = common_mesh(name, tensors)
+    elif tensors:
+        mesh = common_mesh(name, tensors)
+    elif mesh._closed:
+        mesh._check_open()
+    key = (
+        name,
+        static,
+        tuple((t._placements, t._dtype, t._layout, t._shape) for t in tensors),
+        tuple(type(s) for s in scalars),
+        out_dtype,
+        out_layout,
+    )
+    cache = mesh._program_cache
+    prog = cache.get(key)
+    if prog is None:
+        prog = build_program(
+            name, mesh, local_fn, tensors, scalars, out_dtype, out_layout, placement_rule
+        )
+        if mesh._program_cache_enabled:
+            cache[key] = prog
+    results = call_program(prog, mesh, [t._data for t in tensors], scalars)
+    if _capture is not None:
+        _capture.record(prog, mesh, tensors, scalars, results)
+    return results[0] if prog.single else tuple(results)
+
+
+def call_program(
+    prog: Program, mesh: MeshDevice, datas: Sequence[Any], scalars: Sequence[Any]
+) -> list[Tensor]:
+    """Run a compiled program on raw storage and wrap its outputs as Tensors."""
+    out = prog.fn(*datas, *scalars)
+    leaves = [out] if prog.single else list(out)
+    results = [
+        make_tensor(
+            d,
+            mesh=mesh,
+            placements=m[0],
+            dtype=m[1],
+            layout=m[2],
+            shape=m[3],
+            storage=StorageType.DEVICE,
+        )
+        for d, m in zip(leaves, prog.outs)
+    ]
+    first = leaves[0]
+    if isinstance(first, _blockfloat.BlockFloatData):
+        first = first.mantissa
+    if not isinstance(first, jax.core.Tracer):
+        mesh._last_outputs = (first,)
+    return results
+
+
+__all__ = [
+    "Program",
+    "build_program",
+    "call_program",
+    "capture_active",
+    "common_mesh",
+    "decode_local",
+    "default_placements",
+    "encode_local",
+    "run_op",
+    "tensor_meta",
+]

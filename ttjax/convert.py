@@ -1,0 +1,668 @@
+"""Host <-> mesh conversion: from_torch, to_torch, to_device, from_device, per-device views.
+
+``from_torch`` accepts torch tensors (when torch is installed), numpy arrays and JAX arrays. A
+mapper turns the host tensor into placements; the host array then *is* the global array and is
+placed with one ``jax.device_put``. ``to_torch``/``to_numpy`` need a composer whenever the tensor
+has more than one shard, exactly like TT-NN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import ml_dtypes
+import numpy as np
+from jax.sharding import NamedSharding
+
+from ttjax import _blockfloat, _dispatch, _specs
+from ttjax.distribute import (
+    MeshToTensor,
+    TensorToMesh,
+    canonical,
+    default_composer,
+    default_mapper,
+)
+from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
+from ttjax.errors import (
+    ComposerRequiredError,
+    LayoutError,
+    MeshMismatchError,
+    ShapeMismatchError,
+    TraceError,
+    TTJaxError,
+    UnsupportedDTypeError,
+)
+from ttjax.mesh import MeshDevice
+from ttjax.placements import Placement, PlacementLocal, PlacementReplicate
+from ttjax.tensor import Shape, Tensor, make_tensor
+
+# ---------------------------------------------------------------------------------------------
+# Host arrays and dtypes
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _to_host_array(x: Any) -> np.ndarray:
+    """A numpy view/copy of a torch tensor, JAX array, numpy array or nested list."""
+    if _is_torch(x):
+        import torch
+
+        t = x.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return t.numpy()
+    if isinstance(x, Tensor):
+        raise TTJaxError(
+            "from_torch got a ttnn Tensor.\nfix: it is already converted; use ttnn.to_device "
+            "to move a host tensor, or ttnn.to_torch to read it back first."
+        )
+    if isinstance(x, jax.core.Tracer):
+        raise TTJaxError(
+            "from_torch got a traced JAX value (inside jax.jit).\nfix: convert inputs outside "
+            "the jitted function and pass the ttnn Tensors in as arguments."
+        )
+    return np.asarray(x)
+
+
+def _resolve_dtype(src: np.dtype, dtype: DataType | None) -> DataType:
+    if dtype is not None:
+        if not isinstance(dtype, DataType):
+            raise UnsupportedDTypeError(
+                f"dtype={dtype!r} is not a ttnn DataType.\n"
+                "fix: use ttnn.bfloat16, ttnn.float32, ttnn.bfloat8_b, ttnn.bfloat4_b, ttnn.int32, "
+                "ttnn.uint32, ttnn.uint16 or ttnn.uint8."
+            )
+        if np.dtype(src).kind == "c":
+            raise UnsupportedDTypeError(
+                f"complex input ({np.dtype(src)}) cannot be stored as {dtype!r}.\n"
+                "fix: pass the real and imaginary parts as two tensors."
+            )
+        return dtype
+    found = from_numpy_dtype(src)
+    if found is not None:
+        return found
+    if np.dtype(src) == np.int64:
+        return DataType.INT32
+    raise UnsupportedDTypeError(
+        f"input dtype {np.dtype(src)} has no TT-NN DataType (TT-NN stores bfloat16, float32, "
+        "bfloat8_b, bfloat4_b, int32, uint32, uint16, uint8).\n"
+        "fix: pass dtype= explicitly, e.g. dtype=ttnn.float32 (float64 is not cast silently)."
+    )
+
+
+def _resolve_layout(dtype: DataType, layout: Layout | None) -> Layout:
+    if layout is not None and not isinstance(layout, Layout):
+        raise LayoutError(
+            f"layout={layout!r} is not a ttnn Layout.\nfix: ttnn.ROW_MAJOR_LAYOUT or ttnn.TILE_LAYOUT."
+        )
+    if dtype.is_block_float:
+        if layout is Layout.ROW_MAJOR:
+            raise LayoutError(
+                f"Tile layout is required for tensor of type {dtype.value}; got {layout!r}.\n"
+                "fix: pass layout=ttnn.TILE_LAYOUT (or leave layout unset)."
+            )
+        return Layout.TILE
+    return layout or Layout.ROW_MAJOR
+
+
+def _cast_host(arr: np.ndarray, dtype: DataType, quantize: bool) -> np.ndarray:
+    if dtype is DataType.INT32 and arr.dtype == np.int64:
+        if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
+            raise UnsupportedDTypeError(
+                "int64 input holds values outside int32's range; TT-NN has no 64-bit integers.\n"
+                "fix: reduce the values, or pass dtype=ttnn.float32."
+            )
+    out = arr.astype(dtype.numpy_dtype, copy=False)
+    if dtype.is_block_float and quantize:
+        q = _blockfloat.quantize(np, out.astype(np.float32) if out.ndim else out.reshape(1), dtype)
+        out = q.reshape(arr.shape).astype(dtype.numpy_dtype)
+    return out
+
+
+def _local_shape(
+    shape: tuple[int, ...], placements: tuple[Placement, ...], mesh: MeshDevice
+) -> tuple[int, ...]:
+    ms = tuple(mesh.shape)
+    return tuple(s // _specs.shard_count(placements, ms, d) for d, s in enumerate(shape))
+
+
+def _check_no_capture(kind: str) -> None:
+    if _dispatch.capture_active():
+        raise TraceError(
+            f"{kind} are not supported during trace capture.\n"
+            "fix: move host reads/writes out of the begin_trace_capture/end_trace_capture block; "
+            "refresh trace inputs with ttnn.copy_host_to_device_tensor between replays."
+        )
+
+
+def _same_mesh(a: MeshDevice, b: MeshDevice) -> bool:
+    return a is b or a.jax_mesh == b.jax_mesh
+
+
+# ---------------------------------------------------------------------------------------------
+# Placing data on the mesh
+# ---------------------------------------------------------------------------------------------
+
+
+def _put(
+    arr: np.ndarray,
+    mesh: MeshDevice,
+    placements: tuple[Placement, ...],
+    dtype: DataType,
+    layout: Layout,
+    local_shape: tuple[int, ...],
+) -> Tensor:
+    """Place a global logical host array on the mesh (one device_put; block floats encoded there)."""
+    mesh._check_open()
+    spec = _specs.partition_spec(placements, mesh.axis_names, len(local_shape))
+    src_dtype = DataType.BFLOAT16 if dtype.is_block_float else dtype
+    data = jax.device_put(
+        np.asarray(arr, src_dtype.numpy_dtype), NamedSharding(mesh.jax_mesh, spec)
+    )
+    t = make_tensor(
+        data,
+        mesh=mesh,
+        placements=placements,
+        dtype=src_dtype,
+        layout=layout,
+        shape=local_shape,
+        storage=StorageType.DEVICE,
+    )
+    if dtype.is_block_float:
+        from ttjax.ops import typecast
+
+        t = typecast(t, dtype)
+    return t
+
+
+def from_torch(
+    tensor: Any,
+    dtype: DataType | None = None,
+    *,
+    spec: Any = None,
+    tile: Any = None,
+    pad_value: float | None = None,
+    layout: Layout | None = None,
+    device: MeshDevice | None = None,
+    memory_config: Any = None,
+    mesh_mapper: TensorToMesh | None = None,
+    cq_id: int | None = None,
+    preserve_nan_values: bool = False,
+    col_tilize: bool = False,
+    enable_bfloat_opt: bool = False,
+) -> Tensor | None:
+    """Convert a torch tensor (or numpy / JAX array) into a ttnn Tensor.
+
+    With ``device=mesh`` the shards go to the mesh at once; otherwise the result is a host tensor
+    (multi-shard when a mapper is given). Without a mapper a device tensor is replicated.
+
+    >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 64), layout=ttnn.TILE_LAYOUT, device=mesh,
+    ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
+    """
+    if tensor is None:
+        return None
+    if device is not None:
+        _check_no_capture("Writes")
+        if not isinstance(device, MeshDevice):
+            raise TTJaxError(
+                f"device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
+                "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
+            )
+    arr = _to_host_array(tensor)
+    dt = _resolve_dtype(arr.dtype, dtype)
+    lay = _resolve_layout(dt, layout)
+    arr = _cast_host(arr, dt, quantize=device is None)
+    mapper = mesh_mapper if mesh_mapper is not None else default_mapper()
+    if mapper is None:
+        if device is None:
+            return make_tensor(
+                arr,
+                mesh=None,
+                placements=(),
+                dtype=dt,
+                layout=lay,
+                shape=tuple(arr.shape),
+                storage=StorageType.HOST,
+            )
+        mesh = device
+        placements: tuple[Placement, ...] = (PlacementReplicate(),) * mesh.shape.dims()
+    else:
+        if not isinstance(mapper, TensorToMesh):
+            raise TTJaxError(
+                f"mesh_mapper={mapper!r} is not a mesh mapper.\nfix: use ttnn.ShardTensorToMesh, "
+                "ttnn.ReplicateTensorToMesh, ttnn.ShardTensor2dMesh or ttnn.create_mesh_mapper."
+            )
+        mesh = mapper.mesh_device
+        if device is not None and not _same_mesh(mesh, device):
+            raise MeshMismatchError(
+                f"mesh_mapper was built for {mesh!r} (device ids {mesh.get_device_ids()}) but "
+                f"device={device!r} (device ids {device.get_device_ids()}).\n"
+                "fix: build the mapper with the same mesh device you pass as device=."
+            )
+        if device is not None:
+            mesh = device
+        placements = mapper.placements_for(tuple(arr.shape))
+    local = _local_shape(tuple(arr.shape), placements, mesh)
+    if device is None:
+        return make_tensor(
+            arr,
+            mesh=mesh,
+            placements=placements,
+            dtype=dt,
+            layout=lay,
+            shape=local,
+            storage=StorageType.HOST,
+        )
+    return _put(arr, mesh, placements, dt, lay, local)
+
+
+def as_tensor(
+    tensor: Any,
+    dtype: DataType | None = None,
+    *,
+    layout: Layout | None = None,
+    device: MeshDevice | None = None,
+    memory_config: Any = None,
+    mesh_mapper: TensorToMesh | None = None,
+    cache_file_name: Any = None,
+    **kwargs: Any,
+) -> Tensor | None:
+    """``from_torch`` with TT-NN's optional file cache (the cache is not used: conversion is cheap)."""
+    return from_torch(
+        tensor,
+        dtype,
+        layout=layout,
+        device=device,
+        memory_config=memory_config,
+        mesh_mapper=mesh_mapper,
+    )
+
+
+def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_: Any) -> Tensor:
+    """Move a host tensor onto ``device`` (a tensor already there is returned as is)."""
+    if tensor._storage is StorageType.DEVICE:
+        if tensor._mesh is not None and _same_mesh(tensor._mesh, device):
+            return tensor
+        raise MeshMismatchError(
+            f"to_device: the tensor already lives on {tensor._mesh!r}, not {device!r}.\n"
+            "fix: read it back with ttnn.to_torch and convert it for the other mesh."
+        )
+    _check_no_capture("Writes")
+    if tensor._mesh is None:
+        pl: tuple[Placement, ...] = (PlacementReplicate(),) * device.shape.dims()
+        return _put(tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape)
+    if not _same_mesh(tensor._mesh, device):
+        raise MeshMismatchError(
+            f"to_device: this host tensor was distributed for {tensor._mesh!r}, not {device!r}.\n"
+            "fix: distribute it again with a mapper built for the target mesh."
+        )
+    return _put(
+        tensor._data, device, tensor._placements, tensor._dtype, tensor._layout, tensor._shape
+    )
+
+
+def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
+    """Copy a device tensor back to host memory (still one shard per device)."""
+    if tensor._storage is StorageType.HOST:
+        return tensor
+    _check_no_capture("Reads")
+    mesh = tensor._mesh
+    assert mesh is not None
+    blocks = _host_blocks(tensor)
+    if tensor._dtype.is_block_float:
+        blocks = blocks.astype(tensor._dtype.numpy_dtype)
+    data = _specs.from_local_blocks(np, blocks, tensor._placements, tuple(mesh.shape))
+    return make_tensor(
+        np.ascontiguousarray(data),
+        mesh=mesh,
+        placements=tensor._placements,
+        dtype=tensor._dtype,
+        layout=tensor._layout,
+        shape=tensor._shape,
+        storage=StorageType.HOST,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading data back
+# ---------------------------------------------------------------------------------------------
+
+
+def _fetch(x: Any) -> np.ndarray:
+    if isinstance(x, jax.core.Tracer):
+        raise TTJaxError(
+            "Cannot read a tensor back to the host inside jax.jit (its values are not computed yet).\n"
+            "fix: return the tensor from the jitted function and convert it outside."
+        )
+    return np.asarray(x)
+
+
+def _host_blocks(t: Tensor) -> np.ndarray:
+    """Every device's logical local tensor, as one numpy array of shape ``mesh_shape + shape``."""
+    if t._mesh is None:
+        return _fetch(t._data)
+    mesh_shape = tuple(t._mesh.shape)
+    pl = t._placements
+    if t._storage is StorageType.HOST:
+        return _specs.local_blocks(np, t._data, pl, mesh_shape, t._shape)
+    if t._dtype.is_block_float:
+        m_shape, e_shape = _blockfloat.storage_shapes(t._dtype, t._shape)
+        mant = _specs.local_blocks(np, _fetch(t._data.mantissa), pl, mesh_shape, m_shape)
+        exp = _specs.local_blocks(np, _fetch(t._data.exponent), pl, mesh_shape, e_shape)
+        data = _blockfloat.BlockFloatData(mant, exp)
+        return _blockfloat.decode(np, data, t._dtype, mesh_shape + t._shape)
+    return _specs.local_blocks(np, _fetch(t._data), pl, mesh_shape, t._shape)
+
+
+def _compose(t: Tensor, composer: MeshToTensor) -> np.ndarray:
+    if not isinstance(t, Tensor):
+        raise TTJaxError(f"Expected a ttnn Tensor, got {type(t).__name__}.")
+    if t._mesh is None:
+        return _fetch(t._data)
+    if t._storage is StorageType.DEVICE:
+        _check_no_capture("Reads")
+    if composer.mesh_device.shape != t._mesh.shape:
+        raise MeshMismatchError(
+            f"The composer was built for {composer.mesh_device!r} but the tensor lives on "
+            f"{t._mesh!r}.\nfix: build the composer with the tensor's mesh (t.mesh_device)."
+        )
+    rank = len(t._shape)
+    fast = composer.fast_placements(rank)
+    if (
+        fast is not None
+        and not t._dtype.is_block_float
+        and fast == canonical(t._placements, tuple(t._mesh.shape))
+    ):
+        return _fetch(t._data)
+    blocks = _host_blocks(t)
+    return _specs.concat_blocks(
+        blocks, t._mesh.shape.dims(), composer.dist_shape, composer.concat_dims(rank)
+    )
+
+
+def _composer_required(t: Tensor) -> ComposerRequiredError:
+    assert t._mesh is not None
+    return ComposerRequiredError(
+        f"Can't convert a tensor distributed on {t._mesh.shape!r} mesh to row-major logical tensor. "
+        "Supply a mesh composer to concatenate multi-device shards.\n"
+        f"fix: ttnn.to_torch(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh_device, dim=0)) "
+        f"(this tensor's placements: {list(t._placements)!r}), or wrap the call in "
+        "`with ttnn.distribute(composer):`."
+    )
+
+
+def to_numpy(
+    tensor: Tensor, dtype: Any = None, *, mesh_composer: MeshToTensor | None = None, **_: Any
+) -> np.ndarray:
+    """Read a tensor back as a numpy array (block floats come back as their bfloat16 values)."""
+    if not isinstance(tensor, Tensor):
+        raise TTJaxError(f"to_numpy expects a ttnn Tensor, got {type(tensor).__name__}.")
+    if tensor._mesh is None:
+        out = _fetch(tensor._data)
+    else:
+        composer = mesh_composer if mesh_composer is not None else default_composer()
+        if composer is None:
+            if tensor._mesh.get_num_devices() != 1:
+                raise _composer_required(tensor)
+            if tensor._storage is StorageType.DEVICE:
+                _check_no_capture("Reads")
+            out = _host_blocks(tensor).reshape(tensor._shape)
+        else:
+            out = _compose(tensor, composer)
+    if tensor._dtype.is_block_float:
+        out = np.asarray(out).astype(tensor._dtype.numpy_dtype)
+    if dtype is not None:
+        out = np.asarray(out).astype(dtype)
+    return np.asarray(out)
+
+
+def to_torch(
+    tensor: Tensor,
+    dtype: Any = None,
+    *,
+    torch_rank: int | None = None,
+    mesh_composer: MeshToTensor | None = None,
+    device: Any = None,
+    cq_id: int | None = None,
+) -> Any:
+    """Read a tensor back as a torch tensor; a multi-device tensor needs ``mesh_composer``.
+
+    >>> out = ttnn.to_torch(y, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3))
+    """
+    import torch
+
+    arr = to_numpy(tensor, mesh_composer=mesh_composer)
+    if not arr.flags.writeable or not arr.flags.c_contiguous:
+        arr = np.array(arr, copy=True, order="C")
+    if arr.dtype == np.dtype(ml_dtypes.bfloat16):
+        out = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    else:
+        out = torch.from_numpy(arr)
+    if torch_rank is not None:
+        while out.dim() > torch_rank:
+            if out.shape[0] != 1:
+                raise RuntimeError("ttnn: Unable to squeeze to desired rank!")
+            out = out.squeeze(0)
+    if dtype is not None:
+        out = out.to(dtype)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-device views
+# ---------------------------------------------------------------------------------------------
+
+
+def get_device_tensors(tensor: Tensor) -> list[Tensor]:
+    """One single-device tensor per device, in row-major order of mesh coordinates."""
+    mesh = tensor._mesh
+    if mesh is None:
+        return [tensor]
+    coords = list(np.ndindex(*mesh.shape))
+    if tensor._storage is StorageType.HOST:
+        blocks = _host_blocks(tensor)
+        return [
+            make_tensor(
+                np.ascontiguousarray(blocks[c]),
+                mesh=None,
+                placements=(),
+                dtype=tensor._dtype,
+                layout=tensor._layout,
+                shape=tensor._shape,
+                storage=StorageType.HOST,
+            )
+            for c in coords
+        ]
+    if _dispatch.is_traced(tensor):
+        raise TTJaxError(
+            "get_device_tensors cannot split a traced tensor (inside jax.jit).\n"
+            "fix: call it outside the jitted function."
+        )
+    bf = tensor._dtype.is_block_float
+    leaves = list(tensor._data) if bf else [tensor._data]
+    if bf:
+        shapes = list(_blockfloat.storage_shapes(tensor._dtype, tensor._shape))
+    else:
+        shapes = [tensor._shape]
+    per_dev = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
+    out = []
+    for c in coords:
+        dev = mesh.devices[c]
+        parts = [jax.numpy.reshape(pd[dev], s) for pd, s in zip(per_dev, shapes)]
+        data = _blockfloat.BlockFloatData(*parts) if bf else parts[0]
+        view = mesh._device_view(c)
+        out.append(
+            make_tensor(
+                data,
+                mesh=view,
+                placements=(PlacementReplicate(),) * view.shape.dims(),
+                dtype=tensor._dtype,
+                layout=tensor._layout,
+                shape=tensor._shape,
+                storage=StorageType.DEVICE,
+            )
+        )
+    return out
+
+
+def combine_device_tensors(tensors: Sequence[Tensor] | None = None, **kwargs: Any) -> Tensor:
+    """Inverse of :func:`get_device_tensors`: one mesh tensor from per-device tensors (row-major)."""
+    tensors = list(tensors if tensors is not None else kwargs["tensors"])
+    if not tensors:
+        raise TTJaxError("combine_device_tensors needs at least one tensor.")
+    first = tensors[0]
+    parent = first._mesh._parent if first._mesh is not None else None
+    if parent is None or any(t._mesh is None or t._mesh._parent is not parent for t in tensors):
+        raise MeshMismatchError(
+            "combine_device_tensors needs the per-device tensors of one mesh "
+            "(as returned by ttnn.get_device_tensors).\nfix: pass exactly those tensors, in order."
+        )
+    if len(tensors) != parent.get_num_devices():
+        raise ShapeMismatchError(
+            f"ND composition requires the number of tensors {len(tensors)} to match the mesh shape "
+            f"{parent.shape!r}.\nfix: pass one tensor per device."
+        )
+    for t in tensors:
+        if t._shape != first._shape or t._dtype is not first._dtype:
+            raise ShapeMismatchError(
+                f"All expressions must have the same shape: got {Shape(t._shape)!r} {t._dtype!r} and "
+                f"{Shape(first._shape)!r} {first._dtype!r}.\nfix: give every device the same shape and dtype."
+            )
+    placements = (PlacementLocal(),) * parent.shape.dims()
+    spec = _specs.partition_spec(placements, parent.axis_names, len(first._shape))
+    sharding = NamedSharding(parent.jax_mesh, spec)
+    lead = (1,) * parent.shape.dims()
+
+    def build(leaf_of: Any, shape: tuple[int, ...]) -> jax.Array:
+        arrays = [jax.numpy.reshape(leaf_of(t), lead + shape) for t in tensors]
+        gshape = tuple(parent.shape) + shape
+        return jax.make_array_from_single_device_arrays(gshape, sharding, arrays)
+
+    if first._dtype.is_block_float:
+        ms, es = _blockfloat.storage_shapes(first._dtype, first._shape)
+        data: Any = _blockfloat.BlockFloatData(
+            build(lambda t: t._data.mantissa, ms), build(lambda t: t._data.exponent, es)
+        )
+    else:
+        data = build(lambda t: t._data, first._shape)
+    return make_tensor(
+        data,
+        mesh=parent,
+        placements=placements,
+        dtype=first._dtype,
+        layout=first._layout,
+        shape=first._shape,
+        storage=StorageType.DEVICE,
+    )
+
+
+aggregate_as_tensor = combine_device_tensors
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistent buffers (trace inputs)
+# ---------------------------------------------------------------------------------------------
+
+
+def allocate_tensor_on_device(
+    shape: Any,
+    dtype: DataType,
+    layout: Layout,
+    mesh_device: MeshDevice,
+    memory_config: Any = None,
+) -> Tensor:
+    """A tensor of per-device ``shape`` on every device (zero-filled; TT-NN leaves it uninitialized)."""
+    _check_no_capture("Writes")
+    shape_t = tuple(int(s) for s in shape)
+    lay = _resolve_layout(dtype, layout)
+    pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
+    zeros = np.zeros(shape_t, (DataType.BFLOAT16 if dtype.is_block_float else dtype).numpy_dtype)
+    return _put(zeros, mesh_device, pl, dtype, lay, shape_t)
+
+
+def copy_host_to_device_tensor(
+    host_tensor: Tensor, device_tensor: Tensor, cq_id: int | None = None, **_: Any
+) -> None:
+    """Overwrite ``device_tensor``'s buffers with ``host_tensor`` (same per-device shape and dtype).
+
+    This is how trace inputs are refreshed between ``execute_trace`` calls.
+    """
+    _check_no_capture("Writes")
+    if host_tensor._storage is not StorageType.HOST:
+        raise TTJaxError(
+            "copy_host_to_device_tensor: the source is already a device tensor.\n"
+            "fix: pass a host tensor (ttnn.from_torch without device=)."
+        )
+    if device_tensor._storage is not StorageType.DEVICE or device_tensor._mesh is None:
+        raise TTJaxError(
+            "copy_host_to_device_tensor: the destination is not a device tensor.\n"
+            "fix: allocate it with ttnn.allocate_tensor_on_device or ttnn.from_torch(device=mesh)."
+        )
+    mesh = device_tensor._mesh
+    diffs = []
+    if host_tensor._shape != device_tensor._shape:
+        diffs.append(f"shape {Shape(host_tensor._shape)!r} vs {Shape(device_tensor._shape)!r}")
+    if host_tensor._dtype is not device_tensor._dtype:
+        diffs.append(f"dtype {host_tensor._dtype!r} vs {device_tensor._dtype!r}")
+    if host_tensor._layout is not device_tensor._layout:
+        diffs.append(f"layout {host_tensor._layout!r} vs {device_tensor._layout!r}")
+    if diffs:
+        raise ShapeMismatchError(
+            "copy_host_to_device_tensor: host and device tensors differ per device: "
+            + "; ".join(diffs)
+            + ".\nfix: build the host tensor with the same per-device shape, dtype, layout and mapper."
+        )
+    if host_tensor._mesh is None:
+        placements: tuple[Placement, ...] = (PlacementReplicate(),) * mesh.shape.dims()
+    elif _same_mesh(host_tensor._mesh, mesh):
+        placements = host_tensor._placements
+    else:
+        raise MeshMismatchError(
+            f"copy_host_to_device_tensor: the host tensor was distributed for {host_tensor._mesh!r} "
+            f"but the device tensor lives on {mesh!r}.\nfix: distribute with a mapper for {mesh!r}."
+        )
+    fresh = _put(
+        host_tensor._data,
+        mesh,
+        placements,
+        host_tensor._dtype,
+        host_tensor._layout,
+        host_tensor._shape,
+    )
+    device_tensor._data = fresh._data
+    device_tensor._placements = fresh._placements
+    device_tensor._gen = fresh._gen
+
+
+def copy_device_to_host_tensor(
+    device_tensor: Tensor, host_tensor: Tensor, cq_id: int | None = None, blocking: bool = True
+) -> None:
+    """Overwrite ``host_tensor`` with the contents of ``device_tensor``."""
+    fresh = from_device(device_tensor)
+    host_tensor._data = fresh._data
+    host_tensor._mesh = fresh._mesh
+    host_tensor._placements = fresh._placements
+    host_tensor._shape = fresh._shape
+    host_tensor._dtype = fresh._dtype
+    host_tensor._layout = fresh._layout
+
+
+__all__ = [
+    "aggregate_as_tensor",
+    "allocate_tensor_on_device",
+    "as_tensor",
+    "combine_device_tensors",
+    "copy_device_to_host_tensor",
+    "copy_host_to_device_tensor",
+    "from_device",
+    "from_torch",
+    "get_device_tensors",
+    "to_device",
+    "to_numpy",
+    "to_torch",
+]

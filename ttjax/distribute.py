@@ -1,0 +1,523 @@
+"""Mesh mappers and composers: how a host tensor is split over a mesh, and how shards come back.
+
+A mapper turns a host tensor into placements on the mesh (``PlacementShard``/``PlacementReplicate``
+per mesh axis); the global array is then the host tensor itself, placed with one ``device_put``.
+A composer concatenates the per-device shards in TT-NN's order (row-major device order;
+``ConcatMesh2dToTensor`` concatenates within each row, then the rows).
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+>>> mapper = ttnn.ShardTensor2dMesh(mesh, mesh_shape=(2, 4), dims=(None, 3))
+>>> mapper.placements
+(PlacementReplicate(), PlacementShard(3))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ttjax import _specs
+from ttjax.errors import ShardingError
+from ttjax.mesh import MeshDevice, MeshShape
+from ttjax.placements import Placement, PlacementReplicate, PlacementShard
+
+# ---------------------------------------------------------------------------------------------
+# Configs (TT-NN names and reprs)
+# ---------------------------------------------------------------------------------------------
+
+
+class MeshMapperConfig:
+    """Placements per mesh dimension, optionally over a distribution shape other than the mesh's.
+
+    ``MeshMapperConfig(placements=[PlacementReplicate(), PlacementShard(3)])`` or the 2-D form
+    ``MeshMapperConfig(row_dim=None, col_dim=3)`` (an int shards, None replicates).
+    """
+
+    def __init__(
+        self,
+        placements: Sequence[Placement] | int | None = None,
+        col_dim: int | None = None,
+        mesh_shape_override: Any = None,
+        *,
+        row_dim: int | None = None,
+    ) -> None:
+        if isinstance(placements, (list, tuple)):
+            pl = tuple(placements)
+            for i, p in enumerate(pl):
+                if not isinstance(p, (PlacementShard, PlacementReplicate)):
+                    raise ShardingError(
+                        f"MeshMapperConfig placement {i} is {p!r}; a mapper takes PlacementShard(dim) "
+                        "or PlacementReplicate().\nfix: e.g. placements=[ttnn.PlacementReplicate(), "
+                        "ttnn.PlacementShard(3)]."
+                    )
+            self.placements = pl
+            self.mesh_shape_override = (
+                MeshShape(mesh_shape_override) if mesh_shape_override is not None else None
+            )
+        else:
+            # The 2-D convenience form; like TT-NN, it ignores mesh_shape_override.
+            row = placements if placements is not None else row_dim
+            self.placements = _specs.placement_from_dims([row, col_dim])
+            self.mesh_shape_override = None
+
+    def __repr__(self) -> str:
+        s = f"MeshMapperConfig(placements: {list(self.placements)!r}"
+        if self.mesh_shape_override is not None:
+            s += f", mesh_shape_override={self.mesh_shape_override!r}"
+        return s + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MeshMapperConfig)
+            and self.placements == other.placements
+            and self.mesh_shape_override == other.mesh_shape_override
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class MeshComposerConfig:
+    """Tensor dim to concatenate along, per mesh dimension of the distribution shape."""
+
+    def __init__(
+        self,
+        dims: Sequence[int] | int | None = None,
+        col_dim: int | None = None,
+        mesh_shape_override: Any = None,
+        *,
+        row_dim: int | None = None,
+    ) -> None:
+        if isinstance(dims, (list, tuple)):
+            self.dims = tuple(int(d) for d in dims)
+        else:
+            row = dims if dims is not None else row_dim
+            if row is None or col_dim is None:
+                raise ShardingError(
+                    f"MeshComposerConfig(row_dim={row!r}, col_dim={col_dim!r}) needs both dims.\n"
+                    "fix: composers always concatenate; e.g. MeshComposerConfig(0, 3)."
+                )
+            self.dims = (int(row), int(col_dim))
+        self.mesh_shape_override = (
+            MeshShape(mesh_shape_override) if mesh_shape_override is not None else None
+        )
+
+    def __repr__(self) -> str:
+        s = f"MeshComposerConfig(dims: {list(self.dims)}"
+        if self.mesh_shape_override is not None:
+            s += f", mesh_shape_override={self.mesh_shape_override!r}"
+        return s + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MeshComposerConfig)
+            and self.dims == other.dims
+            and self.mesh_shape_override == other.mesh_shape_override
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------------------------------------
+# Distribution shape -> mesh axes
+# ---------------------------------------------------------------------------------------------
+
+
+def _axis_groups(dist: MeshShape, mesh: MeshShape) -> list[list[int]] | None:
+    """Which mesh axes each distribution axis covers, row-major, or None if they don't line up.
+
+    ``MeshShape(8)`` over a 2x4 mesh gives ``[[0, 1]]``; ``(1, 8)`` over 2x4 gives ``[[], [0, 1]]``.
+    """
+    mesh_dims = list(mesh)
+    groups: list[list[int]] = []
+    j = 0
+    for size in dist:
+        group: list[int] = []
+        prod = 1
+        while prod < size and j < len(mesh_dims):
+            prod *= mesh_dims[j]
+            group.append(j)
+            j += 1
+        if prod != size:
+            return None
+        groups.append(group)
+    while j < len(mesh_dims) and mesh_dims[j] == 1:
+        j += 1
+    return groups if j == len(mesh_dims) else None
+
+
+def resolve_mapper_placements(
+    mesh: MeshDevice, placements: Sequence[Placement], override: MeshShape | None
+) -> tuple[Placement, ...]:
+    """A mapper config as one placement per mesh axis of ``mesh`` (TT-NN's distribution modes)."""
+    dist = override if override is not None else mesh.shape
+    if len(placements) != dist.dims():
+        raise ShardingError(
+            f"The number of dimensions in the mesh shape {dist!r} does not match the number of "
+            f"placements in the config {list(placements)!r}.\n"
+            f"fix: give exactly {dist.dims()} placements, one per mesh dimension."
+        )
+    if dist.mesh_size() > mesh.shape.mesh_size():
+        raise ShardingError(
+            f"The size of the supplied mesh shape {dist!r} does not match the device shape size "
+            f"{mesh.shape!r}.\nfix: use a distribution shape with at most "
+            f"{mesh.shape.mesh_size()} devices."
+        )
+    shard_dims = [p.dim for p in placements if isinstance(p, PlacementShard)]
+    if len(set(shard_dims)) != len(shard_dims):
+        raise ShardingError(
+            f"dims must be unique: placements {list(placements)!r} shard the same tensor dim on "
+            "two mesh dimensions.\nfix: shard different tensor dims, or use "
+            "ShardTensorToMesh(mesh, dim) to split one dim over every device."
+        )
+    if dist == mesh.shape:
+        return canonical(tuple(placements), mesh.shape)
+    groups = _axis_groups(dist, mesh.shape) if dist.mesh_size() == mesh.shape.mesh_size() else None
+    if groups is None:
+        raise ShardingError(
+            f"A distribution over {dist!r} covers only part of (or does not line up with) the "
+            f"{mesh.shape!r} mesh; ttjax keeps every device of a mesh in use.\n"
+            f"fix: open or cut a submesh of shape {dist!r} (mesh_device.create_submesh) and "
+            "distribute over that."
+        )
+    out: list[Placement] = [PlacementReplicate()] * mesh.shape.dims()
+    for p, group in zip(placements, groups):
+        for axis in group:
+            out[axis] = p
+    return canonical(tuple(out), mesh.shape)
+
+
+def canonical(
+    placements: tuple[Placement, ...], mesh_shape: Sequence[int]
+) -> tuple[Placement, ...]:
+    """Size-1 mesh axes split nothing: their placement is always ``PlacementReplicate``."""
+    if all(s != 1 for s in mesh_shape):
+        return placements
+    return tuple(PlacementReplicate() if s == 1 else p for p, s in zip(placements, mesh_shape))
+
+
+def _normalize_dims(
+    shape: tuple[int, ...], placements: Sequence[Placement], what: str
+) -> tuple[Placement, ...]:
+    """Shard dims made non-negative for a tensor of ``shape``; out-of-range dims raise."""
+    rank = len(shape)
+    norm: list[Placement] = []
+    for i, p in enumerate(placements):
+        if isinstance(p, PlacementShard):
+            d = _specs.normalize_dim(p.dim, rank)
+            if d is None:
+                raise ShardingError(
+                    f"{what}: Invalid dimension index; got dims: {p.dim}, tensor dimension: {rank} "
+                    f"(tensor shape {list(shape)}, mesh axis {i}).\n"
+                    f"fix: pick a dim in [{-rank}, {rank - 1}]."
+                )
+            norm.append(PlacementShard(d))
+        else:
+            norm.append(p)
+    return tuple(norm)
+
+
+def _check_divisible(
+    shape: tuple[int, ...], placements: tuple[Placement, ...], mesh: MeshDevice, what: str
+) -> tuple[Placement, ...]:
+    """Normalize shard dims against ``shape`` and check every sharded dim divides evenly."""
+    out = _normalize_dims(shape, placements, what)
+    for d in sorted({p.dim for p in out if isinstance(p, PlacementShard)}):
+        n = _specs.shard_count(out, tuple(mesh.shape), d)
+        if shape[d] % n:
+            axes = _specs.axes_sharding(out, d)
+            names = [f"{mesh.axis_names[a]}({mesh.shape[a]})" for a in axes]
+            raise ShardingError(
+                f"{what}: tensor dim {d} of shape {list(shape)} has size {shape[d]}, which does not "
+                f"split evenly into {n} shards over mesh axes {names} of {mesh.shape!r} "
+                f"(Shard shape mismatch: {shape[d]} % {n} = {shape[d] % n}).\n"
+                f"fix: pad dim {d} to a multiple of {n}, shard another dim, or replicate it."
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Mappers
+# ---------------------------------------------------------------------------------------------
+
+
+class TensorToMesh:
+    """A mesh mapper: splits or replicates a host tensor over ``mesh_device``."""
+
+    def __init__(self, mesh_device: MeshDevice, config: MeshMapperConfig) -> None:
+        if not isinstance(mesh_device, MeshDevice):
+            raise ShardingError(
+                f"{type(self).__name__} needs a MeshDevice, got {type(mesh_device).__name__}.\n"
+                "fix: pass the mesh from ttnn.open_mesh_device(...)."
+            )
+        self.mesh_device = mesh_device
+        self._config = config
+        self.placements = resolve_mapper_placements(
+            mesh_device, config.placements, config.mesh_shape_override
+        )
+
+    def config(self) -> MeshMapperConfig:
+        return self._config
+
+    def placements_for(self, shape: tuple[int, ...]) -> tuple[Placement, ...]:
+        """Placements for a host tensor of ``shape`` (dims normalized; divisibility checked)."""
+        _normalize_dims(shape, self._config.placements, type(self).__name__)
+        return _check_divisible(shape, self.placements, self.mesh_device, type(self).__name__)
+
+    def map(self, tensor: Any) -> list[np.ndarray]:
+        """The per-device shards of ``tensor`` in row-major device order (for inspection)."""
+        from ttjax.convert import _to_host_array
+
+        arr = _to_host_array(tensor)
+        pl = self.placements_for(arr.shape)
+        mesh_shape = tuple(self.mesh_device.shape)
+        local = tuple(s // _specs.shard_count(pl, mesh_shape, d) for d, s in enumerate(arr.shape))
+        blocks = _specs.local_blocks(np, arr, pl, mesh_shape, local)
+        return list(np.reshape(blocks, (-1, *local)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.mesh_device!r}, {self._config!r})"
+
+
+class ShardTensorToMesh(TensorToMesh):
+    """Split tensor dim ``dim`` over every device of the mesh, in row-major device order."""
+
+    def __init__(self, mesh_device: MeshDevice, dim: int) -> None:
+        n = MeshShape(mesh_device.get_num_devices())
+        super().__init__(
+            mesh_device, MeshMapperConfig([PlacementShard(dim)], mesh_shape_override=n)
+        )
+        self.shard_dim = dim
+
+
+class ReplicateTensorToMesh(TensorToMesh):
+    """Copy the whole tensor to every device of the mesh."""
+
+    def __init__(self, mesh_device: MeshDevice) -> None:
+        n = MeshShape(mesh_device.get_num_devices())
+        super().__init__(
+            mesh_device, MeshMapperConfig([PlacementReplicate()], mesh_shape_override=n)
+        )
+
+    def unwrap(self) -> ReplicateTensorToMesh:
+        return self
+
+
+class ShardTensor2dMesh(TensorToMesh):
+    """``dims=(row_dim, col_dim)``: shard ``row_dim`` down the rows and ``col_dim`` across columns.
+
+    ``None`` replicates along that mesh dimension.
+    """
+
+    def __init__(
+        self, mesh_device: MeshDevice, mesh_shape: Any, dims: Sequence[int | None]
+    ) -> None:
+        dims = tuple(dims)
+        if len(dims) != 2:
+            raise ShardingError(
+                f"ShardTensor2dMesh dims={dims!r} must have two entries (row_dim, col_dim).\n"
+                "fix: e.g. dims=(None, 3) to shard dim 3 across columns."
+            )
+        shape = MeshShape(mesh_shape)
+        if shape.dims() != 2 or any(a > b for a, b in zip(shape, mesh_device.shape)):
+            raise ShardingError(
+                f"Device mesh shape {mesh_device.shape!r} does not match the provided mesh shape "
+                f"{shape!r}.\nfix: pass mesh_shape=tuple(mesh_device.shape)."
+            )
+        super().__init__(
+            mesh_device,
+            MeshMapperConfig(_specs.placement_from_dims(dims), mesh_shape_override=shape),
+        )
+        self.dims = dims
+
+
+def shard_tensor_to_mesh_mapper(mesh_device: MeshDevice, dim: int) -> TensorToMesh:
+    return ShardTensorToMesh(mesh_device, dim)
+
+
+def replicate_tensor_to_mesh_mapper(mesh_device: MeshDevice) -> TensorToMesh:
+    return ReplicateTensorToMesh(mesh_device)
+
+
+def create_mesh_mapper(
+    mesh_device: MeshDevice, config: MeshMapperConfig, mesh_shape: Any = None
+) -> TensorToMesh:
+    """A mapper from a :class:`MeshMapperConfig` (TT-NN's N-D mapper).
+
+    >>> mapper = create_mesh_mapper(mesh, MeshMapperConfig([PlacementReplicate(), PlacementShard(3)]))
+    """
+    if not isinstance(config, MeshMapperConfig):
+        raise ShardingError(
+            f"create_mesh_mapper needs a MeshMapperConfig, got {type(config).__name__}.\n"
+            "fix: ttnn.create_mesh_mapper(mesh, ttnn.MeshMapperConfig(placements=[...]))."
+        )
+    if mesh_shape is not None:
+        config = MeshMapperConfig(list(config.placements), mesh_shape_override=mesh_shape)
+    return TensorToMesh(mesh_device, config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Composers
+# ---------------------------------------------------------------------------------------------
+
+
+class MeshToTensor:
+    """A mesh composer: concatenates per-device shards back into one host tensor."""
+
+    def __init__(self, mesh_device: MeshDevice, config: MeshComposerConfig) -> None:
+        self.mesh_device = mesh_device
+        self._config = config
+        dist = config.mesh_shape_override or mesh_device.shape
+        if len(config.dims) != dist.dims():
+            raise ShardingError(
+                f"The number of dimensions in the mesh shape {dist!r} does not match the number of "
+                f"dimensions in the config {list(config.dims)}.\n"
+                f"fix: give {dist.dims()} concat dims, one per mesh dimension."
+            )
+        if dist.mesh_size() != mesh_device.shape.mesh_size():
+            raise ShardingError(
+                f"ND composition requires the number of tensors {mesh_device.shape.mesh_size()} to "
+                f"match the mesh shape {dist!r}.\nfix: compose over the whole mesh, or over a submesh."
+            )
+        self.dist_shape = dist
+
+    def config(self) -> MeshComposerConfig:
+        return self._config
+
+    def concat_dims(self, rank: int) -> list[int]:
+        dims = []
+        for d in self._config.dims:
+            n = _specs.normalize_dim(d, rank)
+            if n is None:
+                raise ShardingError(
+                    f"{type(self).__name__}: concat dim {d} is out of range for per-device rank {rank}.\n"
+                    f"fix: pick a dim in [{-rank}, {rank - 1}]."
+                )
+            dims.append(n)
+        return dims
+
+    def fast_placements(self, rank: int) -> tuple[Placement, ...] | None:
+        """Placements whose global array *is* this composer's result (no copy needed), if any."""
+        dims = self.concat_dims(rank)
+        groups = _axis_groups(self.dist_shape, self.mesh_device.shape)
+        if groups is None:
+            return None
+        out: list[Placement] = [PlacementReplicate()] * self.mesh_device.shape.dims()
+        for d, group in zip(dims, groups):
+            for axis in group:
+                out[axis] = PlacementShard(d)
+        return canonical(tuple(out), self.mesh_device.shape)
+
+    def compose(self, tensor: Any) -> np.ndarray:
+        """The composed host array (numpy)."""
+        from ttjax.convert import _compose
+
+        return _compose(tensor, self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.mesh_device!r}, {self._config!r})"
+
+
+class ConcatMeshToTensor(MeshToTensor):
+    """Concatenate every device's shard along ``dim``, in row-major device order."""
+
+    def __init__(self, mesh_device: MeshDevice, dim: int) -> None:
+        n = MeshShape(mesh_device.get_num_devices())
+        super().__init__(mesh_device, MeshComposerConfig([dim], mesh_shape_override=n))
+        self.concat_dim = dim
+
+
+class ConcatMesh2dToTensor(MeshToTensor):
+    """Concatenate within each row along ``dims[1]``, then the rows along ``dims[0]``."""
+
+    def __init__(self, mesh_device: MeshDevice, mesh_shape: Any, dims: Sequence[int]) -> None:
+        dims = tuple(dims)
+        if len(dims) != 2 or any(d is None for d in dims):
+            raise ShardingError(
+                f"ConcatMesh2dToTensor dims={dims!r} must be two ints (row_dim, col_dim).\n"
+                "fix: composers always concatenate; e.g. dims=(0, 3)."
+            )
+        shape = MeshShape(mesh_shape)
+        super().__init__(mesh_device, MeshComposerConfig(list(dims), mesh_shape_override=shape))
+        self.dims = dims
+
+
+def concat_mesh_to_tensor_composer(mesh_device: MeshDevice, dim: int) -> MeshToTensor:
+    return ConcatMeshToTensor(mesh_device, dim)
+
+
+def create_mesh_composer(mesh_device: MeshDevice, config: MeshComposerConfig) -> MeshToTensor:
+    """A composer from a :class:`MeshComposerConfig` (TT-NN's N-D composer)."""
+    if not isinstance(config, MeshComposerConfig):
+        raise ShardingError(
+            f"create_mesh_composer needs a MeshComposerConfig, got {type(config).__name__}.\n"
+            "fix: ttnn.create_mesh_composer(mesh, ttnn.MeshComposerConfig(dims=[0, 3]))."
+        )
+    return MeshToTensor(mesh_device, config)
+
+
+# TT-NN aliases of the C++ class names.
+CppTensorToMesh = TensorToMesh
+CppMeshToTensor = MeshToTensor
+
+# ---------------------------------------------------------------------------------------------
+# distribute(): default mapper/composer for a block of code
+# ---------------------------------------------------------------------------------------------
+
+_defaults = threading.local()
+
+
+def default_mapper() -> TensorToMesh | None:
+    return getattr(_defaults, "mapper", None)
+
+
+def default_composer() -> MeshToTensor | None:
+    return getattr(_defaults, "composer", None)
+
+
+@contextlib.contextmanager
+def distribute(default: TensorToMesh | MeshToTensor) -> Iterator[None]:
+    """Make ``default`` the mapper of ``from_torch`` (or composer of ``to_torch``) inside the block.
+
+    An explicit ``mesh_mapper=``/``mesh_composer=`` still wins, as in TT-NN.
+
+    >>> with ttnn.distribute(ttnn.ShardTensorToMesh(mesh, dim=0)):
+    ...     x = ttnn.from_torch(batch, device=mesh)
+    """
+    if isinstance(default, TensorToMesh):
+        attr = "mapper"
+    elif isinstance(default, MeshToTensor):
+        attr = "composer"
+    else:
+        raise ValueError("Argument must be an instance of either TensorToMesh or MeshToTensor.")
+    old = getattr(_defaults, attr, None)
+    setattr(_defaults, attr, default)
+    try:
+        yield
+    finally:
+        setattr(_defaults, attr, old)
+
+
+__all__ = [
+    "ConcatMesh2dToTensor",
+    "ConcatMeshToTensor",
+    "CppMeshToTensor",
+    "CppTensorToMesh",
+    "MeshComposerConfig",
+    "MeshMapperConfig",
+    "MeshToTensor",
+    "ReplicateTensorToMesh",
+    "ShardTensor2dMesh",
+    "ShardTensorToMesh",
+    "TensorToMesh",
+    "concat_mesh_to_tensor_composer",
+    "create_mesh_composer",
+    "create_mesh_mapper",
+    "distribute",
+    "replicate_tensor_to_mesh_mapper",
+    "shard_tensor_to_mesh_mapper",
+]

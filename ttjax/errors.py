@@ -1,0 +1,71 @@
+"""ttjax's exceptions: one class per kind of mistake, each also a builtin so ``except ValueError`` works.
+
+Every message names the bad value and ends with a ``fix:`` line. Like TT-NN's ``TT_FATAL``
+(which Python sees as ``RuntimeError``), every ttjax error is a ``RuntimeError`` too.
+"""
+
+from __future__ import annotations
+
+
+class TTJaxError(RuntimeError):
+    """Base class of every error ttjax raises on purpose."""
+
+
+class ConfigError(TTJaxError, ValueError):
+    """A bad environment variable or configuration value."""
+
+
+class MeshShapeError(TTJaxError, ValueError):
+    """A mesh shape that is malformed or does not fit the available devices."""
+
+
+class MeshMismatchError(TTJaxError, ValueError):
+    """Tensors (or a tensor and a mapper) that live on different meshes were combined."""
+
+
+class ShardingError(TTJaxError, ValueError):
+    """A mapper, composer or placement that cannot apply to this tensor."""
+
+
+class ComposerRequiredError(TTJaxError):
+    """A multi-device tensor was read back without a mesh composer."""
+
+
+class ShapeMismatchError(TTJaxError, ValueError):
+    """Per-device shapes that an op cannot combine."""
+
+
+class UnsupportedDTypeError(TTJaxError, TypeError):
+    """A dtype ttjax (like TT-NN) does not support, or a dtype/layout pair it forbids."""
+
+
+class LayoutError(TTJaxError, ValueError):
+    """A layout that the dtype or op forbids."""
+
+
+class CCLError(TTJaxError, ValueError):
+    """Bad arguments to a collective."""
+
+
+class TraceError(TTJaxError):
+    """A trace was used in a state that does not allow it (released, not captured, host I/O, ...)."""
+
+
+class DeviceClosedError(TTJaxError):
+    """A tensor or op uses a mesh device that was closed."""
+
+
+__all__ = [
+    "CCLError",
+    "ComposerRequiredError",
+    "ConfigError",
+    "DeviceClosedError",
+    "LayoutError",
+    "MeshMismatchError",
+    "MeshShapeError",
+    "ShapeMismatchError",
+    "ShardingError",
+    "TTJaxError",
+    "TraceError",
+    "UnsupportedDTypeError",
+]

@@ -1,0 +1,715 @@
+"""MeshDevice: a 2-D (or N-D) grid of JAX devices with TT-NN's names and semantics.
+
+A ``MeshDevice`` wraps an immutable ``jax.sharding.Mesh`` whose axis names are the TT-NN cluster
+axes (``"y"`` = rows = cluster_axis 0, ``"x"`` = cols = cluster_axis 1). On a laptop the devices are
+XLA host devices (32 by default, see ``ttjax._config``); on a GPU/TPU host they are the real devices.
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+>>> mesh
+<MeshDevice: 2x4 grid, 8 devices>
+>>> [m.get_device_ids() for m in mesh.create_submeshes(ttnn.MeshShape(2, 2))]
+[[0, 1, 4, 5], [2, 3, 6, 7]]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import AxisType
+from jax.sharding import Mesh as JaxMesh
+
+from ttjax import _config
+from ttjax.errors import MeshShapeError
+from ttjax.hardware import CoreCoord, CoreGrid
+
+# ---------------------------------------------------------------------------------------------
+# MeshShape / MeshCoordinate
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_int_tuple(values: Sequence[Any], what: str) -> tuple[int, ...]:
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise MeshShapeError(
+                f"{what} dimension {i} is {v!r} ({type(v).__name__}); every dimension must be an int.\n"
+                f"fix: pass integers, e.g. {what}(2, 4)."
+            )
+        out.append(int(v))
+    return tuple(out)
+
+
+class MeshShape:
+    """The shape of a mesh: ``MeshShape(rows, cols)``, ``MeshShape(y=, x=)`` or ``MeshShape([8])``.
+
+    >>> MeshShape(2, 4)
+    MeshShape([2, 4])
+    >>> rows, cols = MeshShape(y=8, x=4)
+    """
+
+    __slots__ = ("_dims",)
+
+    def __init__(self, *args: Any, y: int | None = None, x: int | None = None) -> None:
+        if y is not None or x is not None:
+            if args or y is None or x is None:
+                raise MeshShapeError(
+                    f"MeshShape got args={args!r}, y={y!r}, x={x!r}.\n"
+                    "fix: give both keywords, MeshShape(y=rows, x=cols), or positional dims."
+                )
+            dims: Sequence[Any] = (y, x)
+        elif len(args) == 1 and isinstance(args[0], (list, tuple, MeshShape, np.ndarray)):
+            dims = list(args[0])
+        else:
+            dims = args
+        dims_t = _as_int_tuple(dims, "MeshShape")
+        if len(dims_t) == 0:
+            raise MeshShapeError("MeshShape cannot have 0 dimension.\nfix: e.g. MeshShape(1, 2).")
+        for i, d in enumerate(dims_t):
+            if d <= 0:
+                raise MeshShapeError(
+                    f"MeshShape({list(dims_t)}) has dimension {i} = {d}; every dimension must be >= 1.\n"
+                    "fix: use a positive size for every mesh dimension."
+                )
+        self._dims = dims_t
+
+    def dims(self) -> int:
+        """Number of mesh dimensions (2 for a rows x cols mesh)."""
+        return len(self._dims)
+
+    def mesh_size(self) -> int:
+        """Number of devices in the mesh."""
+        return int(np.prod(self._dims))
+
+    def is_line_topology(self) -> bool:
+        """True when at most one dimension is larger than 1 (1xN or Nx1)."""
+        return sum(d != 1 for d in self._dims) <= 1
+
+    @property
+    def num_rows(self) -> int:
+        return self._dims[0]
+
+    @property
+    def num_cols(self) -> int:
+        return self._dims[1] if len(self._dims) > 1 else 1
+
+    @property
+    def y(self) -> int:
+        return self.num_rows
+
+    @property
+    def x(self) -> int:
+        return self.num_cols
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dims)
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    def __getitem__(self, i: int) -> int:
+        return self._dims[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MeshShape):
+            return self._dims == other._dims
+        if isinstance(other, (tuple, list)):
+            return self._dims == tuple(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(self._dims)
+
+    def __repr__(self) -> str:
+        return f"MeshShape({list(self._dims)})"
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return self._dims
+
+    def __str__(self) -> str:
+        return "x".join(map(str, self._dims))
+
+
+class MeshCoordinate:
+    """A device's coordinate in a mesh, ordered lexicographically (row-major).
+
+    >>> MeshCoordinate(0, 1)
+    MeshCoordinate([0, 1])
+    """
+
+    __slots__ = ("_coords",)
+
+    def __init__(self, *args: Any) -> None:
+        if len(args) == 1 and isinstance(args[0], (list, tuple, MeshCoordinate, np.ndarray)):
+            coords: Sequence[Any] = list(args[0])
+        else:
+            coords = args
+        self._coords = _as_int_tuple(coords, "MeshCoordinate")
+
+    def dims(self) -> int:
+        return len(self._coords)
+
+    def coords(self) -> tuple[int, ...]:
+        return self._coords
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._coords)
+
+    def __len__(self) -> int:
+        return len(self._coords)
+
+    def __getitem__(self, i: int) -> int:
+        if not -len(self._coords) <= i < len(self._coords):
+            raise IndexError(f"Index out of bounds: {i} not in [0, {len(self._coords)})")
+        return self._coords[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MeshCoordinate):
+            return self._coords == other._coords
+        if isinstance(other, (tuple, list)):
+            return self._coords == tuple(other)
+        return NotImplemented
+
+    def __lt__(self, other: MeshCoordinate) -> bool:
+        return self._coords < tuple(other)
+
+    def __le__(self, other: MeshCoordinate) -> bool:
+        return self._coords <= tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._coords)
+
+    def __repr__(self) -> str:
+        return f"MeshCoordinate({list(self._coords)})"
+
+
+class MeshCoordinateRange:
+    """The coordinates from ``start`` to ``end`` (inclusive), or all of a shape, in row-major order."""
+
+    def __init__(self, start: Any, end: Any = None) -> None:
+        if end is None:
+            shape = MeshShape(start)
+            self.start = MeshCoordinate([0] * shape.dims())
+            self.end = MeshCoordinate([d - 1 for d in shape])
+        else:
+            self.start, self.end = MeshCoordinate(start), MeshCoordinate(end)
+
+    def __iter__(self) -> Iterator[MeshCoordinate]:
+        ranges = [range(a, b + 1) for a, b in zip(self.start, self.end)]
+        for c in itertools.product(*ranges):
+            yield MeshCoordinate(c)
+
+    def __len__(self) -> int:
+        return int(np.prod([b - a + 1 for a, b in zip(self.start, self.end)]))
+
+    def __repr__(self) -> str:
+        return f"MeshCoordinateRange(start={self.start!r}, end={self.end!r})"
+
+
+# Named systems (TT-NN guide, section 2.1).
+N300 = MeshShape(1, 2)
+T3000 = MeshShape(2, 4)
+GALAXY = MeshShape(8, 4)
+SYSTEMS: dict[str, MeshShape] = {
+    "n300": N300,
+    "t3000": T3000,
+    "quietbox": T3000,
+    "galaxy": GALAXY,
+    "tg": GALAXY,
+}
+
+_DEFAULT_AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
+
+
+def default_axis_names(rank: int) -> tuple[str, ...]:
+    """Mesh axis names for a rank: ``("y", "x")`` for 2-D (cluster_axis 0 and 1)."""
+    return _DEFAULT_AXIS_NAMES.get(rank, tuple(f"a{i}" for i in range(rank)))
+
+
+class Arch(enum.Enum):
+    """Chip architecture reported by ``mesh_device.arch()``; virtual meshes report ``VIRTUAL``."""
+
+    WORMHOLE_B0 = "wormhole_b0"
+    BLACKHOLE = "blackhole"
+    VIRTUAL = "virtual"
+
+
+# ---------------------------------------------------------------------------------------------
+# Device discovery
+# ---------------------------------------------------------------------------------------------
+
+
+def _all_devices() -> list[jax.Device]:
+    return list(jax.devices())
+
+
+def available_devices() -> list[jax.Device]:
+    """Devices a mesh may open: all JAX devices, narrowed by ``TT_VISIBLE_DEVICES``."""
+    devices = _all_devices()
+    visible = _config.visible_device_ids()
+    if visible is None:
+        return devices
+    by_id = {d.id: d for d in devices}
+    missing = [i for i in visible if i not in by_id]
+    if missing:
+        raise MeshShapeError(
+            f"TT_VISIBLE_DEVICES names device ids {missing}, which do not exist; "
+            f"this process has ids {sorted(by_id)}.\n"
+            "fix: list only existing ids, or raise TTJAX_NUM_DEVICES before starting Python."
+        )
+    return [by_id[i] for i in visible]
+
+
+def get_num_devices() -> int:
+    """Number of devices a mesh can use (visible devices of JAX's default backend)."""
+    return len(available_devices())
+
+
+def get_device_ids() -> list[int]:
+    """Ids of the devices a mesh can use, in order."""
+    return [d.id for d in available_devices()]
+
+
+get_num_pcie_devices = get_num_devices
+get_pcie_device_ids = get_device_ids
+
+
+def system_mesh_shape(num_devices: int | None = None) -> MeshShape:
+    """The global mesh shape of this system: 32 devices form a Galaxy 8x4, 8 a T3000 2x4, 2 an N300."""
+    n = get_num_devices() if num_devices is None else num_devices
+    return {32: GALAXY, 8: T3000, 2: N300, 1: MeshShape(1, 1)}.get(n, MeshShape(1, n))
+
+
+def _too_few_devices(needed: int, have: int, shape: MeshShape) -> MeshShapeError:
+    platform = jax.default_backend()
+    if platform == "cpu":
+        started = _config._state.get("configured") is False
+        how = (
+            "JAX had already started its backend before ttjax was imported, so the device count "
+            "could not be raised. "
+            if started
+            else ""
+        )
+        fix = (
+            f"fix: {how}start a fresh Python with TTJAX_NUM_DEVICES={max(needed, 8)} "
+            "(or import ttjax before running any JAX computation; the default is 32 devices)."
+        )
+    else:
+        fix = f"fix: open a mesh of at most {have} devices, e.g. MeshShape(1, {have})."
+    visible = _config.visible_device_ids()
+    note = f" (TT_VISIBLE_DEVICES={visible})" if visible is not None else ""
+    return MeshShapeError(
+        f"Requested mesh {shape!r} needs {needed} devices, but only {have} {platform} "
+        f"device(s) are available{note}.\n{fix}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# MeshDevice
+# ---------------------------------------------------------------------------------------------
+
+_next_mesh_id = itertools.count()
+
+
+class MeshDevice:
+    """A mesh of devices that ops run on in SPMD; TT-NN's ``ttnn.MeshDevice``.
+
+    Build one with :func:`open_mesh_device`. ``mesh_device.jax_mesh`` is the underlying
+    ``jax.sharding.Mesh`` for interop with raw JAX code.
+    """
+
+    def __init__(
+        self,
+        devices: np.ndarray,
+        *,
+        axis_names: Sequence[str] | None = None,
+        parent: MeshDevice | None = None,
+        offset: MeshCoordinate | None = None,
+    ) -> None:
+        devices = np.array(devices, dtype=object)
+        names = tuple(axis_names) if axis_names is not None else default_axis_names(devices.ndim)
+        if len(names) != devices.ndim or len(set(names)) != len(names):
+            raise MeshShapeError(
+                f"axis_names={names!r} must hold {devices.ndim} distinct names for a "
+                f"{devices.ndim}-D mesh.\nfix: e.g. axis_names={default_axis_names(devices.ndim)!r}."
+            )
+        devices.setflags(write=False)
+        self._devices = devices
+        self._axis_names = names
+        self._jax_mesh = JaxMesh(devices, names, axis_types=(AxisType.Auto,) * devices.ndim)
+        self._shape = MeshShape(devices.shape)
+        self._parent = parent
+        self._offset = offset
+        self._submeshes: list[MeshDevice] = []
+        self._id = next(_next_mesh_id)
+        self._gen = 0
+        self._closed = False
+        self._program_cache: dict[Any, Any] = {}
+        self._program_cache_enabled = True
+        self._device_views: dict[tuple[int, ...], MeshDevice] = {}
+        self._trace_state: Any = None
+        self._last_outputs: tuple[Any, ...] = ()
+
+    # -- TT-NN API ------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> MeshShape:
+        """The mesh shape, rows x cols: ``rows, cols = mesh_device.shape``."""
+        return self._shape
+
+    def get_num_devices(self) -> int:
+        return self._devices.size
+
+    def get_device_ids(self) -> list[int]:
+        """Physical device ids in row-major order of mesh coordinates."""
+        return [d.id for d in self._devices.flat]
+
+    def get_device_id(self, coord: Any) -> int:
+        c = tuple(MeshCoordinate(coord))
+        if len(c) != self._devices.ndim or not all(0 <= a < s for a, s in zip(c, self._shape)):
+            raise MeshShapeError(
+                f"Device ID requested for MeshCoord {MeshCoordinate(c)!r} not found.\n"
+                f"fix: coordinates of a {self._shape!r} mesh run from {[0] * self._devices.ndim} "
+                f"to {[s - 1 for s in self._shape]}."
+            )
+        return int(self._devices[c].id)
+
+    def get_devices(self) -> list[jax.Device]:
+        """The JAX devices, row-major."""
+        return list(self._devices.flat)
+
+    def id(self) -> int:
+        return self._id
+
+    def arch(self) -> Arch:
+        return Arch.VIRTUAL if jax.default_backend() == "cpu" else Arch.WORMHOLE_B0
+
+    def compute_with_storage_grid_size(self) -> CoreCoord:
+        return CoreCoord(8, 8)
+
+    def dram_grid_size(self) -> CoreCoord:
+        return CoreCoord(12, 1)
+
+    @property
+    def core_grid(self) -> CoreGrid:
+        g = self.compute_with_storage_grid_size()
+        return CoreGrid(y=g.y, x=g.x)
+
+    def get_view(self) -> MeshDevice:
+        return self
+
+    def num_devices(self) -> int:
+        return self.get_num_devices()
+
+    def is_local(self, coord: Any) -> bool:
+        return self._devices[tuple(MeshCoordinate(coord))].process_index == jax.process_index()
+
+    # Program cache (TT-NN compiles kernels per op; ttjax caches one jitted program per op call site).
+    def enable_program_cache(self) -> None:
+        self._program_cache_enabled = True
+
+    def disable_and_clear_program_cache(self) -> None:
+        self._program_cache_enabled = False
+        self._program_cache.clear()
+
+    def clear_program_cache(self) -> None:
+        self._program_cache.clear()
+
+    def num_program_cache_entries(self) -> int:
+        return len(self._program_cache)
+
+    # Sub-device managers only matter to TT-NN's CCL kernels; they are no-ops here.
+    def create_sub_device_manager(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def load_sub_device_manager(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def clear_loaded_sub_device_manager(self) -> None:
+        return None
+
+    def remove_sub_device_manager(self, *args: Any) -> None:
+        return None
+
+    def set_sub_device_stall_group(self, *args: Any) -> None:
+        return None
+
+    def reset_sub_device_stall_group(self) -> None:
+        return None
+
+    def enable_async(self, enable: bool = True) -> None:
+        return None
+
+    # -- submeshes ---------------------------------------------------------------------------------
+
+    def create_submesh(self, submesh_shape: Any, offset: Any = None) -> MeshDevice:
+        """The submesh at ``offset`` (default origin) of ``submesh_shape``; device ids keep their values."""
+        self._check_open()
+        shape = MeshShape(submesh_shape)
+        if shape.dims() != self._shape.dims():
+            raise MeshShapeError(
+                f"Submesh shape {shape!r} and mesh device shape {self._shape!r} must have the same "
+                "number of dimensions.\nfix: give one size per mesh dimension."
+            )
+        off = MeshCoordinate(offset) if offset is not None else MeshCoordinate([0] * shape.dims())
+        if any(o < 0 or o + s > p for o, s, p in zip(off, shape, self._shape)):
+            raise MeshShapeError(
+                f"Submesh shape {shape!r} and offset {off!r} does not fit within parent mesh "
+                f"({self._shape!r}).\nfix: keep offset + shape within the parent on every dimension."
+            )
+        index = tuple(slice(o, o + s) for o, s in zip(off, shape))
+        sub = MeshDevice(self._devices[index], axis_names=self._axis_names, parent=self, offset=off)
+        self._submeshes.append(sub)
+        return sub
+
+    def create_submeshes(self, submesh_shape: Any) -> list[MeshDevice]:
+        """Disjoint submeshes that tile this mesh, in row-major order of tile position.
+
+        An 8x4 Galaxy split into ``MeshShape(2, 4)`` gives four T3000-sized submeshes.
+        """
+        self._check_open()
+        shape = MeshShape(submesh_shape)
+        if shape.dims() != self._shape.dims():
+            raise MeshShapeError(
+                f"Submesh shape {shape!r} and mesh device shape {self._shape!r} must have the same "
+                "number of dimensions.\nfix: give one size per mesh dimension."
+            )
+        for i, (p, s) in enumerate(zip(self._shape, shape)):
+            if p % s:
+                raise MeshShapeError(
+                    f"Shape {self._shape!r} is not divisible by submesh shape {shape!r} along "
+                    f"dimension {i}.\nfix: pick a submesh size that divides {p}."
+                )
+        counts = [p // s for p, s in zip(self._shape, shape)]
+        return [
+            self.create_submesh(shape, [t * s for t, s in zip(tile, shape)])
+            for tile in itertools.product(*map(range, counts))
+        ]
+
+    def get_submeshes(self) -> list[MeshDevice]:
+        return [m for m in self._submeshes if not m._closed]
+
+    @property
+    def parent(self) -> MeshDevice | None:
+        """The mesh this submesh was cut from (None for a top-level mesh)."""
+        return self._parent
+
+    @property
+    def offset(self) -> MeshCoordinate | None:
+        return self._offset
+
+    def reshape(self, new_shape: Any) -> None:
+        """Lay the same devices out in ``new_shape`` (row-major); tensors made before must be recreated."""
+        self._check_open()
+        shape = MeshShape(new_shape)
+        if shape.mesh_size() != self._shape.mesh_size():
+            raise MeshShapeError(
+                f"New shape must have the same number of devices as current shape: {shape!r} has "
+                f"{shape.mesh_size()}, {self._shape!r} has {self._shape.mesh_size()}.\n"
+                "fix: keep the product of the dimensions."
+            )
+        devices = self._devices.reshape(tuple(shape))
+        names = default_axis_names(devices.ndim) if devices.ndim != self._devices.ndim else None
+        fresh = MeshDevice(devices, axis_names=names or self._axis_names)
+        self._devices, self._axis_names = fresh._devices, fresh._axis_names
+        self._jax_mesh, self._shape = fresh._jax_mesh, fresh._shape
+        self._program_cache.clear()
+        self._device_views.clear()
+        self._gen += 1
+
+    # -- JAX interop and internals ------------------------------------------------------------------
+
+    @property
+    def jax_mesh(self) -> JaxMesh:
+        """The ``jax.sharding.Mesh`` of this mesh device."""
+        return self._jax_mesh
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """JAX axis names, one per mesh dimension (cluster_axis i is ``axis_names[i]``)."""
+        return self._axis_names
+
+    @property
+    def devices(self) -> np.ndarray:
+        """The JAX devices as a read-only array of the mesh shape."""
+        return self._devices
+
+    @property
+    def is_open(self) -> bool:
+        return not self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from ttjax.errors import DeviceClosedError
+
+            raise DeviceClosedError(
+                f"{self!r} was closed.\nfix: open a new mesh with ttnn.open_mesh_device(...)."
+            )
+
+    def _device_view(self, coord: tuple[int, ...]) -> MeshDevice:
+        """A 1x1 mesh holding just the device at ``coord`` (for per-device tensors)."""
+        view = self._device_views.get(coord)
+        if view is None:
+            dev = self._devices[coord]
+            view = MeshDevice(
+                np.array([[dev]], dtype=object), axis_names=default_axis_names(2), parent=self
+            )
+            self._device_views[coord] = view
+        return view
+
+    def root(self) -> MeshDevice:
+        """The top-level mesh this (sub)mesh belongs to."""
+        m = self
+        while m._parent is not None:
+            m = m._parent
+        return m
+
+    def __repr__(self) -> str:
+        return f"<MeshDevice: {self._shape} grid, {self.get_num_devices()} devices>"
+
+    __str__ = __repr__
+
+    def __enter__(self) -> MeshDevice:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        close_mesh_device(self)
+
+
+def _devices_for(shape: MeshShape, offset: Any, physical_device_ids: Sequence[int]) -> np.ndarray:
+    avail = available_devices()
+    needed = shape.mesh_size()
+    if physical_device_ids:
+        by_id = {d.id: d for d in avail}
+        bad = [i for i in physical_device_ids if i not in by_id]
+        if bad or len(physical_device_ids) != needed:
+            raise MeshShapeError(
+                f"physical_device_ids={list(physical_device_ids)} must name {needed} available "
+                f"devices for {shape!r}; unavailable: {bad}, available: {sorted(by_id)}.\n"
+                "fix: list exactly one available id per mesh position."
+            )
+        return np.array([by_id[i] for i in physical_device_ids], dtype=object).reshape(tuple(shape))
+    if needed > len(avail):
+        raise _too_few_devices(needed, len(avail), shape)
+    if offset is not None:
+        system = system_mesh_shape(len(avail))
+        grid = np.array(avail[: system.mesh_size()], dtype=object).reshape(tuple(system))
+        off = tuple(MeshCoordinate(offset))
+        if len(off) != system.dims() or shape.dims() != system.dims():
+            raise MeshShapeError(
+                f"offset {MeshCoordinate(off)!r} and {shape!r} must both have the rank of the "
+                f"system mesh {system!r}.\nfix: give a {system.dims()}-D shape and offset."
+            )
+        if any(o < 0 or o + s > g for o, s, g in zip(off, shape, system)):
+            raise MeshShapeError(
+                f"Mesh {shape!r} at offset {MeshCoordinate(off)!r} does not fit in the system mesh "
+                f"{system!r}.\nfix: keep offset + shape within the system mesh."
+            )
+        return grid[tuple(slice(o, o + s) for o, s in zip(off, shape))]
+    return np.array(avail[:needed], dtype=object).reshape(tuple(shape))
+
+
+def open_mesh_device(
+    mesh_shape: Any = None,
+    l1_small_size: int = 0,
+    trace_region_size: int = 0,
+    num_command_queues: int = 1,
+    dispatch_core_config: Any = None,
+    offset: Any = None,
+    physical_device_ids: Sequence[int] = (),
+    worker_l1_size: int = 0,
+    *,
+    mesh_type: Any = None,
+    dispatch_core_type: Any = None,
+    axis_names: Sequence[str] | None = None,
+) -> MeshDevice:
+    """Open a mesh of devices (TT-NN's ``ttnn.open_mesh_device``).
+
+    Hardware arguments (L1 sizes, trace region, dispatch cores, mesh_type) are accepted and have no
+    effect. ``axis_names`` overrides the JAX axis names (default ``("y", "x")``).
+
+    >>> mesh = open_mesh_device(MeshShape(1, 2))
+    """
+    shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
+    return MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+
+
+def close_mesh_device(mesh_device: MeshDevice) -> None:
+    """Close a mesh and its submeshes; later use of their tensors raises ``DeviceClosedError``."""
+    for sub in mesh_device._submeshes:
+        close_mesh_device(sub)
+    for view in mesh_device._device_views.values():
+        close_mesh_device(view)
+    mesh_device._closed = True
+    mesh_device._gen += 1
+    mesh_device._program_cache.clear()
+    mesh_device._last_outputs = ()
+    if mesh_device._parent is not None and mesh_device in mesh_device._parent._submeshes:
+        mesh_device._parent._submeshes.remove(mesh_device)
+
+
+@contextlib.contextmanager
+def create_mesh_device(*args: Any, **kwargs: Any) -> Iterator[MeshDevice]:
+    """Context manager: open a mesh on entry, close it on exit."""
+    mesh = open_mesh_device(*args, **kwargs)
+    try:
+        yield mesh
+    finally:
+        close_mesh_device(mesh)
+
+
+def open_device(device_id: int = 0, **kwargs: Any) -> MeshDevice:
+    """Open one device as a 1x1 mesh (TT-NN's ``ttnn.open_device``)."""
+    return open_mesh_device(MeshShape(1, 1), physical_device_ids=[device_id])
+
+
+def close_device(device: MeshDevice) -> None:
+    close_mesh_device(device)
+
+
+def synchronize_device(mesh_device: MeshDevice, cq_id: int | None = None, **_: Any) -> None:
+    """Wait until every op dispatched to ``mesh_device`` (and its submeshes) has finished."""
+    for arr in mesh_device._last_outputs:
+        arr.block_until_ready()
+    for sub in mesh_device._submeshes:
+        synchronize_device(sub)
+
+
+synchronize_devices = synchronize_device
+
+
+__all__ = [
+    "GALAXY",
+    "N300",
+    "SYSTEMS",
+    "T3000",
+    "Arch",
+    "MeshCoordinate",
+    "MeshCoordinateRange",
+    "MeshDevice",
+    "MeshShape",
+    "available_devices",
+    "close_device",
+    "close_mesh_device",
+    "create_mesh_device",
+    "default_axis_names",
+    "get_device_ids",
+    "get_num_devices",
+    "get_num_pcie_devices",
+    "get_pcie_device_ids",
+    "open_device",
+    "open_mesh_device",
+    "synchronize_device",
+    "synchronize_devices",
+    "system_mesh_shape",
+]

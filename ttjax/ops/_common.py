@@ -1,0 +1,101 @@
+"""Helpers shared by the op families: hardware kwargs, scalars, dims, in-place outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ttjax import _specs
+from ttjax.enums import DataType
+from ttjax.errors import ShapeMismatchError, TTJaxError
+from ttjax.tensor import Tensor
+
+# Keyword arguments TT-NN ops take to tune hardware execution. ttjax accepts them so real TT-NN
+# code runs unchanged; they never change a result (XLA makes these choices).
+HW_KWARGS = frozenset(
+    {
+        "memory_config",
+        "program_config",
+        "compute_kernel_config",
+        "core_grid",
+        "queue_id",
+        "cq_id",
+        "sub_core_grids",
+        "use_1d_systolic_array",
+        "output_tile",
+        "global_cb",
+        "sub_device_id",
+        "subdevice_id",
+        "use_multicore",
+        "numeric_stable",
+        "fp32_dest_acc_en",
+        "math_fidelity",
+        "enable_split_reader",
+        "input_tensor_a_activations",
+        "input_tensor_b_activations",
+        "activations",
+        "fast_and_approximate_mode",
+        "fused_activation",
+        "pad_value",
+        "vector_mode",
+        "mesh_device",
+        "num_links",
+        "num_workers",
+        "num_buffers_per_channel",
+    }
+)
+
+
+def check_hw_kwargs(op: str, kwargs: Mapping[str, Any]) -> None:
+    """Reject keyword arguments that are neither the op's own nor TT-NN hardware knobs."""
+    unknown = sorted(k for k in kwargs if k not in HW_KWARGS)
+    if unknown:
+        raise TypeError(
+            f"ttnn.{op} got unexpected keyword argument(s) {unknown}.\n"
+            f"fix: check the spelling against TT-NN's signature of ttnn.{op}."
+        )
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def norm_dim(op: str, t: Tensor, dim: int, name: str = "dim") -> int:
+    rank = len(t._shape)
+    d = _specs.normalize_dim(dim, max(rank, 1))
+    if d is None:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: {name}={dim!r} is out of range for a tensor of per-device shape "
+            f"{list(t._shape)} (rank {rank}).\nfix: use {name} in [{-rank}, {rank - 1}]."
+        )
+    return d
+
+
+def check_dtype(op: str, dtype: Any) -> DataType | None:
+    if dtype is None or isinstance(dtype, DataType):
+        return dtype
+    raise TTJaxError(
+        f"ttnn.{op}: dtype={dtype!r} is not a ttnn DataType.\nfix: e.g. dtype=ttnn.bfloat16."
+    )
+
+
+def write_output(result: Tensor, output_tensor: Tensor | None) -> Tensor:
+    """TT-NN's ``output_tensor=``: the result is written into that tensor, which is returned."""
+    if output_tensor is None:
+        return result
+    if output_tensor._shape != result._shape or output_tensor._dtype is not result._dtype:
+        raise ShapeMismatchError(
+            f"output_tensor has per-device shape {list(output_tensor._shape)} {output_tensor._dtype!r}"
+            f" but the op produces {list(result._shape)} {result._dtype!r}.\n"
+            "fix: preallocate output_tensor with the result's shape and dtype."
+        )
+    from ttjax import _dispatch
+
+    output_tensor._data = result._data
+    output_tensor._placements = result._placements
+    output_tensor._layout = result._layout
+    if _dispatch._capture is not None:
+        _dispatch._capture.alias(result, output_tensor)
+    return output_tensor

@@ -1,0 +1,419 @@
+"""Shape and data-movement ops, per device: reshape, permute, transpose, concat, slice, split,
+repeat, pad, to_layout, embedding.
+
+Every shape argument is a *per-device* shape, as in TT-NN: reshaping a tensor sharded over 4
+devices reshapes each device's quarter.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ttjax._dispatch import default_placements, run_op
+from ttjax.enums import DataType, Layout
+from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError
+from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
+from ttjax.placements import Placement, PlacementShard
+from ttjax.tensor import Tensor
+
+
+def _resolve_shape(op: str, t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
+    dims = [int(s) for s in shape]
+    size = int(np.prod(t._shape))
+    if dims.count(-1) > 1:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: shape {dims} has more than one -1.\nfix: infer one dim at most."
+        )
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1]))
+        if known == 0 or size % known:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: cannot reshape per-device shape {list(t._shape)} ({size} elements) "
+                f"into {dims}.\nfix: the new shape must hold the same number of elements per device."
+            )
+        dims[dims.index(-1)] = size // known
+    if int(np.prod(dims)) != size:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: cannot reshape per-device shape {list(t._shape)} ({size} elements) into "
+            f"{dims} ({int(np.prod(dims))} elements).\nfix: shapes are per device; keep the "
+            "element count of one device's shard."
+        )
+    return tuple(dims)
+
+
+def reshape(
+    input_tensor: Tensor, shape: Sequence[int], *, memory_config: Any = None, **kwargs: Any
+) -> Tensor:
+    """Reshape each device's tensor to ``shape`` (a per-device shape; one -1 allowed)."""
+    check_hw_kwargs("reshape", kwargs)
+    new = _resolve_shape("reshape", input_tensor, shape)
+    if new == input_tensor._shape:
+        return input_tensor
+    return run_op("reshape", lambda x: jnp.reshape(x, new), [input_tensor], static=new)
+
+
+view = reshape
+
+
+def squeeze(input_tensor: Tensor, dim: int = 0, **kwargs: Any) -> Tensor:
+    """Drop size-1 dim ``dim`` from each device's tensor."""
+    d = norm_dim("squeeze", input_tensor, dim)
+    if input_tensor._shape[d] != 1:
+        return input_tensor
+    new = input_tensor._shape[:d] + input_tensor._shape[d + 1 :]
+    return reshape(input_tensor, new, **kwargs)
+
+
+def unsqueeze(input_tensor: Tensor, dim: int, **kwargs: Any) -> Tensor:
+    """Insert a size-1 dim at ``dim`` in each device's tensor."""
+    rank = len(input_tensor._shape)
+    d = dim + rank + 1 if dim < 0 else dim
+    if not 0 <= d <= rank:
+        raise ShapeMismatchError(
+            f"ttnn.unsqueeze: dim={dim} is out of range for rank {rank}.\nfix: use dim in [{-rank - 1}, {rank}]."
+        )
+    new = input_tensor._shape[:d] + (1,) + input_tensor._shape[d:]
+    return reshape(input_tensor, new, **kwargs)
+
+
+def unsqueeze_to_4D(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    """Prepend size-1 dims until each device's tensor has rank 4."""
+    shape = input_tensor._shape
+    if len(shape) >= 4:
+        return input_tensor
+    return reshape(input_tensor, (1,) * (4 - len(shape)) + tuple(shape), **kwargs)
+
+
+def _permuted_rule(perm: tuple[int, ...]) -> Any:
+    inverse = {d: i for i, d in enumerate(perm)}
+
+    def rule(
+        tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
+    ) -> list[tuple[Placement, ...]]:
+        (t,) = tensors
+        out = default_placements(tensors, shapes, len(t._placements))[0]
+        mapped = tuple(
+            PlacementShard(inverse[p.dim])
+            if isinstance(p, PlacementShard) and isinstance(q, PlacementShard)
+            else q
+            for p, q in zip(t._placements, out)
+        )
+        return [mapped]
+
+    return rule
+
+
+def permute(
+    input_tensor: Tensor, dims: Sequence[int], *, memory_config: Any = None, **kwargs: Any
+) -> Tensor:
+    """Permute the dims of each device's tensor (sharded dims follow their data)."""
+    check_hw_kwargs("permute", kwargs)
+    rank = len(input_tensor._shape)
+    perm = tuple(norm_dim("permute", input_tensor, d, "dims") for d in dims)
+    if sorted(perm) != list(range(rank)):
+        raise ShapeMismatchError(
+            f"ttnn.permute: dims={list(dims)} is not a permutation of {list(range(rank))}.\n"
+            "fix: name every dim exactly once."
+        )
+    return run_op(
+        "permute",
+        lambda x: jnp.transpose(x, perm),
+        [input_tensor],
+        static=perm,
+        placement_rule=_permuted_rule(perm),
+    )
+
+
+def transpose(
+    input_tensor: Tensor, dim0: int, dim1: int, *, memory_config: Any = None, **kwargs: Any
+) -> Tensor:
+    """Swap two dims of each device's tensor."""
+    check_hw_kwargs("transpose", kwargs)
+    a = norm_dim("transpose", input_tensor, dim0, "dim0")
+    b = norm_dim("transpose", input_tensor, dim1, "dim1")
+    perm = list(range(len(input_tensor._shape)))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(input_tensor, perm)
+
+
+def concat(
+    tensors: Sequence[Tensor],
+    dim: int = 0,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Concatenate each device's tensors along ``dim`` (no communication)."""
+    check_hw_kwargs("concat", kwargs)
+    tensors = list(tensors)
+    if not tensors:
+        raise TTJaxError("ttnn.concat needs at least one tensor.")
+    d = norm_dim("concat", tensors[0], dim)
+    out = run_op(
+        "concat", lambda *xs: jnp.concatenate(xs, axis=d), tensors, static=(d, len(tensors))
+    )
+    return write_output(out, output_tensor)
+
+
+def _index_key(index: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """A hashable, validated form of a Python index (ints, slices, Ellipsis, None)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    n_real = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    if n_real > len(shape) or builtins.sum(1 for i in index if i is Ellipsis) > 1:
+        raise ShapeMismatchError(
+            f"index {index!r} does not fit a tensor of per-device shape {list(shape)}.\n"
+            "fix: index at most one position per dim, with at most one `...`."
+        )
+    expanded: list[Any] = []
+    for i in index:
+        if i is Ellipsis:
+            expanded += [builtins.slice(None)] * (len(shape) - n_real)
+        else:
+            expanded.append(i)
+    key: list[Any] = []
+    dim = 0
+    for i in expanded:
+        if i is None:
+            key.append(("n",))
+        elif isinstance(i, builtins.slice):
+            key.append(("s", i.start, i.stop, i.step))
+            dim += 1
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            size = shape[dim]
+            if not -size <= int(i) < size:
+                raise ShapeMismatchError(
+                    f"index {int(i)} is out of range for dim {dim} of size {size} "
+                    f"(per-device shape {list(shape)}).\nfix: indices are per device; use "
+                    f"[{-size}, {size - 1}]."
+                )
+            key.append(("i", int(i)))
+            dim += 1
+        else:
+            raise TTJaxError(
+                f"unsupported index {i!r} ({type(i).__name__}).\nfix: use ints, slices, ... or None."
+            )
+    return tuple(key)
+
+
+def _from_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for k in key:
+        if k[0] == "n":
+            out.append(None)
+        elif k[0] == "s":
+            out.append(builtins.slice(k[1], k[2], k[3]))
+        else:
+            out.append(k[1])
+    return tuple(out)
+
+
+def getitem(input_tensor: Tensor, index: Any) -> Tensor:
+    """``tensor[index]`` on each device's tensor (ints, slices, ``...``, ``None``)."""
+    key = _index_key(index, input_tensor._shape)
+    idx = _from_key(key)
+    return run_op("getitem", lambda x: x[idx], [input_tensor], static=key)
+
+
+def slice(
+    input_tensor: Tensor,
+    slice_start: Sequence[int],
+    slice_end: Sequence[int],
+    slice_step: Sequence[int] | None = None,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``x[start0:end0:step0, start1:end1:step1, ...]`` on each device's tensor."""
+    check_hw_kwargs("slice", kwargs)
+    rank = len(input_tensor._shape)
+    steps = list(slice_step) if slice_step is not None else [1] * len(slice_start)
+    if not len(slice_start) == len(slice_end) == len(steps) == rank:
+        raise ShapeMismatchError(
+            f"ttnn.slice: starts {list(slice_start)}, ends {list(slice_end)} and steps {steps} must "
+            f"each have one entry per dim of the rank-{rank} tensor.\nfix: give {rank} entries each."
+        )
+    index = tuple(
+        builtins.slice(int(a), int(b), int(c)) for a, b, c in zip(slice_start, slice_end, steps)
+    )
+    return write_output(getitem(input_tensor, index), output_tensor)
+
+
+def split(
+    input_tensor: Tensor,
+    split_size: int | Sequence[int],
+    dim: int = 0,
+    *,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> tuple[Tensor, ...]:
+    """Split each device's tensor along ``dim`` into pieces of ``split_size`` (torch semantics)."""
+    check_hw_kwargs("split", kwargs)
+    d = norm_dim("split", input_tensor, dim)
+    size = input_tensor._shape[d]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ShapeMismatchError(f"ttnn.split: split_size={split_size} must be positive.")
+        sizes = [split_size] * (size // split_size) + (
+            [size % split_size] if size % split_size else []
+        )
+    else:
+        sizes = [int(s) for s in split_size]
+        if builtins.sum(sizes) != size:
+            raise ShapeMismatchError(
+                f"ttnn.split: sizes {sizes} add up to {builtins.sum(sizes)}, but dim {d} has size {size} "
+                "per device.\nfix: sizes must add up to the per-device dim size."
+            )
+    offsets = np.cumsum([0, *sizes]).tolist()
+    bounds = tuple(itertools.pairwise(offsets))
+
+    def fn(x: Any) -> Any:
+        return tuple(jnp.take(x, jnp.arange(a, b), axis=d) for a, b in bounds)
+
+    out = run_op("split", fn, [input_tensor], static=(d, bounds))
+    return out if isinstance(out, tuple) else (out,)
+
+
+def chunk(input_tensor: Tensor, chunks: int, dim: int = 0, **kwargs: Any) -> tuple[Tensor, ...]:
+    """Split each device's tensor into ``chunks`` pieces along ``dim`` (torch.chunk semantics)."""
+    d = norm_dim("chunk", input_tensor, dim)
+    size = input_tensor._shape[d]
+    return split(input_tensor, -(-size // chunks), d, **kwargs)
+
+
+def repeat(
+    input_tensor: Tensor,
+    repetition_vector: Sequence[int],
+    *,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Tile each device's tensor ``repetition_vector[d]`` times along every dim ``d``."""
+    check_hw_kwargs("repeat", kwargs)
+    reps = tuple(int(r) for r in repetition_vector)
+    return run_op("repeat", lambda x: jnp.tile(x, reps), [input_tensor], static=reps)
+
+
+def repeat_interleave(
+    input_tensor: Tensor, repeats: int, dim: int, *, memory_config: Any = None, **kwargs: Any
+) -> Tensor:
+    """Repeat each element ``repeats`` times along ``dim`` (torch.repeat_interleave), per device."""
+    check_hw_kwargs("repeat_interleave", kwargs)
+    d = norm_dim("repeat_interleave", input_tensor, dim)
+    r = int(repeats)
+    return run_op(
+        "repeat_interleave", lambda x: jnp.repeat(x, r, axis=d), [input_tensor], static=(r, d)
+    )
+
+
+def pad(
+    input_tensor: Tensor,
+    padding: Sequence[Sequence[int]],
+    value: float,
+    *,
+    use_multicore: bool = True,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Pad each device's tensor; ``padding`` holds (before, after) per dim, leading dims optional."""
+    check_hw_kwargs("pad", kwargs)
+    rank = len(input_tensor._shape)
+    pairs = [tuple(int(v) for v in p) for p in padding]
+    if len(pairs) > rank or any(len(p) != 2 or min(p) < 0 for p in pairs):
+        raise ShapeMismatchError(
+            f"ttnn.pad: padding {pairs} must hold at most {rank} non-negative (before, after) pairs.\n"
+            "fix: e.g. padding=((0, 0), (0, 0), (0, 16), (0, 0))."
+        )
+    pairs = [(0, 0)] * (rank - len(pairs)) + pairs
+    key = tuple(pairs)
+
+    def fn(x: Any, v: Any) -> Any:
+        return jnp.pad(x, key, constant_values=jnp.asarray(v, x.dtype))
+
+    return run_op("pad", fn, [input_tensor], static=key, scalars=(value,))
+
+
+def to_layout(
+    input_tensor: Tensor,
+    layout: Layout,
+    dtype: DataType | None = None,
+    *,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Convert to ``layout`` (ROW_MAJOR or TILE; optionally ``dtype``). Values are unchanged."""
+    check_hw_kwargs("to_layout", kwargs)
+    if not isinstance(layout, Layout):
+        raise LayoutError(
+            f"ttnn.to_layout: {layout!r} is not a ttnn Layout.\nfix: ttnn.TILE_LAYOUT or ttnn.ROW_MAJOR_LAYOUT."
+        )
+    dt = check_dtype("to_layout", dtype) or input_tensor._dtype
+    if dt.is_block_float and layout is not Layout.TILE:
+        raise LayoutError(
+            f"Tile layout is required for tensor of type {dt.value}; got {layout!r}.\n"
+            "fix: typecast to bfloat16 first (ttnn.typecast(t, ttnn.bfloat16))."
+        )
+    if layout is input_tensor._layout and dt is input_tensor._dtype:
+        return input_tensor
+    return run_op(
+        "to_layout",
+        lambda x: x,
+        [input_tensor],
+        static=(layout, dt),
+        out_dtype=dt,
+        out_layout=layout,
+    )
+
+
+def tilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    return to_layout(input_tensor, Layout.TILE, **kwargs)
+
+
+def untilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    return to_layout(input_tensor, Layout.ROW_MAJOR, **kwargs)
+
+
+def embedding(
+    input_tensor: Tensor,
+    weight: Tensor,
+    *,
+    pad_token: int | None = None,
+    layout: Layout = Layout.ROW_MAJOR,
+    dtype: DataType | None = None,
+    output_tensor: Tensor | None = None,
+    memory_config: Any = None,
+    embeddings_type: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Look up rows of ``weight`` [vocab, hidden] for integer ids, per device: [..., hidden].
+
+    With ``weight`` sharded on the hidden dim each device gets its slice of every embedding.
+    """
+    check_hw_kwargs("embedding", kwargs)
+    out_dtype = check_dtype("embedding", dtype)
+    pad = pad_token
+
+    def fn(ids: Any, w: Any) -> Any:
+        ids_i = ids.astype(jnp.int32)
+        out = jnp.take(w, ids_i, axis=0, mode="clip")
+        if pad is not None:
+            out = jnp.where((ids_i == pad)[..., None], jnp.zeros((), w.dtype), out)
+        return out
+
+    out = run_op(
+        "embedding",
+        fn,
+        [input_tensor, weight],
+        static=(pad, layout),
+        out_dtype=out_dtype or weight._dtype,
+        out_layout=layout,
+    )
+    return write_output(out, output_tensor)

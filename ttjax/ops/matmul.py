@@ -1,0 +1,117 @@
+"""matmul and linear: per-device matrix products (no communication; see ttjax.ccl for that).
+
+A replicated activation times a width-sharded weight gives each device its slice of the output
+columns; a height-sharded activation times a height-sharded weight gives each device a partial
+sum, which an ``all_reduce`` (or ``reduce_scatter``) then combines, as in TT-NN.
+
+>>> y = ttnn.linear(x, w, bias=b, activation="gelu")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from ttjax._dispatch import run_op
+from ttjax.enums import DataType
+from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
+from ttjax.ops.pointwise import activation_fn
+from ttjax.tensor import Tensor
+
+
+def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
+    if transpose_a:
+        a = jnp.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = jnp.swapaxes(b, -1, -2)
+    out_dtype = jnp.result_type(a.dtype, b.dtype)
+    # Accumulate in float32, as Tenstorrent's matrix engine does with fp32 accumulation.
+    acc = jnp.float32 if jnp.issubdtype(out_dtype, jnp.floating) else None
+    return jnp.matmul(a, b, preferred_element_type=acc).astype(out_dtype)
+
+
+def matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    program_config: Any = None,
+    activation: Any = None,
+    compute_kernel_config: Any = None,
+    core_grid: Any = None,
+    output_tile: Any = None,
+    optional_output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Batched matrix product of each device's local tensors (``a @ b`` broadcasting batch dims).
+
+    >>> out = ttnn.matmul(a_replicated, b_sharded_on_dim3)   # each device: [.., M, N/devices]
+    """
+    check_hw_kwargs("matmul", kwargs)
+    out_dtype = check_dtype("matmul", dtype)
+    act = activation_fn("matmul", activation)
+    ta, tb = bool(transpose_a), bool(transpose_b)
+
+    def fn(a: Any, b: Any) -> Any:
+        y = _mm(a, b, ta, tb)
+        return act(y) if act is not None else y
+
+    out = run_op(
+        "matmul",
+        fn,
+        [input_tensor_a, input_tensor_b],
+        static=(ta, tb, repr(activation)),
+        out_dtype=out_dtype,
+    )
+    return write_output(out, optional_output_tensor)
+
+
+def linear(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    program_config: Any = None,
+    activation: Any = None,
+    compute_kernel_config: Any = None,
+    core_grid: Any = None,
+    output_tile: Any = None,
+    optional_output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``a @ b + bias`` then an optional activation, per device.
+
+    Weights are stored as TT-NN stores them: ``[in_features, out_features]`` (torch's weight
+    transposed); ``bias`` is ``[1, out_features]`` or ``[out_features]``.
+    """
+    check_hw_kwargs("linear", kwargs)
+    out_dtype = check_dtype("linear", dtype)
+    act = activation_fn("linear", activation)
+    ta, tb = bool(transpose_a), bool(transpose_b)
+    tensors = [input_tensor_a, input_tensor_b] + ([bias] if bias is not None else [])
+
+    def fn(a: Any, b: Any, *rest: Any) -> Any:
+        y = _mm(a, b, ta, tb)
+        if rest:
+            bias_v = rest[0]
+            y = (
+                y.astype(jnp.float32) + bias_v.reshape(bias_v.shape[-1:]).astype(jnp.float32)
+            ).astype(y.dtype)
+        return act(y) if act is not None else y
+
+    out = run_op(
+        "linear",
+        fn,
+        tensors,
+        static=(ta, tb, bias is not None, repr(activation)),
+        out_dtype=out_dtype,
+    )
+    return write_output(out, optional_output_tensor)

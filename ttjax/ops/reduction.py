@@ -1,0 +1,163 @@
+"""Reductions (sum, mean, max, min, argmax, var, std) and normalizations (softmax, layer_norm,
+rms_norm), all over each device's local tensor.
+
+A reduction over a sharded dim gives each device the reduction of *its* shard (a partial
+result); combine the partials with ``ttnn.all_reduce``, exactly as in TT-NN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ttjax._dispatch import run_op
+from ttjax.enums import DataType
+from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.tensor import Tensor
+
+
+def _dims(op: str, t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    if dim is None:
+        return None
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    return tuple(sorted({norm_dim(op, t, d) for d in dims}))
+
+
+def _reduction(name: str, fn: Callable[..., Any], doc: str) -> Callable[..., Tensor]:
+    def op(
+        input_tensor: Tensor,
+        dim: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        *,
+        memory_config: Any = None,
+        compute_kernel_config: Any = None,
+        **kwargs: Any,
+    ) -> Tensor:
+        check_hw_kwargs(name, kwargs)
+        dims = _dims(name, input_tensor, dim)
+        keep = bool(keepdim)
+
+        def local(x: Any) -> Any:
+            xf = x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
+            return fn(xf, axis=dims, keepdims=keep).astype(x.dtype)
+
+        return run_op(name, local, [input_tensor], static=(dims, keep))
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+sum = _reduction("sum", jnp.sum, "Sum over ``dim`` (all dims when None) of each device's tensor.")
+mean = _reduction("mean", jnp.mean, "Mean over ``dim`` of each device's tensor.")
+max = _reduction("max", jnp.max, "Max over ``dim`` of each device's tensor.")
+min = _reduction("min", jnp.min, "Min over ``dim`` of each device's tensor.")
+var = _reduction("var", jnp.var, "Variance over ``dim`` of each device's tensor.")
+std = _reduction("std", jnp.std, "Standard deviation over ``dim`` of each device's tensor.")
+
+
+def argmax(
+    input_tensor: Tensor,
+    dim: int | None = None,
+    keepdim: bool = False,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    use_multicore: bool = False,
+    **kwargs: Any,
+) -> Tensor:
+    """Index of the max along ``dim`` (flattened when None) per device, as uint32 (TT-NN's dtype)."""
+    check_hw_kwargs("argmax", kwargs)
+    d = None if dim is None else norm_dim("argmax", input_tensor, dim)
+    keep = bool(keepdim)
+
+    def local(x: Any) -> Any:
+        return jnp.argmax(x, axis=d, keepdims=keep).astype(jnp.uint32)
+
+    out = run_op("argmax", local, [input_tensor], static=(d, keep), out_dtype=DataType.UINT32)
+    return write_output(out, output_tensor)
+
+
+def softmax(
+    input_tensor: Tensor,
+    dim: int = -1,
+    *,
+    memory_config: Any = None,
+    compute_kernel_config: Any = None,
+    numeric_stable: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """Softmax along ``dim`` of each device's tensor (computed in float32)."""
+    check_hw_kwargs("softmax", kwargs)
+    d = norm_dim("softmax", input_tensor, dim)
+
+    def local(x: Any) -> Any:
+        return jax.nn.softmax(x.astype(jnp.float32), axis=d).astype(x.dtype)
+
+    return run_op("softmax", local, [input_tensor], static=(d,))
+
+
+def _norm_weight(w: Any, width: int) -> Any:
+    return jnp.reshape(w, (width,)).astype(jnp.float32)
+
+
+def _normalization(name: str, center: bool) -> Callable[..., Tensor]:
+    def op(
+        input_tensor: Tensor,
+        *,
+        epsilon: float = 1e-12,
+        weight: Tensor | None = None,
+        bias: Tensor | None = None,
+        residual_input_tensor: Tensor | None = None,
+        memory_config: Any = None,
+        program_config: Any = None,
+        compute_kernel_config: Any = None,
+        **kwargs: Any,
+    ) -> Tensor:
+        check_hw_kwargs(name, kwargs)
+        tensors = [input_tensor]
+        has = (residual_input_tensor is not None, weight is not None, bias is not None)
+        for t in (residual_input_tensor, weight, bias):
+            if t is not None:
+                tensors.append(t)
+
+        def local(x: Any, *rest: Any) -> Any:
+            it = iter(rest)
+            res = next(it) if has[0] else None
+            w = next(it) if has[1] else None
+            b = next(it) if has[2] else None
+            xf = x.astype(jnp.float32)
+            if res is not None:
+                xf = xf + res.astype(jnp.float32)
+            width = x.shape[-1]
+            if center:
+                mu = jnp.mean(xf, axis=-1, keepdims=True)
+                xc = xf - mu
+                y = xc * jax.lax.rsqrt(jnp.mean(xc * xc, axis=-1, keepdims=True) + epsilon)
+            else:
+                y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + epsilon)
+            if w is not None:
+                y = y * _norm_weight(w, width)
+            if b is not None:
+                y = y + _norm_weight(b, width)
+            return y.astype(x.dtype)
+
+        return run_op(name, local, tensors, static=(float(epsilon), has))
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+layer_norm = _normalization("layer_norm", center=True)
+layer_norm.__doc__ = """LayerNorm over the last dim of each device's tensor (float32 statistics).
+
+>>> y = ttnn.layer_norm(x, epsilon=1e-5, weight=gamma, bias=beta)
+"""
+rms_norm = _normalization("rms_norm", center=False)
+rms_norm.__doc__ = """RMSNorm over the last dim of each device's tensor (float32 statistics).
+
+>>> y = ttnn.rms_norm(x, epsilon=1e-6, weight=gamma)
+"""

@@ -15,8 +15,21 @@ from ttjax import _config
 # Must run before JAX starts its backend: XLA reads the host-device count only once.
 _config.configure_virtual_devices()
 
-from ttjax import experimental, transformer  # noqa: E402
+from ttjax import experimental, model_preprocessing, transformer, visualize  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
+from ttjax.ccl import (  # noqa: E402
+    GlobalSemaphore,
+    all_gather,
+    all_reduce,
+    all_to_all,
+    broadcast,
+    ccl_lowering,
+    create_global_semaphore,
+    mesh_partition,
+    point_to_point,
+    reduce_scatter,
+    shift,
+)
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
     allocate_tensor_on_device,
@@ -135,6 +148,11 @@ from ttjax.mesh import (  # noqa: E402
 from ttjax.ops import *  # noqa: E402,F403
 from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard  # noqa: E402
 from ttjax.tensor import Shape, Tensor, TensorTopology  # noqa: E402
+from ttjax.visualize import (  # noqa: E402
+    visualize_mesh_device,
+    visualize_system_mesh,
+    visualize_tensor,
+)
 
 
 def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
@@ -224,8 +242,19 @@ __all__ = [
     "Topology",
     "TraceError",
     "UnsupportedDTypeError",
+    "GlobalSemaphore",
     "WormholeComputeKernelConfig",
     "aggregate_as_tensor",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "broadcast",
+    "ccl_lowering",
+    "create_global_semaphore",
+    "mesh_partition",
+    "point_to_point",
+    "reduce_scatter",
+    "shift",
     "allocate_tensor_on_device",
     "as_tensor",
     "bfloat4_b",
@@ -254,6 +283,7 @@ __all__ = [
     "init",
     "init_device_compute_kernel_config",
     "int32",
+    "model_preprocessing",
     "open_device",
     "open_mesh_device",
     "replicate_tensor_to_mesh_mapper",
@@ -268,5 +298,9 @@ __all__ = [
     "uint8",
     "uint16",
     "uint32",
+    "visualize",
+    "visualize_mesh_device",
+    "visualize_system_mesh",
+    "visualize_tensor",
     *_ops.__all__,
 ]

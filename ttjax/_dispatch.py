@@ -227,6 +227,40 @@ def _shape_error(op: str, tensors: Sequence[Tensor], err: Exception) -> ShapeMis
     return ShapeMismatchError("\n".join(lines))
 
 
+def _probe(
+    name: str,
+    mesh: MeshDevice,
+    local_fn: Callable[..., Any],
+    tensors: Sequence[Tensor],
+    metas: Sequence[Meta],
+    scalars: Sequence[Any],
+    in_specs: tuple[PartitionSpec, ...],
+) -> Any:
+    """Per-device output shapes/dtypes of ``local_fn``, traced inside ``shard_map`` (so collectives
+    see their axis names) without running anything."""
+    n = len(tensors)
+
+    def probe(*args: Any) -> Any:
+        xs = [decode_local(a, m) for a, m in zip(args[:n], metas)]
+        ys = local_fn(*xs, *args[n:])
+        return jax.tree_util.tree_map(lambda y: jnp.asarray(y)[None], ys)
+
+    every_device = PartitionSpec(tuple(mesh.axis_names))
+    mapped = jax.shard_map(
+        probe, mesh=mesh.jax_mesh, in_specs=in_specs, out_specs=every_device, check_vma=False
+    )
+    args = [
+        jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), t._data)
+        for t in tensors
+    ]
+    args += [jax.ShapeDtypeStruct((), jnp.asarray(s).dtype, weak_type=True) for s in scalars]
+    try:
+        out = jax.eval_shape(mapped, *args)
+    except (TypeError, ValueError, IndexError) as e:
+        raise _shape_error(name, tensors, e) from None
+    return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), out)
+
+
 def build_program(
     name: str,
     mesh: MeshDevice,
@@ -238,12 +272,10 @@ def build_program(
     placement_rule: PlacementRule | None,
 ) -> Program:
     metas = [tensor_meta(t) for t in tensors]
-    avals = [local_aval(m) for m in metas]
-    scalar_avals = [jax.ShapeDtypeStruct((), jnp.asarray(s).dtype, weak_type=True) for s in scalars]
-    try:
-        out_avals = jax.eval_shape(local_fn, *avals, *scalar_avals)
-    except (TypeError, ValueError, IndexError) as e:
-        raise _shape_error(name, tensors, e) from None
+    names = mesh.axis_names
+    in_specs = tuple(storage_spec(m, names) for m in metas) + (PartitionSpec(),) * len(scalars)
+    n = len(tensors)
+    out_avals = _probe(name, mesh, local_fn, tensors, metas, scalars, in_specs)
     single = not isinstance(out_avals, (tuple, list))
     outs_list = [out_avals] if single else list(out_avals)
     ref = next((t._dtype for t in tensors if t._dtype in _FLOAT_TYPES), None)
@@ -261,10 +293,7 @@ def build_program(
         (p, dt, Layout.TILE if dt.is_block_float else layout, s)
         for p, dt, s in zip(placements, dtypes, shapes)
     ]
-    names = mesh.axis_names
-    in_specs = tuple(storage_spec(m, names) for m in metas) + (PartitionSpec(),) * len(scalars)
     out_specs = [storage_spec(m, names) for m in out_metas]
-    n = len(tensors)
 
     def body(*args: Any) -> Any:
         xs = [decode_local(a, m) for a, m in zip(args[:n], metas)]

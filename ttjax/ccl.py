@@ -1,0 +1,735 @@
+"""TT-NN's Collective Communication Library on ``jax.lax`` collectives inside ``jax.shard_map``.
+
+Data only moves between devices through these calls, exactly as in TT-NN. Each call is one
+``jax.lax`` collective over the mesh axes of the group:
+
+==============================  ==========================  =================================
+TT-NN                           inside shard_map            result placement on group axes
+==============================  ==========================  =================================
+``all_gather(t, dim)``          ``lax.all_gather(tiled)``   Replicate (dim grows)
+``reduce_scatter(t, dim)``      ``lax.psum_scatter``        Shard(dim)
+``all_reduce(t)``               ``lax.psum/pmax/pmin``      Replicate
+``point_to_point``, ``shift``   ``lax.ppermute``            per device
+``all_to_all(t, in, out)``      ``lax.all_to_all``          Shard(out_dim)
+==============================  ==========================  =================================
+
+``cluster_axis=None`` groups all devices in row-major (ring) order; ``cluster_axis=0`` runs one
+collective per column (the devices sharing a column index), ``cluster_axis=1`` one per row.
+``Topology.Ring`` and ``Topology.Linear`` give identical values. ``lowering="topology"`` (or the
+:func:`ccl_lowering` context) swaps XLA's native collective for the topology's own schedule built
+from ``ppermute`` steps (ring: N-1 steps; line: bidirectional, N-1 steps) so it can be inspected
+and costed.
+
+>>> gathered = ttnn.all_gather(x, dim=3, cluster_axis=0, mesh_device=mesh,
+...                            topology=ttnn.Topology.Linear)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ttjax._dispatch import run_op
+from ttjax.enums import ReduceType, Topology
+from ttjax.errors import CCLError
+from ttjax.mesh import MeshCoordinate, MeshDevice
+from ttjax.ops._common import check_hw_kwargs, write_output
+from ttjax.placements import (
+    LOCAL,
+    REPLICATE,
+    Placement,
+    PlacementReplicate,
+    PlacementShard,
+)
+from ttjax.tensor import Tensor
+
+_LOWERINGS = ("native", "topology")
+_default = threading.local()
+
+
+@contextlib.contextmanager
+def ccl_lowering(mode: str) -> Iterator[None]:
+    """Lower every CCL call in the block with ``mode``: ``"native"`` or ``"topology"``.
+
+    >>> with ttnn.ccl_lowering("topology"):
+    ...     y = ttnn.all_gather(x, dim=3)     # N-1 collective-permute steps around the ring
+    """
+    if mode not in _LOWERINGS:
+        raise CCLError(f"ccl_lowering({mode!r}): unknown lowering.\nfix: one of {_LOWERINGS}.")
+    old = getattr(_default, "mode", "native")
+    _default.mode = mode
+    try:
+        yield
+    finally:
+        _default.mode = old
+
+
+def _lowering(op: str, lowering: str | None) -> str:
+    mode = lowering if lowering is not None else getattr(_default, "mode", "native")
+    if mode not in _LOWERINGS:
+        raise CCLError(f"ttnn.{op}: lowering={mode!r} is unknown.\nfix: one of {_LOWERINGS}.")
+    return mode
+
+
+def _ring(op: str, topology: Any) -> bool:
+    """True for a ring schedule, False for a line; validates ``topology``."""
+    if topology is None:
+        return True
+    if not isinstance(topology, Topology):
+        raise CCLError(
+            f"ttnn.{op}: topology={topology!r} is not a ttnn.Topology.\n"
+            "fix: ttnn.Topology.Ring or ttnn.Topology.Linear."
+        )
+    return topology in (Topology.Ring, Topology.Torus)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_tensor(op: str, t: Any) -> Tensor:
+    if not isinstance(t, Tensor) or t._mesh is None:
+        raise CCLError(
+            f"ttnn.{op}: expected a ttnn Tensor on a mesh device, got {type(t).__name__}.\n"
+            "fix: create it with ttnn.from_torch(..., device=mesh_device)."
+        )
+    return t
+
+
+def _group(op: str, t: Tensor, cluster_axis: Any) -> tuple[int, ...]:
+    """Mesh axes the collective runs over (all axes when ``cluster_axis`` is None)."""
+    mesh = t._mesh
+    assert mesh is not None
+    rank = mesh.shape.dims()
+    if cluster_axis is None:
+        return tuple(range(rank))
+    if isinstance(cluster_axis, bool) or not isinstance(cluster_axis, (int, np.integer)):
+        raise CCLError(
+            f"ttnn.{op}: cluster_axis={cluster_axis!r} is not an int.\n"
+            f"fix: 0 (rows, '{mesh.axis_names[0]}'), {rank - 1} or None for all devices."
+        )
+    if not 0 <= int(cluster_axis) < rank:
+        valid = ", ".join(
+            f"{i} ({n!r}, size {s})" for i, (n, s) in enumerate(zip(mesh.axis_names, mesh.shape))
+        )
+        raise CCLError(
+            f"ttnn.{op}: cluster axis {cluster_axis} is out of range for device coords rank {rank} "
+            f"(mesh {mesh.shape!r}).\nfix: use one of {valid}, or None for all devices."
+        )
+    return (int(cluster_axis),)
+
+
+def _dim(op: str, t: Tensor, dim: Any, name: str = "dim") -> int:
+    rank = len(t._shape)
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise CCLError(
+            f"ttnn.{op}: {name}={dim!r} is not an int.\nfix: a tensor dim in [{-rank}, {rank - 1}]."
+        )
+    d = int(dim) + rank if int(dim) < 0 else int(dim)
+    if not 0 <= d < rank:
+        raise CCLError(
+            f"ttnn.{op}: {name}={dim} is out of range for per-device shape {list(t._shape)} "
+            f"(rank {rank}).\nfix: use {name} in [{-rank}, {rank - 1}]."
+        )
+    return d
+
+
+def _math_op(op: str, math_op: Any) -> ReduceType:
+    if isinstance(math_op, ReduceType):
+        return math_op
+    if isinstance(math_op, str) and math_op.lower() in ("sum", "max", "min"):
+        return ReduceType(math_op.lower())
+    raise CCLError(
+        f"ttnn.{op}: math_op={math_op!r} is not supported.\n"
+        "fix: ttnn.ReduceType.Sum, ttnn.ReduceType.Max or ttnn.ReduceType.Min."
+    )
+
+
+def _names(mesh: MeshDevice, axes: Sequence[int]) -> Any:
+    names = tuple(mesh.axis_names[a] for a in axes)
+    return names[0] if len(names) == 1 else names
+
+
+def _size(mesh: MeshDevice, axes: Sequence[int]) -> int:
+    return int(np.prod([mesh.shape[a] for a in axes]))
+
+
+def _check_mesh_arg(op: str, t: Tensor, mesh_device: Any) -> None:
+    if mesh_device is not None and mesh_device is not t._mesh:
+        if not isinstance(mesh_device, MeshDevice) or mesh_device.jax_mesh != t._mesh.jax_mesh:  # type: ignore[union-attr]
+            from ttjax.errors import MeshMismatchError
+
+            raise MeshMismatchError(
+                f"ttnn.{op}: mesh_device={mesh_device!r} is not the mesh the tensor lives on "
+                f"({t._mesh!r}).\nfix: pass the tensor's own mesh (or omit mesh_device)."
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement rules
+# ---------------------------------------------------------------------------------------------
+
+
+def _rule(axes: Sequence[int], on_group: Placement | None) -> Any:
+    """Group axes get ``on_group``; other axes keep the input's placement."""
+
+    def rule(
+        tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
+    ) -> list[tuple[Placement, ...]]:
+        t = tensors[0]
+        out = []
+        for shape in shapes:
+            pl: list[Placement] = []
+            for i, p in enumerate(t._placements):
+                q = on_group if i in axes else p
+                if isinstance(q, PlacementShard) and q.dim >= len(shape):
+                    q = LOCAL
+                pl.append(q if q is not None else p)
+            out.append(tuple(pl))
+        return out
+
+    return rule
+
+
+def _per_device_rule(axes: Sequence[int]) -> Any:
+    """Devices along ``axes`` end up with different values: never Replicate there."""
+
+    def rule(
+        tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
+    ) -> list[tuple[Placement, ...]]:
+        t = tensors[0]
+        out = []
+        for shape in shapes:
+            pl: list[Placement] = []
+            for i, p in enumerate(t._placements):
+                if i in axes and isinstance(p, PlacementReplicate):
+                    p = LOCAL
+                if isinstance(p, PlacementShard) and p.dim >= len(shape):
+                    p = LOCAL
+                pl.append(p)
+            out.append(tuple(pl))
+        return out
+
+    return rule
+
+
+# ---------------------------------------------------------------------------------------------
+# Topology-faithful schedules (ppermute steps)
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunk(x: Any, c: Any, n: int, dim: int) -> Any:
+    size = x.shape[dim] // n
+    return lax.dynamic_slice_in_dim(x, jnp.clip(c, 0, n - 1) * size, size, axis=dim)
+
+
+def _stack_to_dim(buf: Any, dim: int) -> Any:
+    """``buf`` [n, *shape] -> concatenation of the n pieces along ``dim``."""
+    moved = jnp.moveaxis(buf, 0, dim)
+    s = moved.shape
+    return jnp.reshape(moved, (*s[:dim], s[dim] * s[dim + 1], *s[dim + 2 :]))
+
+
+def _ring_all_gather(x: Any, names: Any, n: int, dim: int) -> Any:
+    idx = lax.axis_index(names)
+    perm = [(i, (i + 1) % n) for i in range(n)]
+    buf = lax.dynamic_update_index_in_dim(jnp.zeros((n, *x.shape), x.dtype), x, idx, 0)
+    cur = x
+    for s in range(1, n):
+        cur = lax.ppermute(cur, names, perm)
+        buf = lax.dynamic_update_index_in_dim(buf, cur, (idx - s) % n, 0)
+    return _stack_to_dim(buf, dim)
+
+
+def _line_all_gather(x: Any, names: Any, n: int, dim: int) -> Any:
+    idx = lax.axis_index(names)
+    right = [(i, i + 1) for i in range(n - 1)]
+    left = [(i + 1, i) for i in range(n - 1)]
+    buf = lax.dynamic_update_index_in_dim(jnp.zeros((n, *x.shape), x.dtype), x, idx, 0)
+    cur_r, cur_l = x, x
+    for s in range(1, n):
+        cur_r = lax.ppermute(cur_r, names, right)
+        cur_l = lax.ppermute(cur_l, names, left)
+        for cur, src in ((cur_r, idx - s), (cur_l, idx + s)):
+            valid = (src >= 0) & (src < n)
+            at = jnp.clip(src, 0, n - 1)
+            old = lax.dynamic_index_in_dim(buf, at, 0, keepdims=False)
+            buf = lax.dynamic_update_index_in_dim(buf, jnp.where(valid, cur, old), at, 0)
+    return _stack_to_dim(buf, dim)
+
+
+_COMBINE: dict[ReduceType, Callable[[Any, Any], Any]] = {
+    ReduceType.Sum: jnp.add,
+    ReduceType.Max: jnp.maximum,
+    ReduceType.Min: jnp.minimum,
+}
+
+
+def _ring_reduce_scatter(x: Any, names: Any, n: int, dim: int, op: ReduceType) -> Any:
+    idx = lax.axis_index(names)
+    perm = [(i, (i + 1) % n) for i in range(n)]
+    f = _COMBINE[op]
+    partial = _chunk(x, (idx - 1) % n, n, dim)
+    for s in range(n - 1):
+        recv = lax.ppermute(partial, names, perm)
+        partial = f(recv, _chunk(x, (idx - s - 2) % n, n, dim))
+    return partial
+
+
+def _line_reduce_scatter(x: Any, names: Any, n: int, dim: int, op: ReduceType) -> Any:
+    """Bidirectional line: partials for chunk c flow in from both ends, one chunk per link-step."""
+    idx = lax.axis_index(names)
+    f = _COMBINE[op]
+    right = [(i, i + 1) for i in range(n - 1)]
+    left = [(i + 1, i) for i in range(n - 1)]
+    recv_r = jnp.zeros_like(_chunk(x, 0, n, dim))
+    recv_l = recv_r
+    for s in range(1, n):
+        c_r = n - s + idx  # chunk this device forwards rightwards at step s (valid if idx <= s-1)
+        send_r = jnp.where(idx >= 1, f(recv_r, _chunk(x, c_r, n, dim)), _chunk(x, c_r, n, dim))
+        c_l = s - n + idx  # chunk forwarded leftwards (valid if idx >= n-s)
+        send_l = jnp.where(idx <= n - 2, f(recv_l, _chunk(x, c_l, n, dim)), _chunk(x, c_l, n, dim))
+        recv_r = lax.ppermute(send_r, names, right)
+        recv_l = lax.ppermute(send_l, names, left)
+    own = _chunk(x, idx, n, dim)
+    out = jnp.where(idx >= 1, f(own, recv_r), own)
+    return jnp.where(idx <= n - 2, f(out, recv_l), out)
+
+
+def _flat_chunks(x: Any, n: int) -> tuple[Any, int]:
+    flat = jnp.reshape(x, (-1,))
+    pad = (-flat.shape[0]) % n
+    return (jnp.pad(flat, (0, pad)) if pad else flat), pad
+
+
+def _topology_all_reduce(x: Any, names: Any, n: int, op: ReduceType, ring: bool) -> Any:
+    flat, pad = _flat_chunks(x, n)
+    if op is not ReduceType.Sum and pad:
+        fill = -jnp.inf if op is ReduceType.Max else jnp.inf
+        flat = flat.at[flat.shape[0] - pad :].set(jnp.asarray(fill, flat.dtype))
+    rs = _ring_reduce_scatter if ring else _line_reduce_scatter
+    ag = _ring_all_gather if ring else _line_all_gather
+    part = rs(flat, names, n, 0, op)
+    full = ag(part, names, n, 0)
+    return jnp.reshape(full[: full.shape[0] - pad], x.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectives
+# ---------------------------------------------------------------------------------------------
+
+
+def all_gather(
+    input_tensor: Tensor,
+    dim: int,
+    cluster_axis: int | None = None,
+    mesh_device: MeshDevice | None = None,
+    *,
+    num_links: int = 1,
+    topology: Topology | None = Topology.Ring,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    lowering: str | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Gather every device's tensor along ``dim`` within each group; all group members get the
+    concatenation, ordered by device position (per-device ``shape[dim]`` grows by the group size).
+
+    >>> y = ttnn.all_gather(x, dim=3)                  # [1,1,32,32] per device -> [1,1,32,256] on 2x4
+    >>> y = ttnn.all_gather(x, dim=3, cluster_axis=0)  # one gather per column -> [1,1,32,64]
+    """
+    op = "all_gather"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    d = _dim(op, t, dim)
+    axes = _group(op, t, cluster_axis)
+    ring = _ring(op, topology)
+    mode = _lowering(op, lowering)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    if n == 1:
+        return write_output(t, output_tensor)
+    names = _names(mesh, axes)
+    if mode == "native":
+
+        def fn(x: Any) -> Any:
+            return lax.all_gather(x, names, axis=d, tiled=True)
+
+    else:
+        sched = _ring_all_gather if ring else _line_all_gather
+
+        def fn(x: Any) -> Any:
+            return sched(x, names, n, d)
+
+    out = run_op(
+        op,
+        fn,
+        [t],
+        static=(d, axes, mode, ring if mode == "topology" else None),
+        placement_rule=_rule(axes, REPLICATE),
+    )
+    return write_output(out, output_tensor)
+
+
+def reduce_scatter(
+    input_tensor: Tensor,
+    dim: int,
+    math_op: ReduceType | str = ReduceType.Sum,
+    *,
+    cluster_axis: int | None = None,
+    mesh_device: MeshDevice | None = None,
+    num_links: int = 1,
+    topology: Topology | None = Topology.Ring,
+    memory_config: Any = None,
+    intermediate_memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    lowering: str | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Reduce (sum by default) the group's tensors, split the result along ``dim`` into group-size
+    pieces, and leave piece ``i`` on the ``i``-th device of the group (row-major).
+
+    >>> y = ttnn.reduce_scatter(x, dim=3)   # [1,1,32,256] per device -> [1,1,32,32] on 2x4
+    """
+    op = "reduce_scatter"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    d = _dim(op, t, dim)
+    rop = _math_op(op, math_op)
+    axes = _group(op, t, cluster_axis)
+    ring = _ring(op, topology)
+    mode = _lowering(op, lowering)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    if t._shape[d] % n:
+        raise CCLError(
+            f"ttnn.{op}: Dimension {d} must be divisible by ring_size: per-device shape "
+            f"{list(t._shape)} has {t._shape[d]} along dim {d}, which does not split into {n} "
+            f"pieces over mesh axes {[mesh.axis_names[a] for a in axes]}.\n"
+            f"fix: pad dim {d} to a multiple of {n}, or scatter along another dim."
+        )
+    if n == 1:
+        return write_output(t, output_tensor)
+    names = _names(mesh, axes)
+    if mode == "topology":
+        sched = _ring_reduce_scatter if ring else _line_reduce_scatter
+
+        def fn(x: Any) -> Any:
+            return sched(x, names, n, d, rop)
+
+    elif rop is ReduceType.Sum:
+
+        def fn(x: Any) -> Any:
+            return lax.psum_scatter(x, names, scatter_dimension=d, tiled=True)
+
+    else:
+        reducer = lax.pmax if rop is ReduceType.Max else lax.pmin
+
+        def fn(x: Any) -> Any:
+            return _chunk(reducer(x, names), lax.axis_index(names), n, d)
+
+    out = run_op(
+        op,
+        fn,
+        [t],
+        static=(d, rop, axes, mode, ring if mode == "topology" else None),
+        placement_rule=_rule(axes, PlacementShard(d)),
+    )
+    return write_output(out, output_tensor)
+
+
+def all_reduce(
+    input_tensor: Tensor,
+    cluster_axis: int | None = None,
+    mesh_device: MeshDevice | None = None,
+    *,
+    math_op: ReduceType | str = ReduceType.Sum,
+    num_links: int = 1,
+    topology: Topology | None = Topology.Ring,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    lowering: str | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Reduce (sum, max or min) the group's tensors; every group member gets the result.
+
+    >>> y = ttnn.all_reduce(partial_sums, cluster_axis=1)   # Megatron row-parallel combine
+    """
+    op = "all_reduce"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    rop = _math_op(op, math_op)
+    axes = _group(op, t, cluster_axis)
+    ring = _ring(op, topology)
+    mode = _lowering(op, lowering)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    if n == 1:
+        return write_output(t, output_tensor)
+    names = _names(mesh, axes)
+    if mode == "topology":
+
+        def fn(x: Any) -> Any:
+            return _topology_all_reduce(x, names, n, rop, ring)
+
+    else:
+        reducer = {ReduceType.Sum: lax.psum, ReduceType.Max: lax.pmax, ReduceType.Min: lax.pmin}[
+            rop
+        ]
+
+        def fn(x: Any) -> Any:
+            return reducer(x, names)
+
+    out = run_op(
+        op,
+        fn,
+        [t],
+        static=(rop, axes, mode, ring if mode == "topology" else None),
+        placement_rule=_rule(axes, REPLICATE),
+    )
+    return write_output(out, output_tensor)
+
+
+def all_to_all(
+    input_tensor: Tensor,
+    in_dim: int,
+    out_dim: int,
+    *,
+    cluster_axis: int | None = None,
+    mesh_device: MeshDevice | None = None,
+    num_links: int = 1,
+    topology: Topology | None = Topology.Ring,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Each device splits its tensor into group-size chunks along ``out_dim`` and sends chunk ``i``
+    to the ``i``-th device; received chunks are concatenated along ``in_dim`` (expert parallelism).
+
+    >>> y = ttnn.all_to_all(x, in_dim=2, out_dim=3, cluster_axis=1)
+    """
+    op = "all_to_all"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    di = _dim(op, t, in_dim, "in_dim")
+    do = _dim(op, t, out_dim, "out_dim")
+    axes = _group(op, t, cluster_axis)
+    _ring(op, topology)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    if t._shape[do] % n:
+        raise CCLError(
+            f"ttnn.{op}: out_dim {do} of per-device shape {list(t._shape)} has size {t._shape[do]}, "
+            f"which does not split into {n} chunks (one per device of the group).\n"
+            f"fix: make dim {do} a multiple of {n}."
+        )
+    if n == 1:
+        return t
+    names = _names(mesh, axes)
+
+    def fn(x: Any) -> Any:
+        return lax.all_to_all(x, names, split_axis=do, concat_axis=di, tiled=True)
+
+    return run_op(
+        op, fn, [t], static=(di, do, axes), placement_rule=_rule(axes, PlacementShard(do))
+    )
+
+
+def _coord(op: str, mesh: MeshDevice, coord: Any, name: str) -> int:
+    """Row-major linear index of ``coord``; raises when it is outside the mesh."""
+    try:
+        c = tuple(MeshCoordinate(coord))
+    except Exception:
+        raise CCLError(
+            f"ttnn.{op}: {name}={coord!r} is not a mesh coordinate.\nfix: e.g. ttnn.MeshCoordinate(0, 1)."
+        ) from None
+    shape = tuple(mesh.shape)
+    if len(c) != len(shape) or not all(0 <= a < s for a, s in zip(c, shape)):
+        raise CCLError(
+            f"ttnn.{op}: {name}={MeshCoordinate(c)!r} is outside the {mesh.shape!r} mesh.\n"
+            f"fix: coordinates run from {[0] * len(shape)} to {[s - 1 for s in shape]}."
+        )
+    return int(np.ravel_multi_index(c, shape))
+
+
+def point_to_point(
+    input_tensor: Tensor,
+    receiver_coord: Any,
+    sender_coord: Any,
+    topology: Topology | None = Topology.Linear,
+    *,
+    optional_output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Copy the shard at ``sender_coord`` onto the device at ``receiver_coord``.
+
+    The receiver gets the sender's data; every other device keeps ``optional_output_tensor``'s
+    values when given (TT-NN's in-place form), else zeros. Pass coordinates by keyword: TT-NN
+    changed their positional order between versions.
+
+    >>> y = ttnn.point_to_point(x, receiver_coord=ttnn.MeshCoordinate(0, 1),
+    ...                         sender_coord=ttnn.MeshCoordinate(0, 0))
+    """
+    op = "point_to_point"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _ring(op, topology)
+    mesh = t._mesh
+    assert mesh is not None
+    r = _coord(op, mesh, receiver_coord, "receiver_coord")
+    s = _coord(op, mesh, sender_coord, "sender_coord")
+    axes = tuple(range(mesh.shape.dims()))
+    names = _names(mesh, axes)
+    tensors = [t]
+    if optional_output_tensor is not None:
+        tensors.append(optional_output_tensor)
+
+    def fn(x: Any, *base: Any) -> Any:
+        idx = lax.axis_index(names)
+        recv = x if r == s else lax.ppermute(x, names, [(s, r)])
+        keep = base[0].astype(x.dtype) if base else jnp.zeros_like(x)
+        return jnp.where(idx == r, recv, keep)
+
+    out = run_op(
+        op, fn, tensors, static=(r, s, len(tensors)), placement_rule=_per_device_rule(axes)
+    )
+    return write_output(out, optional_output_tensor)
+
+
+def shift(
+    input_tensor: Tensor,
+    shift: int = 1,
+    *,
+    cluster_axis: int,
+    wrap: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """Send every device's tensor ``shift`` positions along mesh axis ``cluster_axis``.
+
+    With ``wrap`` the devices form a ring; without it devices with no sender get zeros (a line).
+    Pipeline parallelism uses this to pass activations to the next stage.
+
+    >>> nxt = ttnn.shift(x, 1, cluster_axis=1)   # device (r, c) receives from (r, c-1)
+    """
+    op = "shift"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    axes = _group(op, t, cluster_axis)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    k = int(shift)
+    if wrap:
+        perm = [(i, (i + k) % n) for i in range(n)]
+    else:
+        perm = [(i, i + k) for i in range(n) if 0 <= i + k < n]
+    names = _names(mesh, axes)
+    if n == 1 or (wrap and k % n == 0):
+        return t
+
+    def fn(x: Any) -> Any:
+        return lax.ppermute(x, names, perm)
+
+    return run_op(op, fn, [t], static=(axes, tuple(perm)), placement_rule=_per_device_rule(axes))
+
+
+def broadcast(
+    input_tensor: Tensor,
+    sender_coord: Any,
+    *,
+    cluster_axis: int | None = None,
+    mesh_device: MeshDevice | None = None,
+    topology: Topology | None = Topology.Linear,
+    num_links: int = 1,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Copy the sender's shard to every device of its group (the whole mesh by default)."""
+    op = "broadcast"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    mesh = t._mesh
+    assert mesh is not None
+    s = _coord(op, mesh, sender_coord, "sender_coord")
+    axes = _group(op, t, cluster_axis)
+    coord = np.unravel_index(s, tuple(mesh.shape))
+    src = int(np.ravel_multi_index([coord[a] for a in axes], [mesh.shape[a] for a in axes]))
+    names = _names(mesh, axes)
+
+    def fn(x: Any) -> Any:
+        mine = lax.axis_index(names) == src
+        return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
+
+    return run_op(op, fn, [t], static=(s, axes), placement_rule=_rule(axes, REPLICATE))
+
+
+def mesh_partition(
+    input_tensor: Tensor, dim: int, cluster_axis: int | None = None, **kwargs: Any
+) -> Tensor:
+    """Keep the ``i``-th of group-size slices along ``dim`` on the ``i``-th device (no communication)."""
+    op = "mesh_partition"
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    d = _dim(op, t, dim)
+    axes = _group(op, t, cluster_axis)
+    mesh = t._mesh
+    assert mesh is not None
+    n = _size(mesh, axes)
+    if t._shape[d] % n:
+        raise CCLError(
+            f"ttnn.{op}: dim {d} of per-device shape {list(t._shape)} does not split into {n} slices.\n"
+            f"fix: make dim {d} a multiple of {n}."
+        )
+    names = _names(mesh, axes)
+
+    def fn(x: Any) -> Any:
+        return _chunk(x, lax.axis_index(names), n, d)
+
+    return run_op(op, fn, [t], static=(d, axes), placement_rule=_rule(axes, PlacementShard(d)))
+
+
+class GlobalSemaphore:
+    """TT-NN's cross-device semaphore handle; XLA synchronizes collectives itself."""
+
+    def __init__(self, mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0) -> None:
+        self.mesh_device = mesh_device
+        self.value = initial_value
+
+    def __repr__(self) -> str:
+        return f"GlobalSemaphore(value={self.value})"
+
+
+def create_global_semaphore(
+    mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0
+) -> GlobalSemaphore:
+    return GlobalSemaphore(mesh_device, cores, initial_value)
+
+
+__all__ = [
+    "GlobalSemaphore",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "broadcast",
+    "ccl_lowering",
+    "create_global_semaphore",
+    "mesh_partition",
+    "point_to_point",
+    "reduce_scatter",
+    "shift",
+]

@@ -1,0 +1,466 @@
+"""See what the compiler made of a ttjax program: HLO, collectives, bytes, memory, FLOPs.
+
+:func:`inspect` lowers and compiles any function of ttjax Tensors (real or abstract, see
+``ttjax.abstract_tensor``) and reports the StableHLO, the optimized HLO, every collective with
+the mesh axes it runs over (replica groups mapped back to TT-NN cluster axes) and the bytes each
+device sends (standard ring formulas), the compiled per-device memory and the FLOPs.
+
+>>> report = ttjax.inspect.inspect(step, x, params)
+>>> report.print()                      # rich table
+>>> report.collective_counts()
+{'all-gather': 0, 'reduce-scatter': 0, 'all-reduce': 2, 'collective-permute': 0, 'all-to-all': 0}
+
+Command line: ``python -m ttjax.inspect pkg.module:target --mesh 2x4 --json out.json`` (or the
+``ttjax inspect`` console script), where ``target(mesh_device, **kwargs)`` returns ``(fn, args)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from ttjax import _hlo
+from ttjax.errors import TTJaxError
+from ttjax.mesh import MeshDevice
+from ttjax.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class CollectiveReport:
+    """One collective of a compiled program, in TT-NN terms."""
+
+    kind: str
+    mesh_axes: tuple[str, ...]
+    cluster_axis: int | tuple[int, ...] | str | None
+    replica_groups: tuple[tuple[int, ...], ...]
+    source_target_pairs: tuple[tuple[int, int], ...]
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+    bytes_per_device: float
+    group_size: int
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Compiled per-device memory (bytes), from XLA's ``memory_analysis``."""
+
+    argument_bytes: int
+    output_bytes: int
+    temp_bytes: int
+    alias_bytes: int
+    generated_code_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        """Peak estimate: arguments + outputs + temporaries - aliased."""
+        return self.argument_bytes + self.output_bytes + self.temp_bytes - self.alias_bytes
+
+
+@dataclass
+class ProgramReport:
+    """Everything :func:`inspect` found out about one compiled program."""
+
+    name: str
+    mesh_shape: tuple[int, ...]
+    axis_names: tuple[str, ...]
+    stablehlo: str = field(repr=False)
+    hlo: str = field(repr=False)
+    collectives: list[CollectiveReport]
+    memory: MemoryReport | None
+    flops: float | None
+    bytes_accessed: float | None
+    compile_seconds: float
+
+    def collective_counts(self) -> dict[str, int]:
+        """``{kind: count}`` for every collective kind (zeros included)."""
+        counts = dict.fromkeys(_hlo.KINDS, 0)
+        for c in self.collectives:
+            counts[c.kind] += 1
+        return counts
+
+    @property
+    def bytes_per_device(self) -> float:
+        """Total bytes each device sends over all collectives."""
+        return float(sum(c.bytes_per_device for c in self.collectives))
+
+    def to_dict(self, include_text: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "mesh_shape": list(self.mesh_shape),
+            "axis_names": list(self.axis_names),
+            "collective_counts": self.collective_counts(),
+            "collectives": [asdict(c) for c in self.collectives],
+            "bytes_per_device": self.bytes_per_device,
+            "memory": None
+            if self.memory is None
+            else {**asdict(self.memory), "total_bytes": self.memory.total_bytes},
+            "flops": self.flops,
+            "bytes_accessed": self.bytes_accessed,
+            "compile_seconds": self.compile_seconds,
+        }
+        if include_text:
+            d["stablehlo"] = self.stablehlo
+            d["hlo"] = self.hlo
+        return d
+
+    def to_json(self, include_text: bool = False, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(include_text), **kwargs)
+
+    def table(self) -> Any:
+        """A ``rich.table.Table`` of the collectives (rich is imported here, not at import time)."""
+        from rich.table import Table
+
+        mesh = "x".join(map(str, self.mesh_shape))
+        t = Table(title=f"{self.name} on a {mesh} mesh: {len(self.collectives)} collective(s)")
+        for col in (
+            "#",
+            "kind",
+            "cluster axis",
+            "mesh axes",
+            "groups",
+            "dtype",
+            "shape",
+            "bytes/device",
+        ):
+            t.add_column(col, justify="right" if col in ("#", "bytes/device") else "left")
+        for i, c in enumerate(self.collectives):
+            t.add_row(
+                str(i),
+                c.kind,
+                str(c.cluster_axis),
+                ",".join(c.mesh_axes) or "-",
+                _short_groups(c),
+                c.dtype,
+                str(list(c.shape)),
+                _human(c.bytes_per_device),
+            )
+        return t
+
+    def summary_lines(self) -> list[str]:
+        lines = [
+            f"collectives: {sum(self.collective_counts().values())} "
+            + str({k: v for k, v in self.collective_counts().items() if v}),
+            f"bytes sent per device: {_human(self.bytes_per_device)}",
+        ]
+        if self.memory is not None:
+            m = self.memory
+            lines.append(
+                f"memory per device: arguments {_human(m.argument_bytes)}, outputs "
+                f"{_human(m.output_bytes)}, temporaries {_human(m.temp_bytes)}, total "
+                f"{_human(m.total_bytes)}"
+            )
+        if self.flops is not None:
+            lines.append(f"FLOPs per device: {self.flops:.4g}")
+        lines.append(f"compile time: {self.compile_seconds:.2f} s")
+        return lines
+
+    def print(self, console: Any = None) -> None:
+        """Print the collective table and the summary with rich."""
+        from rich.console import Console
+
+        console = console or Console()
+        console.print(self.table())
+        for line in self.summary_lines():
+            console.print(line)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def _short_groups(c: CollectiveReport) -> str:
+    if c.source_target_pairs:
+        pairs = c.source_target_pairs
+        body = ",".join(f"{a}->{b}" for a, b in pairs[:4])
+        return body + (f",... ({len(pairs)})" if len(pairs) > 4 else "")
+    groups = c.replica_groups
+    body = ",".join("{" + ",".join(map(str, g)) + "}" for g in groups[:2])
+    return body + (f",... ({len(groups)})" if len(groups) > 2 else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Replica groups -> mesh axes
+# ---------------------------------------------------------------------------------------------
+
+
+def axes_of_groups(
+    groups: Sequence[Sequence[int]], mesh_shape: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The mesh axes whose device groups (row-major within each group) are exactly ``groups``."""
+    mesh_shape = tuple(mesh_shape)
+    ids = np.arange(int(np.prod(mesh_shape))).reshape(mesh_shape)
+    want = {tuple(g) for g in groups}
+    for r in range(1, len(mesh_shape) + 1):
+        for axes in itertools.combinations(range(len(mesh_shape)), r):
+            rest = [a for a in range(len(mesh_shape)) if a not in axes]
+            moved = np.transpose(ids, rest + list(axes)).reshape(
+                -1, int(np.prod([mesh_shape[a] for a in axes]))
+            )
+            if {tuple(int(v) for v in row) for row in moved} == want:
+                return axes
+    return None
+
+
+def axes_of_pairs(pairs: Sequence[tuple[int, int]], mesh_shape: Sequence[int]) -> tuple[int, ...]:
+    """Mesh axes along which a collective-permute's sources and targets differ."""
+    axes: set[int] = set()
+    for a, b in pairs:
+        ca = np.unravel_index(a, tuple(mesh_shape))
+        cb = np.unravel_index(b, tuple(mesh_shape))
+        axes.update(i for i, (x, y) in enumerate(zip(ca, cb)) if x != y)
+    return tuple(sorted(axes))
+
+
+def _cluster_axis(axes: tuple[int, ...] | None, rank: int) -> int | tuple[int, ...] | str | None:
+    if axes is None:
+        return "?"
+    if len(axes) == rank and rank > 1:
+        return None
+    if len(axes) == 1:
+        return axes[0]
+    return axes
+
+
+def collective_reports(
+    hlo_text: str, mesh_shape: Sequence[int], axis_names: Sequence[str]
+) -> list[CollectiveReport]:
+    """Every collective of ``hlo_text`` mapped onto the mesh."""
+    out = []
+    rank = len(mesh_shape)
+    for c in _hlo.parse_collectives(hlo_text):
+        if c.kind == "collective-permute":
+            axes: tuple[int, ...] | None = axes_of_pairs(c.source_target_pairs, mesh_shape)
+        elif c.replica_groups:
+            axes = axes_of_groups(c.replica_groups, mesh_shape)
+        else:
+            axes = tuple(range(rank))
+        out.append(
+            CollectiveReport(
+                kind=c.kind,
+                mesh_axes=tuple(axis_names[a] for a in axes) if axes is not None else (),
+                cluster_axis=_cluster_axis(axes, rank),
+                replica_groups=c.replica_groups,
+                source_target_pairs=c.source_target_pairs,
+                dtype=c.dtype,
+                shape=c.shape,
+                bytes=c.result_bytes,
+                bytes_per_device=_hlo.bytes_per_device(c),
+                group_size=c.group_size,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect()
+# ---------------------------------------------------------------------------------------------
+
+
+def _find_mesh(args: Any) -> MeshDevice | None:
+    for leaf in jax.tree_util.tree_leaves(args, is_leaf=lambda x: isinstance(x, Tensor)):
+        if isinstance(leaf, Tensor) and leaf._mesh is not None:
+            return leaf._mesh
+    return None
+
+
+def _memory(compiled: Any) -> MemoryReport | None:
+    try:
+        m = compiled.memory_analysis()
+    except Exception:
+        return None
+    if m is None:
+        return None
+    return MemoryReport(
+        argument_bytes=int(m.argument_size_in_bytes),
+        output_bytes=int(m.output_size_in_bytes),
+        temp_bytes=int(m.temp_size_in_bytes),
+        alias_bytes=int(m.alias_size_in_bytes),
+        generated_code_bytes=int(m.generated_code_size_in_bytes),
+    )
+
+
+def _cost(compiled: Any) -> tuple[float | None, float | None]:
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:
+        return None, None
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    if not cost:
+        return None, None
+    return cost.get("flops"), cost.get("bytes accessed")
+
+
+def report_compiled(
+    compiled: Any,
+    *,
+    mesh: MeshDevice | Any,
+    name: str = "program",
+    stablehlo: str = "",
+    compile_seconds: float = 0.0,
+) -> ProgramReport:
+    """A :class:`ProgramReport` for an already compiled executable (e.g. a trace's program)."""
+    if isinstance(mesh, MeshDevice):
+        shape, names = tuple(mesh.shape), tuple(mesh.axis_names)
+    else:
+        shape, names = tuple(mesh.devices.shape), tuple(mesh.axis_names)
+    hlo = compiled.as_text()
+    flops, accessed = _cost(compiled)
+    return ProgramReport(
+        name=name,
+        mesh_shape=shape,
+        axis_names=names,
+        stablehlo=stablehlo,
+        hlo=hlo,
+        collectives=collective_reports(hlo, shape, names),
+        memory=_memory(compiled),
+        flops=flops,
+        bytes_accessed=accessed,
+        compile_seconds=compile_seconds,
+    )
+
+
+def inspect(
+    fn: Callable[..., Any],
+    *args: Any,
+    mesh: MeshDevice | Any = None,
+    name: str | None = None,
+    static_argnums: Sequence[int] = (),
+    **kwargs: Any,
+) -> ProgramReport:
+    """Compile ``fn(*args, **kwargs)`` with ``jax.jit`` and report what XLA made of it.
+
+    ``args`` may hold ttjax Tensors (real or abstract), ``jax.Array``s or ``jax.ShapeDtypeStruct``s;
+    the mesh is taken from the first Tensor unless ``mesh`` is given.
+    """
+    mesh = mesh if mesh is not None else _find_mesh((args, kwargs))
+    if mesh is None:
+        raise TTJaxError(
+            "inspect: no ttjax Tensor among the arguments, so the mesh is unknown.\n"
+            "fix: pass mesh=mesh_device."
+        )
+    jitted = jax.jit(fn, static_argnums=tuple(static_argnums))
+    start = time.perf_counter()
+    lowered = jitted.lower(*args, **kwargs)
+    compiled = lowered.compile()
+    seconds = time.perf_counter() - start
+    return report_compiled(
+        compiled,
+        mesh=mesh,
+        name=name or getattr(fn, "__name__", "program"),
+        stablehlo=lowered.as_text(),
+        compile_seconds=seconds,
+    )
+
+
+def inspect_trace(mesh_device: MeshDevice, trace_id: Any) -> list[ProgramReport]:
+    """Reports for every program of a captured trace (one per submesh)."""
+    from ttjax import trace
+
+    trace.trace_info(trace_id)  # raises a TraceError for an unknown id
+    groups = trace._traces[int(trace_id)].groups
+    return [
+        report_compiled(g.compiled, mesh=g.mesh, name=f"trace {int(trace_id)} program {i}")
+        for i, g in enumerate(groups)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _mesh_arg(text: str) -> Any:
+    from ttjax.mesh import SYSTEMS, MeshShape
+
+    if text.lower() in SYSTEMS:
+        return SYSTEMS[text.lower()]
+    try:
+        return MeshShape([int(v) for v in text.lower().split("x")])
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--mesh {text!r}: expected RxC (e.g. 2x4) or one of {sorted(SYSTEMS)}"
+        ) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ttjax inspect TARGET --mesh 2x4 [--arg k=v ...] [--json F] [--hlo F] [--stablehlo F]``."""
+    parser = argparse.ArgumentParser(prog="ttjax", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    p = sub.add_parser("inspect", help="compile a target and report its collectives and memory")
+    p.add_argument("target", help="module:factory; factory(mesh_device, **args) -> (fn, args)")
+    p.add_argument("--mesh", type=_mesh_arg, default=None, help="RxC or n300/t3000/galaxy")
+    p.add_argument("--arg", action="append", default=[], help="key=value passed to the factory")
+    p.add_argument("--json", help="write the report as JSON here")
+    p.add_argument("--hlo", help="write the optimized HLO text here")
+    p.add_argument("--stablehlo", help="write the StableHLO text here")
+    sub.add_parser("devices", help="show the system mesh")
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw and raw[0] not in ("inspect", "devices", "-h", "--help"):
+        raw = ["inspect", *raw]
+    ns = parser.parse_args(raw)
+    import ttjax
+
+    if ns.command == "devices":
+        ttjax.visualize_system_mesh()
+        return 0
+    if ns.command != "inspect":
+        parser.print_help()
+        return 2
+    module_name, _, attr = ns.target.partition(":")
+    if not attr:
+        parser.error(f"target {ns.target!r} must look like package.module:factory")
+    factory = getattr(importlib.import_module(module_name), attr)
+    kwargs = dict(a.split("=", 1) for a in ns.arg)
+    mesh = ttjax.open_mesh_device(ns.mesh)
+    fn, args = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
+    report = inspect(fn, *args, mesh=mesh, name=ns.target)
+    report.print()
+    if ns.json:
+        with open(ns.json, "w") as f:
+            f.write(report.to_json(indent=2))
+    if ns.hlo:
+        with open(ns.hlo, "w") as f:
+            f.write(report.hlo)
+    if ns.stablehlo:
+        with open(ns.stablehlo, "w") as f:
+            f.write(report.stablehlo)
+    return 0
+
+
+__all__ = [
+    "CollectiveReport",
+    "MemoryReport",
+    "ProgramReport",
+    "axes_of_groups",
+    "collective_reports",
+    "inspect",
+    "inspect_trace",
+    "main",
+    "report_compiled",
+]
+
+if __name__ == "__main__":
+    sys.exit(main())

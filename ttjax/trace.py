@@ -1,0 +1,365 @@
+"""TT-NN trace capture and replay on top of ``jax.jit``.
+
+Between ``begin_trace_capture`` and ``end_trace_capture`` every op dispatched to the mesh (or its
+submeshes) is recorded. Ending the capture compiles the recorded op graph into one XLA program
+per mesh (ahead of time, with a frozen signature); ``execute_trace`` runs it over the *same*
+persistent input tensors and writes the results into the *same* output tensor objects, as TT-NN
+does. Inputs are refreshed between replays with ``copy_host_to_device_tensor``. Work captured on
+several submeshes (hybrid DP+TP) is replayed by one ``execute_trace``: each submesh's program is
+dispatched without waiting, so the submeshes run concurrently.
+
+>>> tid = ttnn.begin_trace_capture(mesh, cq_id=0)
+>>> out = model(x)                       # recorded (and run once)
+>>> ttnn.end_trace_capture(mesh, tid, cq_id=0)
+>>> ttnn.copy_host_to_device_tensor(next_x_host, x)
+>>> ttnn.execute_trace(mesh, tid, cq_id=0, blocking=True)   # `out` now holds the new result
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+
+from ttjax import _blockfloat, _dispatch
+from ttjax._dispatch import Program, tensor_meta
+from ttjax.errors import TraceError
+from ttjax.mesh import MeshDevice
+from ttjax.placements import placements_str
+from ttjax.tensor import Shape, Tensor
+
+
+class MeshTraceId(int):
+    """Handle of a captured trace; ``int(tid)`` works, repr ``MeshTraceId(N)``."""
+
+    def __repr__(self) -> str:
+        return f"MeshTraceId({int(self)})"
+
+    __str__ = __repr__
+
+
+@dataclass
+class _Node:
+    prog: Program
+    mesh: MeshDevice
+    in_slots: list[int]
+    scalars: tuple[Any, ...]
+    out_slots: list[int]
+
+
+@dataclass
+class _Group:
+    """The part of a trace that runs on one mesh: one compiled program."""
+
+    mesh: MeshDevice
+    nodes: list[_Node]
+    inputs: list[tuple[int, Tensor]]
+    outputs: list[tuple[int, weakref.ref[Tensor]]]
+    signature: list[tuple[Any, ...]] = field(default_factory=list)
+    compiled: Any = None
+
+
+class _Trace:
+    def __init__(self, tid: MeshTraceId, mesh: MeshDevice) -> None:
+        self.id = tid
+        self.mesh = mesh
+        self.state = "capturing"
+        self.nodes: list[_Node] = []
+        self.slot_of: dict[int, int] = {}
+        self.inputs: list[tuple[int, Tensor]] = []
+        self.held: list[tuple[Tensor, int]] = []  # every tensor seen, kept alive while capturing
+        self.groups: list[_Group] = []
+        self._slots = itertools.count()
+
+    # -- recording (called from _dispatch.run_op) -------------------------------------------------
+
+    def _slot_for_input(self, t: Tensor) -> int:
+        s = self.slot_of.get(id(t))
+        if s is None:
+            s = next(self._slots)
+            self.slot_of[id(t)] = s
+            self.inputs.append((s, t))
+            self.held.append((t, s))
+        return s
+
+    def record(
+        self,
+        prog: Program,
+        mesh: MeshDevice,
+        tensors: Sequence[Tensor],
+        scalars: Sequence[Any],
+        results: Sequence[Tensor],
+    ) -> None:
+        if mesh.root() is not self.mesh.root():
+            return
+        if any(_dispatch.is_traced(t) for t in (*tensors, *results)):
+            raise TraceError(
+                f"trace {self.id!r}: a jax.jit-compiled function ran during trace capture.\n"
+                "fix: call the ttnn ops directly between begin_trace_capture and "
+                "end_trace_capture (the trace itself is compiled into one program)."
+            )
+        in_slots = [self._slot_for_input(t) for t in tensors]
+        out_slots = []
+        for r in results:
+            s = next(self._slots)
+            self.slot_of[id(r)] = s
+            self.held.append((r, s))
+            out_slots.append(s)
+        self.nodes.append(_Node(prog, mesh, in_slots, tuple(scalars), out_slots))
+
+    def alias(self, result: Tensor, target: Tensor) -> None:
+        """``target`` now holds ``result``'s value (an op's ``output_tensor=``/in-place update)."""
+        s = self.slot_of.get(id(result))
+        if s is None:
+            return
+        if id(target) not in self.slot_of:
+            self._slot_for_input(target)
+        self.slot_of[id(target)] = s
+        self.held.append((target, s))
+
+    # -- finishing ---------------------------------------------------------------------------------
+
+    def _output_candidates(self) -> list[tuple[weakref.ref[Tensor], int]]:
+        """Weak refs to every tensor whose final value some captured op produced."""
+        produced = {s for n in self.nodes for s in n.out_slots}
+        final = {id(obj): (obj, self.slot_of[id(obj)]) for obj, _ in self.held}
+        return [(weakref.ref(obj), s) for obj, s in final.values() if s in produced]
+
+    def finish(self) -> None:
+        candidates = self._output_candidates()
+        self.held = []  # intermediates nobody references die here; outputs stay alive
+        alive = [(ref, s) for ref, s in candidates if ref() is not None]
+        by_mesh: dict[int, list[_Node]] = {}
+        meshes: dict[int, MeshDevice] = {}
+        for node in self.nodes:
+            key = id(node.mesh.jax_mesh)
+            by_mesh.setdefault(key, []).append(node)
+            meshes[key] = node.mesh
+        input_slot = dict(self.inputs)
+        for key, nodes in by_mesh.items():
+            made = {s for n in nodes for s in n.out_slots}
+            used = [s for n in nodes for s in n.in_slots if s not in made]
+            ins = []
+            for s in dict.fromkeys(used):
+                if s not in input_slot:
+                    raise TraceError(
+                        f"trace {self.id!r}: an op on {meshes[key]!r} uses a tensor produced on "
+                        "another mesh inside the same trace.\nfix: keep each submesh's work on "
+                        "its own tensors."
+                    )
+                ins.append((s, input_slot[s]))
+            outs = [(ref, s) for ref, s in alive if s in made]
+            self.groups.append(_Group(meshes[key], nodes, ins, outs))
+        for g in self.groups:
+            _compile(self.id, g)
+        self.nodes = []
+        self.slot_of = {}
+        self.state = "captured"
+
+
+def _signature(t: Tensor) -> tuple[Any, ...]:
+    return tensor_meta(t)
+
+
+def _describe_sig(sig: tuple[Any, ...]) -> str:
+    placements, dtype, layout, shape = sig
+    return f"{Shape(shape)!r} {dtype!r} {layout!r} placements {placements_str(placements)}"
+
+
+def _program(group: _Group) -> Any:
+    in_slots = [s for s, _ in group.inputs]
+    out_slots = [s for _, s in group.outputs]
+    nodes = group.nodes
+
+    def program(*datas: Any) -> list[Any]:
+        env = dict(zip(in_slots, datas))
+        for node in nodes:
+            out = node.prog.fn(*[env[s] for s in node.in_slots], *node.scalars)
+            leaves = [out] if node.prog.single else list(out)
+            env.update(zip(node.out_slots, leaves))
+        return [env[s] for s in out_slots]
+
+    return program
+
+
+def _compile(tid: MeshTraceId, group: _Group) -> None:
+    group.signature = [_signature(t) for _, t in group.inputs]
+    datas = [t._data for _, t in group.inputs]
+    try:
+        group.compiled = jax.jit(_program(group)).lower(*datas).compile()
+    except Exception as e:  # pragma: no cover - surfaced with context
+        raise TraceError(
+            f"trace {tid!r}: compiling the captured ops failed ({type(e).__name__}: {e}).\n"
+            "fix: check that every captured op also runs eagerly."
+        ) from e
+
+
+# ---------------------------------------------------------------------------------------------
+# TT-NN API
+# ---------------------------------------------------------------------------------------------
+
+_traces: dict[int, _Trace] = {}
+_next_id = itertools.count(1)
+
+
+def _disabled() -> bool:
+    return os.environ.get("TTNN_DISABLE_TRACE_CAPTURE", "") not in ("", "0")
+
+
+def _lookup(mesh_device: MeshDevice, trace_id: Any, action: str) -> _Trace:
+    tr = _traces.get(int(trace_id))
+    if tr is None:
+        raise TraceError(
+            f"{action}: there is no trace {MeshTraceId(int(trace_id))!r} (never captured, or "
+            "released).\nfix: use the id returned by begin_trace_capture, and do not use it after "
+            "release_trace."
+        )
+    if mesh_device is not tr.mesh and mesh_device.root() is not tr.mesh.root():
+        raise TraceError(
+            f"{action}: trace {tr.id!r} was captured on {tr.mesh!r}, not {mesh_device!r}.\n"
+            "fix: pass the mesh the trace was captured on."
+        )
+    return tr
+
+
+def begin_trace_capture(mesh_device: MeshDevice, *, cq_id: int | None = 0) -> MeshTraceId:
+    """Start recording ops dispatched to ``mesh_device`` (and its submeshes); returns the trace id."""
+    if _disabled():
+        return MeshTraceId(0)
+    mesh_device._check_open()
+    if _dispatch._capture is not None:
+        raise TraceError(
+            f"begin_trace_capture: trace {_dispatch._capture.id!r} is still being captured.\n"
+            "fix: call end_trace_capture for it first."
+        )
+    tid = MeshTraceId(next(_next_id))
+    tr = _Trace(tid, mesh_device)
+    _traces[int(tid)] = tr
+    _dispatch._capture = tr
+    return tid
+
+
+def end_trace_capture(mesh_device: MeshDevice, trace_id: Any, *, cq_id: int | None = 0) -> None:
+    """Stop recording and compile the captured ops into one program per (sub)mesh."""
+    if _disabled():
+        return
+    tr = _lookup(mesh_device, trace_id, "end_trace_capture")
+    if tr.state != "capturing" or _dispatch._capture is not tr:
+        raise TraceError(
+            f"end_trace_capture: trace {tr.id!r} is not being captured (state: {tr.state}).\n"
+            "fix: call begin_trace_capture first, and end each capture once."
+        )
+    _dispatch._capture = None
+    try:
+        tr.finish()
+    except BaseException:
+        _traces.pop(int(tr.id), None)
+        raise
+
+
+def execute_trace(
+    mesh_device: MeshDevice, trace_id: Any, *, cq_id: int | None = 0, blocking: bool = True
+) -> None:
+    """Replay a captured trace over the current contents of its input tensors.
+
+    Results are written into the tensors the captured ops returned. Every submesh's program is
+    dispatched before any is waited on; ``blocking=True`` waits for all of them.
+    """
+    if _disabled():
+        return
+    tr = _lookup(mesh_device, trace_id, "execute_trace")
+    if tr.state != "captured":
+        raise TraceError(
+            f"execute_trace: trace {tr.id!r} is {tr.state}.\nfix: call end_trace_capture before "
+            "execute_trace."
+        )
+    if _dispatch._capture is not None:
+        raise TraceError(
+            "execute_trace inside another trace capture is not supported.\n"
+            "fix: end the capture first."
+        )
+    pending = []
+    for g in tr.groups:
+        g.mesh._check_open()
+        datas = []
+        for (_, t), want in zip(g.inputs, g.signature):
+            got = _signature(t)
+            if got != want:
+                raise TraceError(
+                    f"execute_trace: trace {tr.id!r} was captured with an input "
+                    f"{_describe_sig(want)}, but that tensor is now {_describe_sig(got)}.\n"
+                    "fix: refresh inputs with copy_host_to_device_tensor using a host tensor of the "
+                    "same per-device shape, dtype, layout and mesh mapper; or capture a new trace."
+                )
+            datas.append(t._data)
+        outs = g.compiled(*datas)
+        for (ref, _), data in zip(g.outputs, outs):
+            obj = ref()
+            if obj is not None:
+                obj._data = data
+        first = outs[0] if outs else None
+        if isinstance(first, _blockfloat.BlockFloatData):
+            first = first.mantissa
+        if first is not None:
+            g.mesh._last_outputs = (first,)
+        pending.append(outs)
+    if blocking:
+        jax.block_until_ready(pending)
+
+
+def release_trace(mesh_device: MeshDevice, trace_id: Any) -> None:
+    """Free a captured trace; using its id afterwards raises ``TraceError``."""
+    if _disabled():
+        return
+    tr = _lookup(mesh_device, trace_id, "release_trace")
+    if tr.state == "capturing":
+        _dispatch._capture = None
+    tr.state = "released"
+    tr.groups = []
+    _traces.pop(int(tr.id), None)
+
+
+def trace_info(trace_id: Any) -> dict[str, Any]:
+    """What a captured trace holds: per mesh, the number of ops, inputs and outputs."""
+    tr = _traces.get(int(trace_id))
+    if tr is None:
+        raise TraceError(f"trace_info: there is no trace {MeshTraceId(int(trace_id))!r}.")
+    return {
+        "id": int(tr.id),
+        "state": tr.state,
+        "programs": [
+            {
+                "mesh": repr(g.mesh),
+                "ops": [n.prog.name for n in g.nodes],
+                "inputs": len(g.inputs),
+                "outputs": sum(1 for ref, _ in g.outputs if ref() is not None),
+            }
+            for g in tr.groups
+        ],
+    }
+
+
+def compiled_programs(trace_id: Any) -> list[Any]:
+    """The compiled XLA executables of a trace (one per mesh), for ``ttjax.inspect``."""
+    tr = _traces.get(int(trace_id))
+    if tr is None or tr.state != "captured":
+        raise TraceError(
+            f"compiled_programs: trace {MeshTraceId(int(trace_id))!r} is not captured."
+        )
+    return [g.compiled for g in tr.groups]
+
+
+__all__ = [
+    "MeshTraceId",
+    "begin_trace_capture",
+    "compiled_programs",
+    "end_trace_capture",
+    "execute_trace",
+    "release_trace",
+    "trace_info",
+]

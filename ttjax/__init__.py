@@ -17,6 +17,7 @@ _config.configure_virtual_devices()
 
 from ttjax import experimental, model_preprocessing, transformer, visualize  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
+from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402
     GlobalSemaphore,
     all_gather,
@@ -148,11 +149,27 @@ from ttjax.mesh import (  # noqa: E402
 from ttjax.ops import *  # noqa: E402,F403
 from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard  # noqa: E402
 from ttjax.tensor import Shape, Tensor, TensorTopology  # noqa: E402
+from ttjax.trace import (  # noqa: E402
+    MeshTraceId,
+    begin_trace_capture,
+    end_trace_capture,
+    execute_trace,
+    release_trace,
+)
 from ttjax.visualize import (  # noqa: E402
     visualize_mesh_device,
     visualize_system_mesh,
     visualize_tensor,
 )
+
+
+def __getattr__(name: str) -> object:
+    # ttjax.inspect is imported lazily so that `python -m ttjax.inspect` runs it fresh.
+    if name == "inspect":
+        import importlib
+
+        return importlib.import_module("ttjax.inspect")
+    raise AttributeError(f"module 'ttjax' has no attribute {name!r}")
 
 
 def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
@@ -218,6 +235,7 @@ __all__ = [
     "MeshShape",
     "MeshShapeError",
     "MeshToTensor",
+    "MeshTraceId",
     "MeshType",
     "PlacementLocal",
     "PlacementReplicate",
@@ -244,6 +262,7 @@ __all__ = [
     "UnsupportedDTypeError",
     "GlobalSemaphore",
     "WormholeComputeKernelConfig",
+    "abstract_tensor",
     "aggregate_as_tensor",
     "all_gather",
     "all_reduce",
@@ -259,6 +278,7 @@ __all__ = [
     "as_tensor",
     "bfloat4_b",
     "bfloat8_b",
+    "begin_trace_capture",
     "bfloat16",
     "close_device",
     "close_mesh_device",
@@ -271,6 +291,8 @@ __all__ = [
     "create_mesh_mapper",
     "create_sharded_memory_config",
     "distribute",
+    "end_trace_capture",
+    "execute_trace",
     "experimental",
     "float32",
     "from_device",
@@ -286,6 +308,7 @@ __all__ = [
     "model_preprocessing",
     "open_device",
     "open_mesh_device",
+    "release_trace",
     "replicate_tensor_to_mesh_mapper",
     "shard_tensor_to_mesh_mapper",
     "synchronize_device",

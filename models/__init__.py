@@ -1,0 +1,1 @@
+"""Models written with ttjax ops, each next to a single-device reference."""

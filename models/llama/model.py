@@ -1,0 +1,368 @@
+"""Llama-3.x written with ttjax ops and CCL calls, TT-NN style (``import ttjax as ttnn``).
+
+Every op runs per device; the only communication is explicit:
+
+* ``mode="tp"`` (Megatron): QKV, gate and up are column-parallel and O and down row-parallel,
+  heads are split across the devices of the mesh, and each attention and each MLP block ends in
+  one ``all_reduce`` — the two collectives per layer of the Megatron optimum. The embedding is
+  sharded on the hidden dim and the LM head on the vocabulary; one ``all_gather`` follows each.
+* ``mode="dp"``: weights are replicated, the batch is sharded over the devices, and nothing is
+  communicated.
+* Hybrid DP+TP (TT-NN guide 8.3) runs one ``mode="tp"`` model per submesh; see ``generate.py``.
+
+Activations are ``[B, S, dim]`` per device. A KV cache ``[B, n_kv_heads, max_seq_len, head_dim]``
+per layer (kv heads split like the query heads) serves prefill (``fill_cache``) and decode
+(``paged_update_cache`` at each user's position, held on device so a decode step can be traced).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ttjax as ttnn
+from models.llama.config import LlamaConfig, rope_tables
+
+
+class TtLlama:
+    """A Llama (or Falcon-style) decoder on one mesh; ``mode`` is ``"tp"`` or ``"dp"``.
+
+    >>> model = TtLlama(config, weights, mesh, mode="tp")
+    >>> logits = model.prefill(tokens)              # [B, S, vocab]
+    >>> logits = model.decode(next_tokens, pos)     # [B, 1, vocab]
+    """
+
+    def __init__(
+        self,
+        config: LlamaConfig,
+        weights: dict[str, np.ndarray] | None,
+        mesh_device: ttnn.MeshDevice,
+        *,
+        mode: str = "tp",
+        batch: int = 1,
+        dtype: ttnn.DataType = ttnn.float32,
+        weight_dtype: ttnn.DataType | None = None,
+        cache_dtype: ttnn.DataType | None = None,
+        max_seq_len: int | None = None,
+    ) -> None:
+        if mode not in ("tp", "dp"):
+            raise ValueError(
+                f"mode={mode!r}: use 'tp' or 'dp' (hybrid = one 'tp' model per submesh)"
+            )
+        self.config = config
+        self.mesh = mesh_device
+        self.mode = mode
+        self.batch = batch
+        self.dtype = dtype
+        self.weight_dtype = weight_dtype or dtype
+        self.cache_dtype = cache_dtype or dtype
+        self.max_seq_len = max_seq_len or config.max_seq_len
+        self.abstract = weights is None  # shapes only: for ttjax.inspect on full-size models
+        n = mesh_device.get_num_devices()
+        self.tp = n if mode == "tp" else 1
+        self.dp = n if mode == "dp" else 1
+        self._check_divisible()
+        self.q_heads = config.n_heads // self.tp
+        self.kv_heads = config.n_kv_heads // self.tp
+        self._load(weights or {})
+        self.caches = [self._new_cache() for _ in range(config.n_layers)]
+
+    # ------------------------------------------------------------------------------------------
+    # Parameters
+    # ------------------------------------------------------------------------------------------
+
+    def _check_divisible(self) -> None:
+        c = self.config
+        problems = []
+        if self.tp > 1:
+            for name, value in (
+                ("n_heads", c.n_heads),
+                ("n_kv_heads", c.n_kv_heads),
+                ("ffn_dim", c.ffn_dim),
+                ("vocab_size", c.vocab_size),
+            ):
+                if value % self.tp:
+                    problems.append(f"{name}={value} is not divisible by {self.tp} devices")
+        if self.batch % self.dp:
+            problems.append(
+                f"batch={self.batch} is not divisible by {self.dp} data-parallel devices"
+            )
+        if problems:
+            raise ValueError(
+                f"{c.name} in mode {self.mode!r} on {self.mesh!r}: " + "; ".join(problems) + ".\n"
+                "fix: pick a mesh whose device count divides these, or use mode='dp'."
+            )
+
+    def _put(
+        self, value: Any, shape: tuple[int, ...], shard_dim: int | None, dtype: Any
+    ) -> ttnn.Tensor:
+        """Host array (or just its shape when abstract) -> device tensor, sharded on ``shard_dim``."""
+        mesh = self.mesh
+        mapper = (
+            ttnn.ShardTensorToMesh(mesh, dim=shard_dim)
+            if shard_dim is not None and self.tp > 1
+            else ttnn.ReplicateTensorToMesh(mesh)
+        )
+        layout = ttnn.TILE_LAYOUT
+        if self.abstract:
+            return ttnn.abstract_tensor(
+                shape, dtype, device=mesh, mesh_mapper=mapper, layout=layout
+            )
+        return ttnn.from_torch(
+            np.asarray(value, np.float32),
+            dtype=dtype,
+            layout=layout,
+            device=mesh,
+            mesh_mapper=mapper,
+        )
+
+    def _load(self, w: dict[str, np.ndarray]) -> None:
+        c, tp, hd = self.config, self.tp, self.config.head_dim
+        wd, ad = self.weight_dtype, self.dtype
+        layer_norm = c.norm == "layer"
+
+        def get(name: str, shape: tuple[int, ...]) -> Any:
+            return None if self.abstract else w[name]
+
+        def t(a: Any) -> Any:  # torch [out, in] -> ttnn [in, out]
+            return None if a is None else np.asarray(a).T
+
+        embed = get("model.embed_tokens.weight", (c.vocab_size, c.dim))
+        head = embed if c.tie_word_embeddings else get("lm_head.weight", (c.vocab_size, c.dim))
+        cos, sin = rope_tables(c, self.max_seq_len)
+        params: dict[str, Any] = {
+            "embed": self._put(embed, (c.vocab_size, c.dim), 1 if c.dim % tp == 0 else None, ad),
+            "lm_head": self._put(t(head), (c.dim, c.vocab_size), 1, wd),
+            "norm": self._put(get("model.norm.weight", (c.dim,)), (c.dim,), None, ad),
+            "norm_bias": self._put(get("model.norm.bias", (c.dim,)), (c.dim,), None, ad)
+            if layer_norm
+            else None,
+            "cos": self._put(cos, cos.shape, None, ad),
+            "sin": self._put(sin, sin.shape, None, ad),
+            "layers": [],
+        }
+        qkv_cols = (c.n_heads + 2 * c.n_kv_heads) * hd
+        for i in range(c.n_layers):
+            p = f"model.layers.{i}."
+            if self.abstract:
+                wqkv = None
+            else:
+                # Group columns per device: [q_0 k_0 v_0 | q_1 k_1 v_1 | ...] so a width shard
+                # gives each device whole heads of q, k and v.
+                q = t(w[p + "self_attn.q_proj.weight"]).reshape(c.dim, tp, -1)
+                k = t(w[p + "self_attn.k_proj.weight"]).reshape(c.dim, tp, -1)
+                v = t(w[p + "self_attn.v_proj.weight"]).reshape(c.dim, tp, -1)
+                wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
+            attn_norm = get(p + "input_layernorm.weight", (c.dim,))
+            attn_norm_b = get(p + "input_layernorm.bias", (c.dim,)) if layer_norm else None
+            mlp_norm = mlp_norm_b = None
+            if not c.parallel_block:
+                mlp_norm = get(p + "post_attention_layernorm.weight", (c.dim,))
+                mlp_norm_b = (
+                    get(p + "post_attention_layernorm.bias", (c.dim,)) if layer_norm else None
+                )
+            if c.mlp == "swiglu":
+                w_in = get(p + "mlp.gate_proj.weight", (c.ffn_dim, c.dim))
+                w_up = get(p + "mlp.up_proj.weight", (c.ffn_dim, c.dim))
+                w_out = get(p + "mlp.down_proj.weight", (c.dim, c.ffn_dim))
+            else:
+                w_in = get(p + "mlp.dense_h_to_4h.weight", (c.ffn_dim, c.dim))
+                w_up = None
+                w_out = get(p + "mlp.dense_4h_to_h.weight", (c.dim, c.ffn_dim))
+            dim, ffn = (c.dim,), (c.dim, c.ffn_dim)
+            params["layers"].append(
+                {
+                    "attn_norm": self._put(attn_norm, dim, None, ad),
+                    "attn_norm_bias": self._put(attn_norm_b, dim, None, ad) if layer_norm else None,
+                    # [dim, local (q + k + v) heads * head_dim], column-parallel
+                    "wqkv": self._put(wqkv, (c.dim, qkv_cols), 1, wd),
+                    # [local q heads * head_dim, dim], row-parallel
+                    "wo": self._put(
+                        t(get(p + "self_attn.o_proj.weight", (c.dim, c.dim))),
+                        (c.n_heads * hd, c.dim),
+                        0,
+                        wd,
+                    ),
+                    "mlp_norm": None if c.parallel_block else self._put(mlp_norm, dim, None, ad),
+                    "mlp_norm_bias": self._put(mlp_norm_b, dim, None, ad)
+                    if layer_norm and not c.parallel_block
+                    else None,
+                    "w_in": self._put(t(w_in), ffn, 1, wd),  # gate / dense_h_to_4h
+                    "w_up": None if c.mlp != "swiglu" else self._put(t(w_up), ffn, 1, wd),
+                    "w_out": self._put(t(w_out), (c.ffn_dim, c.dim), 0, wd),  # down, row-parallel
+                }
+            )
+        self.params = params
+
+    def _new_cache(self) -> list[ttnn.Tensor]:
+        shape = (self.batch // self.dp, self.kv_heads, self.max_seq_len, self.config.head_dim)
+        if self.abstract:
+            pl = [ttnn.PlacementLocal()] * self.mesh.shape.dims()
+            make = lambda: ttnn.abstract_tensor(  # noqa: E731
+                shape, self.cache_dtype, device=self.mesh, placements=pl, layout=ttnn.TILE_LAYOUT
+            )
+            return [make(), make()]
+        return [
+            ttnn.zeros(shape, self.cache_dtype, ttnn.TILE_LAYOUT, device=self.mesh)
+            for _ in range(2)
+        ]
+
+    def reset_cache(self) -> None:
+        self.caches = [self._new_cache() for _ in range(self.config.n_layers)]
+
+    # ------------------------------------------------------------------------------------------
+    # Inputs
+    # ------------------------------------------------------------------------------------------
+
+    def _batch_mapper(self) -> Any:
+        if self.dp > 1:
+            return ttnn.ShardTensorToMesh(self.mesh, dim=0)
+        return ttnn.ReplicateTensorToMesh(self.mesh)
+
+    def tokens_to_device(self, tokens: np.ndarray, device: bool = True) -> ttnn.Tensor:
+        """Token ids [B, S] -> a uint32 tensor (batch sharded in DP, replicated in TP)."""
+        return ttnn.from_torch(
+            np.asarray(tokens, np.uint32),
+            dtype=ttnn.uint32,
+            device=self.mesh if device else None,
+            mesh_mapper=self._batch_mapper(),
+        )
+
+    def positions_to_device(self, positions: np.ndarray, device: bool = True) -> ttnn.Tensor:
+        """Each user's current position [B] -> an int32 tensor laid out like the batch."""
+        return ttnn.from_torch(
+            np.asarray(positions, np.int32),
+            dtype=ttnn.int32,
+            device=self.mesh if device else None,
+            mesh_mapper=self._batch_mapper(),
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Forward
+    # ------------------------------------------------------------------------------------------
+
+    def _norm(self, x: ttnn.Tensor, weight: ttnn.Tensor, bias: ttnn.Tensor | None) -> ttnn.Tensor:
+        eps = self.config.norm_eps
+        if self.config.norm == "layer":
+            return ttnn.layer_norm(x, epsilon=eps, weight=weight, bias=bias)
+        return ttnn.rms_norm(x, epsilon=eps, weight=weight)
+
+    def _rope(self, x: ttnn.Tensor, cos: ttnn.Tensor, sin: ttnn.Tensor) -> ttnn.Tensor:
+        """Rotate-half RoPE: x * cos + rotate_half(x) * sin, x [B, S, heads, hd]."""
+        half = self.config.head_dim // 2
+        x1 = x[..., :half]
+        x2 = x[..., half:]
+        rotated = ttnn.concat([ttnn.neg(x2), x1], dim=-1)
+        return ttnn.add(ttnn.multiply(x, cos), ttnn.multiply(rotated, sin))
+
+    def _reduce(self, x: ttnn.Tensor) -> ttnn.Tensor:
+        return ttnn.all_reduce(x) if self.tp > 1 else x
+
+    def _attention(
+        self,
+        layer: dict[str, Any],
+        cache: list[ttnn.Tensor],
+        x: ttnn.Tensor,
+        cos: ttnn.Tensor,
+        sin: ttnn.Tensor,
+        pos: ttnn.Tensor | None,
+    ) -> ttnn.Tensor:
+        hd = self.config.head_dim
+        b, s = x.shape[0], x.shape[1]
+        qh, kvh = self.q_heads, self.kv_heads
+        qkv = ttnn.linear(x, layer["wqkv"])  # [B, S, (qh + 2 kvh) * hd]
+        q = ttnn.reshape(qkv[..., : qh * hd], (b, s, qh, hd))
+        k = ttnn.reshape(qkv[..., qh * hd : (qh + kvh) * hd], (b, s, kvh, hd))
+        v = ttnn.reshape(qkv[..., (qh + kvh) * hd :], (b, s, kvh, hd))
+        q = self._rope(q, cos, sin)
+        k = self._rope(k, cos, sin)
+        cache_k, cache_v = cache
+        if pos is None:  # prefill: positions 0..S-1 of every user
+            q, k, v = (ttnn.permute(a, (0, 2, 1, 3)) for a in (q, k, v))  # [B, heads, S, hd]
+            ttnn.fill_cache(cache_k, ttnn.typecast(k, cache_k.dtype), 0)
+            ttnn.fill_cache(cache_v, ttnn.typecast(v, cache_v.dtype), 0)
+            out = ttnn.transformer.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out = ttnn.reshape(ttnn.permute(out, (0, 2, 1, 3)), (b, s, qh * hd))
+        else:  # decode one token per user at its own position
+            k, v = (ttnn.permute(a, (1, 0, 2, 3)) for a in (k, v))  # [1, B, kvh, hd]
+            ttnn.experimental.paged_update_cache(cache_k, k, update_idxs_tensor=pos)
+            ttnn.experimental.paged_update_cache(cache_v, v, update_idxs_tensor=pos)
+            out = ttnn.transformer.scaled_dot_product_attention_decode(
+                ttnn.permute(q, (1, 0, 2, 3)), cache_k, cache_v, cur_pos_tensor=pos
+            )  # [1, B, qh, hd]
+            out = ttnn.reshape(out, (b, 1, qh * hd))
+        out = ttnn.linear(out, layer["wo"])  # row-parallel: partial sums on every device
+        return self._reduce(out)
+
+    def _mlp(self, layer: dict[str, Any], x: ttnn.Tensor) -> ttnn.Tensor:
+        if layer["w_up"] is not None:
+            gate = ttnn.linear(x, layer["w_in"], activation="silu")
+            h = ttnn.multiply(gate, ttnn.linear(x, layer["w_up"]))
+        else:
+            h = ttnn.linear(x, layer["w_in"], activation="gelu")
+        return self._reduce(ttnn.linear(h, layer["w_out"]))
+
+    def forward(
+        self,
+        tokens: ttnn.Tensor,
+        pos: ttnn.Tensor | None = None,
+        params: dict[str, Any] | None = None,
+        caches: list[list[ttnn.Tensor]] | None = None,
+    ) -> ttnn.Tensor:
+        """Logits [B, S, vocab] for token ids [B, S]; ``pos`` [B] selects decode (S == 1).
+
+        ``params``/``caches`` default to the model's own; passing them makes this a pure function
+        of its arguments (caches are updated in place), which is what ``jax.jit`` needs.
+        """
+        c = self.config
+        p = self.params if params is None else params
+        caches = self.caches if caches is None else caches
+        b, s = tokens.shape[0], tokens.shape[1]
+        x = ttnn.embedding(tokens, p["embed"], layout=ttnn.TILE_LAYOUT)
+        if x.shape[-1] != c.dim:
+            x = ttnn.all_gather(x, dim=-1)  # the embedding is sharded on the hidden dim
+        if pos is None:
+            ids = ttnn.reshape(ttnn.arange(0, s, 1, ttnn.int32, device=self.mesh), (1, s))
+        else:
+            ids = ttnn.reshape(pos, (b, 1))
+        cos = ttnn.reshape(ttnn.embedding(ids, p["cos"]), (-1, s, 1, c.head_dim))
+        sin = ttnn.reshape(ttnn.embedding(ids, p["sin"]), (-1, s, 1, c.head_dim))
+        for layer, cache in zip(p["layers"], caches):
+            h = self._norm(x, layer["attn_norm"], layer["attn_norm_bias"])
+            attn = self._attention(layer, cache, h, cos, sin, pos)
+            if c.parallel_block:
+                x = ttnn.add(x, ttnn.add(attn, self._mlp(layer, h)))
+            else:
+                x = ttnn.add(x, attn)
+                h = self._norm(x, layer["mlp_norm"], layer["mlp_norm_bias"])
+                x = ttnn.add(x, self._mlp(layer, h))
+        x = self._norm(x, p["norm"], p["norm_bias"])
+        logits = ttnn.linear(x, p["lm_head"])  # [B, S, vocab / tp]
+        if self.tp > 1:
+            logits = ttnn.all_gather(logits, dim=-1)
+        return logits
+
+    def prefill(self, tokens: ttnn.Tensor) -> ttnn.Tensor:
+        """Run the prompt [B, S] (positions 0..S-1), filling the KV cache; logits [B, S, vocab]."""
+        return self.forward(tokens, None)
+
+    def decode(self, tokens: ttnn.Tensor, pos: ttnn.Tensor) -> ttnn.Tensor:
+        """One decode step: tokens [B, 1] at positions ``pos`` [B]; logits [B, 1, vocab]."""
+        return self.forward(tokens, pos)
+
+    def decode_fn(self) -> Any:
+        """``step(params, caches, tokens, pos) -> (logits, caches)``: a pure decode step to jit or
+        to hand to ``ttjax.inspect`` (with abstract params it compiles without weights)."""
+
+        def step(params: Any, caches: Any, tokens: ttnn.Tensor, pos: ttnn.Tensor) -> Any:
+            logits = self.forward(tokens, pos, params, caches)
+            return logits, caches
+
+        return step
+
+    def logits_to_numpy(self, logits: ttnn.Tensor) -> np.ndarray:
+        """Device logits -> host [B, S, vocab] (one copy per user, whatever the mode)."""
+        if self.dp > 1:
+            return ttnn.to_numpy(logits, mesh_composer=ttnn.ConcatMeshToTensor(self.mesh, dim=0))
+        return ttnn.to_numpy(ttnn.get_device_tensors(logits)[0])

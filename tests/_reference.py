@@ -32,7 +32,9 @@ def shard(
     return out
 
 
-def shard_1d(x: np.ndarray, mesh_shape: Sequence[int], dim: int) -> dict[tuple[int, ...], np.ndarray]:
+def shard_1d(
+    x: np.ndarray, mesh_shape: Sequence[int], dim: int
+) -> dict[tuple[int, ...], np.ndarray]:
     """ShardTensorToMesh: split ``dim`` into N pieces; piece k goes to the k-th device row-major."""
     n = int(np.prod(mesh_shape))
     pieces = np.split(x, n, axis=dim)
@@ -73,3 +75,47 @@ def pcc(a: np.ndarray, b: np.ndarray) -> float:
     if np.array_equal(a, b):
         return 1.0
     return float(np.corrcoef(a, b)[0, 1])
+
+
+def dist_coords(mesh_shape: Sequence[int]) -> list[tuple[int, ...]]:
+    """Alias of :func:`coords` used where the order itself is under test: last dim fastest."""
+    out = []
+    n = int(np.prod(mesh_shape))
+    for k in range(n):
+        c = []
+        for s in reversed(mesh_shape):
+            c.append(k % s)
+            k //= s
+        out.append(tuple(reversed(c)))
+    return out
+
+
+def tile_padded(shape: Sequence[int], tile: int = 32) -> tuple[int, ...]:
+    """TT-NN's padded_shape in TILE layout: the last two dims rounded up to ``tile``."""
+    s = list(shape)
+    for k in range(max(0, len(s) - 2), len(s)):
+        s[k] = ((s[k] + tile - 1) // tile) * tile
+    return tuple(s)
+
+
+def blockfloat_quantize(x: np.ndarray, mag_bits: int, group: int = 16) -> np.ndarray:
+    """Tenstorrent block floats, one scalar at a time: every ``group`` consecutive values of the
+    last dim share the largest exponent among them; each value keeps a sign and ``mag_bits`` bits
+    of magnitude relative to it (round to nearest even, saturating). Returns float64 values."""
+    import math
+
+    x = np.asarray(x, np.float64)
+    flat = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    out = np.zeros_like(flat)
+    limit = 2**mag_bits - 1
+    for r in range(flat.shape[0]):
+        for g0 in range(0, flat.shape[1], group):
+            vals = [float(v) for v in flat[r, g0 : g0 + group]]
+            # frexp: v = f * 2**e with 0.5 <= |f| < 1. Zeros carry no exponent (as in IEEE,
+            # where a zero's biased exponent is the smallest), so they never set the shared one.
+            emax = max((math.frexp(v)[1] for v in vals if v != 0), default=0)
+            step = 2.0 ** (emax - mag_bits)
+            for i, v in enumerate(vals):
+                m = min(max(round(v / step), -limit), limit)
+                out[r, g0 + i] = m * step
+    return out.reshape(x.shape)

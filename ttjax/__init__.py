@@ -156,6 +156,7 @@ from ttjax.trace import (  # noqa: E402
     execute_trace,
     release_trace,
 )
+from ttjax.transforms import scan  # noqa: E402
 from ttjax.visualize import (  # noqa: E402
     visualize_mesh_device,
     visualize_system_mesh,
@@ -310,6 +311,7 @@ __all__ = [
     "open_mesh_device",
     "release_trace",
     "replicate_tensor_to_mesh_mapper",
+    "scan",
     "shard_tensor_to_mesh_mapper",
     "synchronize_device",
     "synchronize_devices",

@@ -59,10 +59,14 @@ def encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
         x = xp.pad(x, pad)
     g = xp.reshape(x, (*x.shape[:-1], wp // GROUP, GROUP))
     _, e = xp.frexp(g)
+    # frexp(0) has exponent 0: zeros (and the tile padding) must not raise the shared exponent,
+    # or a group of small values next to a zero would be flushed to multiples of 2**-bits.
+    e = xp.where(g == 0, -_BIAS, e)
     emax = xp.clip(xp.max(e, axis=-1, keepdims=True), -_BIAS, 255 - _BIAS)
-    scale = xp.ldexp(xp.ones_like(g), (bits - emax).astype(xp.int32))
     limit = 2**bits - 1
-    m = xp.clip(xp.round(g * scale), -limit, limit).astype(xp.int8)
+    # ldexp(g, n) rather than g * 2**n: for an all-zero group 2**n overflows float32.
+    shifted = xp.ldexp(g, xp.broadcast_to(bits - emax, g.shape).astype(xp.int32))
+    m = xp.clip(xp.round(shifted), -limit, limit).astype(xp.int8)
     m = xp.reshape(m, (*x.shape[:-1], wp))
     exp = xp.reshape((emax + _BIAS).astype(xp.uint8), (*x.shape[:-1], wp // GROUP))
     if dtype is DataType.BFLOAT4_B:

@@ -41,6 +41,11 @@ def _env_int(name: str, default: int) -> int:
     return value
 
 
+def _env_set(name: str) -> bool:
+    raw = os.environ.get(name)
+    return raw is not None and raw.strip() != ""
+
+
 def requested_num_devices() -> int:
     """The virtual device count asked for by ``TTJAX_NUM_DEVICES`` (default 32)."""
     return _env_int("TTJAX_NUM_DEVICES", DEFAULT_NUM_DEVICES)
@@ -66,8 +71,8 @@ def configure_virtual_devices(num_devices: int | None = None) -> bool:
         _state["configured"] = False
         _state["reason"] = "backend already started"
         return False
-    if num_devices is None and _xla_flag_count() is not None:
-        # The user forced a count through XLA_FLAGS: respect it.
+    if num_devices is None and _xla_flag_count() is not None and not _env_set("TTJAX_NUM_DEVICES"):
+        # The user forced a count through XLA_FLAGS (and did not ask ttjax for one): respect it.
         _state["configured"] = True
         _state["reason"] = "XLA_FLAGS"
         return True
@@ -79,6 +84,11 @@ def configure_virtual_devices(num_devices: int | None = None) -> bool:
 
 def visible_device_ids() -> list[int] | None:
     """Device ids named by ``TTJAX_VISIBLE_DEVICES`` (or TT-NN's ``TT_VISIBLE_DEVICES``), else None."""
+    return visible_devices_env()[1]
+
+
+def visible_devices_env() -> tuple[str, list[int] | None]:
+    """``(variable name, ids)`` of the visibility variable in effect (ids None when unset)."""
     for name in ("TTJAX_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES"):
         raw = os.environ.get(name)
         if raw is None or raw.strip() == "":
@@ -96,5 +106,14 @@ def visible_device_ids() -> list[int] | None:
                     f"{name}={raw!r} holds {part!r}, which is not a device id.\n"
                     f"fix: a comma-separated list of ids, e.g. {name}=0,1."
                 ) from None
-        return ids
-    return None
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            from ttjax.errors import ConfigError
+
+            raise ConfigError(
+                f"{name}={raw!r} names device id(s) {dups} more than once; a device can hold only "
+                f"one mesh position.\nfix: list each id once, e.g. {name}="
+                f"{','.join(str(i) for i in dict.fromkeys(ids))}."
+            )
+        return name, ids
+    return "TT_VISIBLE_DEVICES", None

@@ -27,6 +27,7 @@ from ttjax.distribute import (
 from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
 from ttjax.errors import (
     ComposerRequiredError,
+    DeviceClosedError,
     LayoutError,
     MeshMismatchError,
     ShapeMismatchError,
@@ -124,6 +125,21 @@ def _cast_host(arr: np.ndarray, dtype: DataType, quantize: bool) -> np.ndarray:
     return out
 
 
+def _quantize_shards(
+    arr: np.ndarray,
+    dtype: DataType,
+    placements: tuple[Placement, ...],
+    mesh_shape: tuple[int, ...],
+    local: tuple[int, ...],
+) -> np.ndarray:
+    """Quantize every device's shard of the global host array ``arr`` to ``dtype`` on its own."""
+    blocks = _specs.local_blocks(np, arr, placements, mesh_shape, local)
+    flat = np.reshape(blocks, (-1, *local)).astype(np.float32)
+    q = _blockfloat.quantize(np, flat if local else flat.reshape(-1, 1), dtype)
+    q = np.reshape(q, blocks.shape).astype(dtype.numpy_dtype)
+    return np.ascontiguousarray(_specs.from_local_blocks(np, q, placements, mesh_shape))
+
+
 def _local_shape(
     shape: tuple[int, ...], placements: tuple[Placement, ...], mesh: MeshDevice
 ) -> tuple[int, ...]:
@@ -138,6 +154,25 @@ def _check_no_capture(kind: str) -> None:
             "fix: move host reads/writes out of the begin_trace_capture/end_trace_capture block; "
             "refresh trace inputs with ttnn.copy_host_to_device_tensor between replays."
         )
+
+
+def _check_live(t: Tensor, what: str) -> None:
+    """A device tensor whose mesh was closed (or reshaped since) has no readable buffers."""
+    mesh = t._mesh
+    if mesh is None or t._storage is not StorageType.DEVICE or t._gen == mesh._gen:
+        return
+    if _dispatch.is_traced(t):
+        return
+    if mesh._closed:
+        raise DeviceClosedError(
+            f"{what}: the tensor lives on {mesh!r}, which was closed.\n"
+            "fix: read tensors back (ttnn.to_torch / ttnn.from_device) before "
+            "ttnn.close_mesh_device, or re-create the tensor on an open mesh."
+        )
+    raise MeshMismatchError(
+        f"{what}: the tensor was created before {mesh!r} was reshaped, so its shards no longer "
+        "match the mesh.\nfix: read it back before mesh_device.reshape(...), or re-create it."
+    )
 
 
 def _same_mesh(a: MeshDevice, b: MeshDevice) -> bool:
@@ -216,8 +251,10 @@ def from_torch(
     arr = _to_host_array(tensor)
     dt = _resolve_dtype(arr.dtype, dtype)
     lay = _resolve_layout(dt, layout)
-    arr = _cast_host(arr, dt, quantize=device is None)
     mapper = mesh_mapper if mesh_mapper is not None else default_mapper()
+    # A block-float host tensor holds the values its devices will hold: every shard is quantized
+    # on its own (below), since shared exponents never span two devices' shards.
+    arr = _cast_host(arr, dt, quantize=device is None and mapper is None)
     if mapper is None:
         if device is None:
             return make_tensor(
@@ -249,6 +286,8 @@ def from_torch(
         placements = mapper.placements_for(tuple(arr.shape))
     local = _local_shape(tuple(arr.shape), placements, mesh)
     if device is None:
+        if dt.is_block_float:
+            arr = _quantize_shards(arr, dt, placements, tuple(mesh.shape), local)
         return make_tensor(
             arr,
             mesh=mesh,
@@ -285,7 +324,13 @@ def as_tensor(
 
 def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_: Any) -> Tensor:
     """Move a host tensor onto ``device`` (a tensor already there is returned as is)."""
+    if not isinstance(device, MeshDevice):
+        raise TTJaxError(
+            f"to_device: device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
+            "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
+        )
     if tensor._storage is StorageType.DEVICE:
+        _check_live(tensor, "to_device")
         if tensor._mesh is not None and _same_mesh(tensor._mesh, device):
             return tensor
         raise MeshMismatchError(
@@ -311,6 +356,7 @@ def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
     if tensor._storage is StorageType.HOST:
         return tensor
     _check_no_capture("Reads")
+    _check_live(tensor, "from_device")
     mesh = tensor._mesh
     assert mesh is not None
     blocks = _host_blocks(tensor)
@@ -366,6 +412,7 @@ def _compose(t: Tensor, composer: MeshToTensor) -> np.ndarray:
         return _fetch(t._data)
     if t._storage is StorageType.DEVICE:
         _check_no_capture("Reads")
+        _check_live(t, "to_torch")
     if composer.mesh_device.shape != t._mesh.shape:
         raise MeshMismatchError(
             f"The composer was built for {composer.mesh_device!r} but the tensor lives on "
@@ -411,6 +458,7 @@ def to_numpy(
                 raise _composer_required(tensor)
             if tensor._storage is StorageType.DEVICE:
                 _check_no_capture("Reads")
+                _check_live(tensor, "to_torch")
             out = _host_blocks(tensor).reshape(tensor._shape)
         else:
             out = _compose(tensor, composer)
@@ -483,6 +531,7 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
             "get_device_tensors cannot split a traced tensor (inside jax.jit).\n"
             "fix: call it outside the jitted function."
         )
+    _check_live(tensor, "get_device_tensors")
     bf = tensor._dtype.is_block_float
     leaves = list(tensor._data) if bf else [tensor._data]
     if bf:
@@ -493,7 +542,10 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     out = []
     for c in coords:
         dev = mesh.devices[c]
-        parts = [jax.numpy.reshape(pd[dev], s) for pd, s in zip(per_dev, shapes)]
+        parts = [
+            pd[dev] if pd[dev].shape == s else jax.numpy.reshape(pd[dev], s)
+            for pd, s in zip(per_dev, shapes)
+        ]
         data = _blockfloat.BlockFloatData(*parts) if bf else parts[0]
         view = mesh._device_view(c)
         out.append(
@@ -521,6 +573,14 @@ def combine_device_tensors(tensors: Sequence[Tensor] | None = None, **kwargs: An
         raise MeshMismatchError(
             "combine_device_tensors needs the per-device tensors of one mesh "
             "(as returned by ttnn.get_device_tensors).\nfix: pass exactly those tensors, in order."
+        )
+    ids = [t._mesh.get_device_ids()[0] for t in tensors]  # type: ignore[union-attr]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise MeshMismatchError(
+            f"combine_device_tensors got several tensors on device id(s) {repeated} (device ids "
+            f"of the inputs: {ids}); each device holds one shard.\nfix: pass the tensors of "
+            "ttnn.get_device_tensors(t), one per device."
         )
     if len(tensors) != parent.get_num_devices():
         raise ShapeMismatchError(

@@ -176,13 +176,20 @@ def resolve_mapper_placements(
         )
     if dist == mesh.shape:
         return canonical(tuple(placements), mesh.shape)
-    groups = _axis_groups(dist, mesh.shape) if dist.mesh_size() == mesh.shape.mesh_size() else None
-    if groups is None:
+    if dist.mesh_size() != mesh.shape.mesh_size():
         raise ShardingError(
-            f"A distribution over {dist!r} covers only part of (or does not line up with) the "
-            f"{mesh.shape!r} mesh; ttjax keeps every device of a mesh in use.\n"
+            f"A distribution over {dist!r} covers only part of the {mesh.shape!r} mesh; ttjax "
+            "keeps every device of a mesh in use.\n"
             f"fix: open or cut a submesh of shape {dist!r} (mesh_device.create_submesh) and "
             "distribute over that."
+        )
+    groups = _axis_groups(dist, mesh.shape)
+    if groups is None:
+        raise ShardingError(
+            f"A distribution over {dist!r} does not line up with the {mesh.shape!r} mesh: each "
+            "distribution dim must cover whole consecutive mesh dims (row-major).\n"
+            f"fix: reshape the mesh (mesh_device.reshape(ttnn.MeshShape({list(dist)}))), or use "
+            f"a distribution shape such as {mesh.shape!r} or MeshShape([{mesh.shape.mesh_size()}])."
         )
     out: list[Placement] = [PlacementReplicate()] * mesh.shape.dims()
     for p, group in zip(placements, groups):
@@ -245,15 +252,20 @@ def _check_divisible(
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_mesh(mesh_device: Any, what: str) -> MeshDevice:
+    if not isinstance(mesh_device, MeshDevice):
+        raise ShardingError(
+            f"{what} needs a MeshDevice, got {type(mesh_device).__name__} ({mesh_device!r}).\n"
+            "fix: pass the mesh from ttnn.open_mesh_device(...)."
+        )
+    return mesh_device
+
+
 class TensorToMesh:
     """A mesh mapper: splits or replicates a host tensor over ``mesh_device``."""
 
     def __init__(self, mesh_device: MeshDevice, config: MeshMapperConfig) -> None:
-        if not isinstance(mesh_device, MeshDevice):
-            raise ShardingError(
-                f"{type(self).__name__} needs a MeshDevice, got {type(mesh_device).__name__}.\n"
-                "fix: pass the mesh from ttnn.open_mesh_device(...)."
-            )
+        _check_mesh(mesh_device, type(self).__name__)
         self.mesh_device = mesh_device
         self._config = config
         self.placements = resolve_mapper_placements(
@@ -265,8 +277,19 @@ class TensorToMesh:
 
     def placements_for(self, shape: tuple[int, ...]) -> tuple[Placement, ...]:
         """Placements for a host tensor of ``shape`` (dims normalized; divisibility checked)."""
-        _normalize_dims(shape, self._config.placements, type(self).__name__)
-        return _check_divisible(shape, self.placements, self.mesh_device, type(self).__name__)
+        what = type(self).__name__
+        given = _normalize_dims(shape, self._config.placements, what)
+        dims = [p.dim for p in given if isinstance(p, PlacementShard)]
+        if len(set(dims)) != len(dims):
+            # Shard(3) and Shard(-1) name the same dim of a rank-4 tensor: TT-NN normalizes
+            # negative dims before its uniqueness check, so this is not a nested split.
+            raise ShardingError(
+                f"{what}: dims must be unique: placements {list(self._config.placements)!r} both "
+                f"shard tensor dim {max(dims, key=dims.count)} of shape {list(shape)}.\n"
+                "fix: shard different tensor dims, or use ShardTensorToMesh(mesh, dim) to split "
+                "one dim over every device."
+            )
+        return _check_divisible(shape, self.placements, self.mesh_device, what)
 
     def map(self, tensor: Any) -> list[np.ndarray]:
         """The per-device shards of ``tensor`` in row-major device order (for inspection)."""
@@ -287,7 +310,7 @@ class ShardTensorToMesh(TensorToMesh):
     """Split tensor dim ``dim`` over every device of the mesh, in row-major device order."""
 
     def __init__(self, mesh_device: MeshDevice, dim: int) -> None:
-        n = MeshShape(mesh_device.get_num_devices())
+        n = MeshShape(_check_mesh(mesh_device, type(self).__name__).get_num_devices())
         super().__init__(
             mesh_device, MeshMapperConfig([PlacementShard(dim)], mesh_shape_override=n)
         )
@@ -298,7 +321,7 @@ class ReplicateTensorToMesh(TensorToMesh):
     """Copy the whole tensor to every device of the mesh."""
 
     def __init__(self, mesh_device: MeshDevice) -> None:
-        n = MeshShape(mesh_device.get_num_devices())
+        n = MeshShape(_check_mesh(mesh_device, type(self).__name__).get_num_devices())
         super().__init__(
             mesh_device, MeshMapperConfig([PlacementReplicate()], mesh_shape_override=n)
         )
@@ -322,6 +345,7 @@ class ShardTensor2dMesh(TensorToMesh):
                 f"ShardTensor2dMesh dims={dims!r} must have two entries (row_dim, col_dim).\n"
                 "fix: e.g. dims=(None, 3) to shard dim 3 across columns."
             )
+        _check_mesh(mesh_device, "ShardTensor2dMesh")
         shape = MeshShape(mesh_shape)
         if shape.dims() != 2 or any(a > b for a, b in zip(shape, mesh_device.shape)):
             raise ShardingError(
@@ -369,7 +393,7 @@ class MeshToTensor:
     """A mesh composer: concatenates per-device shards back into one host tensor."""
 
     def __init__(self, mesh_device: MeshDevice, config: MeshComposerConfig) -> None:
-        self.mesh_device = mesh_device
+        self.mesh_device = _check_mesh(mesh_device, type(self).__name__)
         self._config = config
         dist = config.mesh_shape_override or mesh_device.shape
         if len(config.dims) != dist.dims():
@@ -426,7 +450,7 @@ class ConcatMeshToTensor(MeshToTensor):
     """Concatenate every device's shard along ``dim``, in row-major device order."""
 
     def __init__(self, mesh_device: MeshDevice, dim: int) -> None:
-        n = MeshShape(mesh_device.get_num_devices())
+        n = MeshShape(_check_mesh(mesh_device, type(self).__name__).get_num_devices())
         super().__init__(mesh_device, MeshComposerConfig([dim], mesh_shape_override=n))
         self.concat_dim = dim
 

@@ -11,7 +11,8 @@ device sends (standard ring formulas), the compiled per-device memory and the FL
 {'all-gather': 0, 'reduce-scatter': 0, 'all-reduce': 2, 'collective-permute': 0, 'all-to-all': 0}
 
 Command line: ``python -m ttjax.inspect pkg.module:target --mesh 2x4 --json out.json`` (or the
-``ttjax inspect`` console script), where ``target(mesh_device, **kwargs)`` returns ``(fn, args)``.
+``ttjax inspect`` console script), where ``target(mesh_device, **kwargs)`` returns ``(fn, args)`` or ``(fn, args, options)`` (keyword
+arguments of :func:`inspect`, e.g. ``{"donate_argnums": (1,)}``).
 """
 
 from __future__ import annotations
@@ -341,12 +342,14 @@ def inspect(
     mesh: MeshDevice | Any = None,
     name: str | None = None,
     static_argnums: Sequence[int] = (),
+    donate_argnums: Sequence[int] = (),
     **kwargs: Any,
 ) -> ProgramReport:
     """Compile ``fn(*args, **kwargs)`` with ``jax.jit`` and report what XLA made of it.
 
     ``args`` may hold ttjax Tensors (real or abstract), ``jax.Array``s or ``jax.ShapeDtypeStruct``s;
-    the mesh is taken from the first Tensor unless ``mesh`` is given.
+    the mesh is taken from the first Tensor unless ``mesh`` is given. ``donate_argnums`` marks
+    arguments updated in place (a KV cache), so their buffers count once in the memory report.
     """
     mesh = mesh if mesh is not None else _find_mesh((args, kwargs))
     if mesh is None:
@@ -354,7 +357,7 @@ def inspect(
             "inspect: no ttjax Tensor among the arguments, so the mesh is unknown.\n"
             "fix: pass mesh=mesh_device."
         )
-    jitted = jax.jit(fn, static_argnums=tuple(static_argnums))
+    jitted = jax.jit(fn, static_argnums=tuple(static_argnums), donate_argnums=tuple(donate_argnums))
     start = time.perf_counter()
     lowered = jitted.lower(*args, **kwargs)
     compiled = lowered.compile()
@@ -435,8 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     factory = getattr(importlib.import_module(module_name), attr)
     kwargs = dict(a.split("=", 1) for a in ns.arg)
     mesh = ttjax.open_mesh_device(ns.mesh)
-    fn, args = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
-    report = inspect(fn, *args, mesh=mesh, name=ns.target)
+    made = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
+    fn, args = made[0], made[1]
+    options = made[2] if len(made) > 2 else {}
+    report = inspect(fn, *args, mesh=mesh, name=ns.target, **options)
     report.print()
     if ns.json:
         with open(ns.json, "w") as f:

@@ -256,14 +256,14 @@ def _all_devices() -> list[jax.Device]:
 def available_devices() -> list[jax.Device]:
     """Devices a mesh may open: all JAX devices, narrowed by ``TT_VISIBLE_DEVICES``."""
     devices = _all_devices()
-    visible = _config.visible_device_ids()
+    env, visible = _config.visible_devices_env()
     if visible is None:
         return devices
     by_id = {d.id: d for d in devices}
     missing = [i for i in visible if i not in by_id]
     if missing:
         raise MeshShapeError(
-            f"TT_VISIBLE_DEVICES names device ids {missing}, which do not exist; "
+            f"{env} names device ids {missing}, which do not exist; "
             f"this process has ids {sorted(by_id)}.\n"
             "fix: list only existing ids, or raise TTJAX_NUM_DEVICES before starting Python."
         )
@@ -292,22 +292,29 @@ def system_mesh_shape(num_devices: int | None = None) -> MeshShape:
 
 def _too_few_devices(needed: int, have: int, shape: MeshShape) -> MeshShapeError:
     platform = jax.default_backend()
-    if platform == "cpu":
-        started = _config._state.get("configured") is False
-        how = (
-            "JAX had already started its backend before ttjax was imported, so the device count "
-            "could not be raised. "
-            if started
-            else ""
-        )
+    env, visible = _config.visible_devices_env()
+    want = max(needed, 8)
+    if visible is not None:
         fix = (
-            f"fix: {how}start a fresh Python with TTJAX_NUM_DEVICES={max(needed, 8)} "
-            "(or import ttjax before running any JAX computation; the default is 32 devices)."
+            f"fix: list at least {needed} device ids in {env} (or unset it), or open a mesh of "
+            f"at most {have} devices."
+        )
+    elif platform == "cpu" and _config._state.get("configured") is False:
+        # Setting TTJAX_NUM_DEVICES alone would not help: ttjax reads it on import, too late.
+        fix = (
+            "fix: JAX had already started its backend before ttjax was imported, so ttjax could "
+            "not set the device count. Import ttjax before the first JAX computation (e.g. "
+            f"before jax.devices()) and run with TTJAX_NUM_DEVICES={want}, or start Python with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={want}."
+        )
+    elif platform == "cpu":
+        fix = (
+            f"fix: start a fresh Python with TTJAX_NUM_DEVICES={want} (ttjax reads it when "
+            "imported, before JAX starts; the default is 32 virtual devices)."
         )
     else:
         fix = f"fix: open a mesh of at most {have} devices, e.g. MeshShape(1, {have})."
-    visible = _config.visible_device_ids()
-    note = f" (TT_VISIBLE_DEVICES={visible})" if visible is not None else ""
+    note = f" ({env}={visible})" if visible is not None else ""
     return MeshShapeError(
         f"Requested mesh {shape!r} needs {needed} devices, but only {have} {platform} "
         f"device(s) are available{note}.\n{fix}"
@@ -317,6 +324,20 @@ def _too_few_devices(needed: int, have: int, shape: MeshShape) -> MeshShapeError
 # ---------------------------------------------------------------------------------------------
 # MeshDevice
 # ---------------------------------------------------------------------------------------------
+
+
+def _submesh_shape(value: Any) -> MeshShape:
+    """``value`` as a MeshShape, with TT-NN's message for a non-positive submesh dimension."""
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    ):
+        if any(v <= 0 for v in value):
+            raise MeshShapeError(
+                f"Invalid submesh shape: ({', '.join(str(int(v)) for v in value)}). All dimensions "
+                "must be positive.\nfix: give every submesh dimension a size >= 1."
+            )
+    return MeshShape(value)
+
 
 _next_mesh_id = itertools.count()
 
@@ -455,7 +476,7 @@ class MeshDevice:
     def create_submesh(self, submesh_shape: Any, offset: Any = None) -> MeshDevice:
         """The submesh at ``offset`` (default origin) of ``submesh_shape``; device ids keep their values."""
         self._check_open()
-        shape = MeshShape(submesh_shape)
+        shape = _submesh_shape(submesh_shape)
         if shape.dims() != self._shape.dims():
             raise MeshShapeError(
                 f"Submesh shape {shape!r} and mesh device shape {self._shape!r} must have the same "
@@ -478,7 +499,7 @@ class MeshDevice:
         An 8x4 Galaxy split into ``MeshShape(2, 4)`` gives four T3000-sized submeshes.
         """
         self._check_open()
-        shape = MeshShape(submesh_shape)
+        shape = _submesh_shape(submesh_shape)
         if shape.dims() != self._shape.dims():
             raise MeshShapeError(
                 f"Submesh shape {shape!r} and mesh device shape {self._shape!r} must have the same "
@@ -592,10 +613,12 @@ def _devices_for(shape: MeshShape, offset: Any, physical_device_ids: Sequence[in
     if physical_device_ids:
         by_id = {d.id: d for d in avail}
         bad = [i for i in physical_device_ids if i not in by_id]
+        bad += sorted({i for i in physical_device_ids if list(physical_device_ids).count(i) > 1})
         if bad or len(physical_device_ids) != needed:
             raise MeshShapeError(
                 f"physical_device_ids={list(physical_device_ids)} must name {needed} available "
-                f"devices for {shape!r}; unavailable: {bad}, available: {sorted(by_id)}.\n"
+                f"distinct devices for {shape!r}; unavailable or repeated: {bad}, available: "
+                f"{sorted(by_id)}.\n"
                 "fix: list exactly one available id per mesh position."
             )
         return np.array([by_id[i] for i in physical_device_ids], dtype=object).reshape(tuple(shape))

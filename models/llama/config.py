@@ -54,7 +54,8 @@ class LlamaConfig:
         mlp = (3 if self.mlp == "swiglu" else 2) * self.dim * self.ffn_dim
         norms = (1 if self.parallel_block else 2) * self.dim * (2 if self.norm == "layer" else 1)
         head = 0 if self.tie_word_embeddings else self.vocab_size * self.dim
-        return self.n_layers * (attn + mlp + norms) + self.vocab_size * self.dim + head + self.dim
+        final_norm = self.dim * (2 if self.norm == "layer" else 1)
+        return self.n_layers * (attn + mlp + norms) + self.vocab_size * self.dim + head + final_norm
 
     def flops_per_token(self, context: int) -> float:
         """Forward FLOPs for one token at ``context`` positions (2 per MAC; PaLM appendix B)."""
@@ -76,6 +77,13 @@ class LlamaConfig:
             if path.is_dir():
                 path = path / "config.json"
             config = json.loads(path.read_text())
+        config = dict(config)
+        rope_params = config.get("rope_parameters")
+        if isinstance(rope_params, dict):  # transformers >= 5: rope_theta and scaling in one dict
+            if "rope_theta" in rope_params:
+                config["rope_theta"] = rope_params["rope_theta"]
+            if rope_params.get("rope_type", rope_params.get("type")) not in (None, "default"):
+                config["rope_scaling"] = rope_params
         scaling = config.get("rope_scaling") or None
         rope = None
         if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":

@@ -138,7 +138,7 @@ class Generator:
     ) -> GenerationResult:
         """Greedy (``temperature=0``) or top-k/top-p sampled generation of ``max_new_tokens``."""
         prompt = np.asarray(prompt)
-        b, s = prompt.shape
+        s = prompt.shape[1]
         if s + max_new_tokens > self.models[0].max_seq_len:
             raise ValueError(
                 f"prompt {s} + {max_new_tokens} new tokens exceed the KV cache "

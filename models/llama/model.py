@@ -25,6 +25,11 @@ import ttjax as ttnn
 from models.llama.config import LlamaConfig, rope_tables
 
 
+def _t(a: Any) -> Any:
+    """torch/HF [out, in] -> TT-NN [in, out] (None stays None)."""
+    return None if a is None else np.asarray(a).T
+
+
 class TtLlama:
     """A Llama (or Falcon-style) decoder on one mesh; ``mode`` is ``"tp"`` or ``"dp"``.
 
@@ -45,6 +50,7 @@ class TtLlama:
         weight_dtype: ttnn.DataType | None = None,
         cache_dtype: ttnn.DataType | None = None,
         max_seq_len: int | None = None,
+        scan_layers: bool = False,
     ) -> None:
         if mode not in ("tp", "dp"):
             raise ValueError(
@@ -59,14 +65,17 @@ class TtLlama:
         self.cache_dtype = cache_dtype or dtype
         self.max_seq_len = max_seq_len or config.max_seq_len
         self.abstract = weights is None  # shapes only: for ttjax.inspect on full-size models
+        # Stacked layers run under ttnn.scan: one compiled layer body (for jit / inspect).
+        self.scan_layers = scan_layers
         n = mesh_device.get_num_devices()
         self.tp = n if mode == "tp" else 1
         self.dp = n if mode == "dp" else 1
         self._check_divisible()
         self.q_heads = config.n_heads // self.tp
-        self.kv_heads = config.n_kv_heads // self.tp
+        # With fewer KV heads than devices, each KV head is replicated on tp / n_kv_heads devices.
+        self.kv_heads = max(1, config.n_kv_heads // self.tp)
         self._load(weights or {})
-        self.caches = [self._new_cache() for _ in range(config.n_layers)]
+        self.reset_cache()
 
     # ------------------------------------------------------------------------------------------
     # Parameters
@@ -78,12 +87,15 @@ class TtLlama:
         if self.tp > 1:
             for name, value in (
                 ("n_heads", c.n_heads),
-                ("n_kv_heads", c.n_kv_heads),
                 ("ffn_dim", c.ffn_dim),
                 ("vocab_size", c.vocab_size),
             ):
                 if value % self.tp:
                     problems.append(f"{name}={value} is not divisible by {self.tp} devices")
+            if c.n_kv_heads % self.tp and self.tp % c.n_kv_heads:
+                problems.append(
+                    f"n_kv_heads={c.n_kv_heads} neither divides nor is divisible by {self.tp} devices"
+                )
         if self.batch % self.dp:
             problems.append(
                 f"batch={self.batch} is not divisible by {self.dp} data-parallel devices"
@@ -118,98 +130,149 @@ class TtLlama:
         )
 
     def _load(self, w: dict[str, np.ndarray]) -> None:
-        c, tp, hd = self.config, self.tp, self.config.head_dim
-        wd, ad = self.weight_dtype, self.dtype
+        c, tp, ad = self.config, self.tp, self.dtype
         layer_norm = c.norm == "layer"
 
-        def get(name: str, shape: tuple[int, ...]) -> Any:
+        def get(name: str) -> Any:
             return None if self.abstract else w[name]
 
-        def t(a: Any) -> Any:  # torch [out, in] -> ttnn [in, out]
-            return None if a is None else np.asarray(a).T
-
-        embed = get("model.embed_tokens.weight", (c.vocab_size, c.dim))
-        head = embed if c.tie_word_embeddings else get("lm_head.weight", (c.vocab_size, c.dim))
+        embed = get("model.embed_tokens.weight")
+        head = embed if c.tie_word_embeddings else get("lm_head.weight")
         cos, sin = rope_tables(c, self.max_seq_len)
-        params: dict[str, Any] = {
+        self.params: dict[str, Any] = {
             "embed": self._put(embed, (c.vocab_size, c.dim), 1 if c.dim % tp == 0 else None, ad),
-            "lm_head": self._put(t(head), (c.dim, c.vocab_size), 1, wd),
-            "norm": self._put(get("model.norm.weight", (c.dim,)), (c.dim,), None, ad),
-            "norm_bias": self._put(get("model.norm.bias", (c.dim,)), (c.dim,), None, ad)
+            "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype),
+            "norm": self._put(get("model.norm.weight"), (c.dim,), None, ad),
+            "norm_bias": self._put(get("model.norm.bias"), (c.dim,), None, ad)
             if layer_norm
             else None,
             "cos": self._put(cos, cos.shape, None, ad),
             "sin": self._put(sin, sin.shape, None, ad),
-            "layers": [],
         }
-        qkv_cols = (c.n_heads + 2 * c.n_kv_heads) * hd
-        for i in range(c.n_layers):
-            p = f"model.layers.{i}."
-            if self.abstract:
-                wqkv = None
-            else:
-                # Group columns per device: [q_0 k_0 v_0 | q_1 k_1 v_1 | ...] so a width shard
-                # gives each device whole heads of q, k and v.
-                q = t(w[p + "self_attn.q_proj.weight"]).reshape(c.dim, tp, -1)
-                k = t(w[p + "self_attn.k_proj.weight"]).reshape(c.dim, tp, -1)
-                v = t(w[p + "self_attn.v_proj.weight"]).reshape(c.dim, tp, -1)
-                wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
-            attn_norm = get(p + "input_layernorm.weight", (c.dim,))
-            attn_norm_b = get(p + "input_layernorm.bias", (c.dim,)) if layer_norm else None
-            mlp_norm = mlp_norm_b = None
-            if not c.parallel_block:
-                mlp_norm = get(p + "post_attention_layernorm.weight", (c.dim,))
-                mlp_norm_b = (
-                    get(p + "post_attention_layernorm.bias", (c.dim,)) if layer_norm else None
+        specs = [self._layer_specs(w, i) for i in range(c.n_layers)]
+        if self.scan_layers:
+            # One stacked tensor per weight ([n_layers, ...] per device) for ttnn.scan.
+            self.params["layers"] = {
+                name: None
+                if spec[1] is None
+                else self._put(
+                    None if self.abstract else np.stack([s[name][0] for s in specs]),
+                    (c.n_layers, *spec[1]),
+                    None if spec[2] is None else spec[2] + 1,
+                    spec[3],
                 )
-            if c.mlp == "swiglu":
-                w_in = get(p + "mlp.gate_proj.weight", (c.ffn_dim, c.dim))
-                w_up = get(p + "mlp.up_proj.weight", (c.ffn_dim, c.dim))
-                w_out = get(p + "mlp.down_proj.weight", (c.dim, c.ffn_dim))
-            else:
-                w_in = get(p + "mlp.dense_h_to_4h.weight", (c.ffn_dim, c.dim))
-                w_up = None
-                w_out = get(p + "mlp.dense_4h_to_h.weight", (c.dim, c.ffn_dim))
-            dim, ffn = (c.dim,), (c.dim, c.ffn_dim)
-            params["layers"].append(
+                for name, spec in specs[0].items()
+            }
+        else:
+            self.params["layers"] = [
                 {
-                    "attn_norm": self._put(attn_norm, dim, None, ad),
-                    "attn_norm_bias": self._put(attn_norm_b, dim, None, ad) if layer_norm else None,
-                    # [dim, local (q + k + v) heads * head_dim], column-parallel
-                    "wqkv": self._put(wqkv, (c.dim, qkv_cols), 1, wd),
-                    # [local q heads * head_dim, dim], row-parallel
-                    "wo": self._put(
-                        t(get(p + "self_attn.o_proj.weight", (c.dim, c.dim))),
-                        (c.n_heads * hd, c.dim),
-                        0,
-                        wd,
-                    ),
-                    "mlp_norm": None if c.parallel_block else self._put(mlp_norm, dim, None, ad),
-                    "mlp_norm_bias": self._put(mlp_norm_b, dim, None, ad)
-                    if layer_norm and not c.parallel_block
-                    else None,
-                    "w_in": self._put(t(w_in), ffn, 1, wd),  # gate / dense_h_to_4h
-                    "w_up": None if c.mlp != "swiglu" else self._put(t(w_up), ffn, 1, wd),
-                    "w_out": self._put(t(w_out), (c.ffn_dim, c.dim), 0, wd),  # down, row-parallel
+                    name: None if sh is None else self._put(v, sh, d, dt)
+                    for name, (v, sh, d, dt) in s.items()
                 }
-            )
-        self.params = params
+                for s in specs
+            ]
 
-    def _new_cache(self) -> list[ttnn.Tensor]:
-        shape = (self.batch // self.dp, self.kv_heads, self.max_seq_len, self.config.head_dim)
+    def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, tuple[Any, ...]]:
+        """Layer ``i``'s weights as ``name -> (host array or None, shape, shard dim, dtype)``.
+
+        Column-parallel weights are sharded on their last dim, row-parallel ones on their first;
+        norms are replicated. A ``None`` shape marks a weight this architecture does not have.
+        """
+        c, tp, hd = self.config, self.tp, self.config.head_dim
+        wd, ad = self.weight_dtype, self.dtype
+        p = f"model.layers.{i}."
+        layer_norm = c.norm == "layer"
+
+        def get(name: str) -> Any:
+            return None if self.abstract else w[p + name]
+
+        qkv_cols = tp * (self.q_heads + 2 * self.kv_heads) * hd
+        wqkv = None
+        if not self.abstract:
+            # Group columns per device, [q_0 k_0 v_0 | q_1 k_1 v_1 | ...], so a width shard gives
+            # each device whole heads of q, k and v.
+            q = _t(get("self_attn.q_proj.weight")).reshape(c.dim, tp, -1)
+            k = self._kv_columns(_t(get("self_attn.k_proj.weight")))
+            v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
+            wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
+        swiglu = c.mlp == "swiglu"
+        dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), (None, None, None, None)
+        specs: dict[str, tuple[Any, ...]] = {
+            "attn_norm": (get("input_layernorm.weight"), dim, None, ad),
+            "attn_norm_bias": (get("input_layernorm.bias"), dim, None, ad) if layer_norm else none,
+            "wqkv": (wqkv, (c.dim, qkv_cols), 1, wd),  # column-parallel
+            "wo": (_t(get("self_attn.o_proj.weight")), (c.n_heads * hd, c.dim), 0, wd),  # row-par.
+            "mlp_norm": none
+            if c.parallel_block
+            else (get("post_attention_layernorm.weight"), dim, None, ad),
+            "mlp_norm_bias": (get("post_attention_layernorm.bias"), dim, None, ad)
+            if layer_norm and not c.parallel_block
+            else none,
+            # gate (swiglu) or dense_h_to_4h (gelu): column-parallel
+            "w_in": (
+                _t(get("mlp.gate_proj.weight" if swiglu else "mlp.dense_h_to_4h.weight")),
+                ffn,
+                1,
+                wd,
+            ),
+            "w_up": (_t(get("mlp.up_proj.weight")), ffn, 1, wd) if swiglu else none,
+            # down / dense_4h_to_h: row-parallel
+            "w_out": (
+                _t(get("mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight")),
+                (c.ffn_dim, c.dim),
+                0,
+                wd,
+            ),
+        }
+        return specs
+
+    def _kv_columns(self, w: np.ndarray) -> np.ndarray:
+        """[dim, n_kv_heads * hd] -> [dim, tp, local kv heads * hd] (KV heads replicated if needed)."""
+        c = self.config
+        heads = w.reshape(c.dim, c.n_kv_heads, c.head_dim)
+        owner = np.arange(self.tp) * c.n_kv_heads // self.tp  # first KV head of each device
+        cols = [heads[:, o : o + self.kv_heads] for o in owner]
+        return np.stack(cols, axis=1).reshape(c.dim, self.tp, self.kv_heads * c.head_dim)
+
+    def _new_cache(self, layers: tuple[int, ...] = ()) -> list[ttnn.Tensor]:
+        """Zeroed K and V caches [*layers, B, kv heads, max_seq_len, hd] per device.
+
+        The KV heads (TP) or the users (DP) differ per device, so the cache is sharded on that
+        dim from the start; its per-device shape is what TT-NN allocates.
+        """
+        c = self.config
+        shape = [*layers, self.batch // self.dp, self.kv_heads, self.max_seq_len, c.head_dim]
+        n = self.mesh.get_num_devices()
+        mapper = None
+        if n > 1:
+            dim = len(layers) + (1 if self.tp > 1 else 0)
+            shape[dim] *= n
+            mapper = ttnn.ShardTensorToMesh(self.mesh, dim=dim)
         if self.abstract:
-            pl = [ttnn.PlacementLocal()] * self.mesh.shape.dims()
             make = lambda: ttnn.abstract_tensor(  # noqa: E731
-                shape, self.cache_dtype, device=self.mesh, placements=pl, layout=ttnn.TILE_LAYOUT
+                shape,
+                self.cache_dtype,
+                device=self.mesh,
+                mesh_mapper=mapper,
+                layout=ttnn.TILE_LAYOUT,
             )
-            return [make(), make()]
-        return [
-            ttnn.zeros(shape, self.cache_dtype, ttnn.TILE_LAYOUT, device=self.mesh)
-            for _ in range(2)
-        ]
+        else:
+            zeros = np.zeros(shape, np.float32)
+            make = lambda: ttnn.from_torch(  # noqa: E731
+                zeros,
+                dtype=self.cache_dtype,
+                layout=ttnn.TILE_LAYOUT,
+                device=self.mesh,
+                mesh_mapper=mapper,
+            )
+        return [make(), make()]
 
     def reset_cache(self) -> None:
-        self.caches = [self._new_cache() for _ in range(self.config.n_layers)]
+        """Fresh zeroed KV caches (a list of [K, V] per layer, or one stacked [K, V] with scan)."""
+        if self.scan_layers:
+            self.caches: Any = self._new_cache((self.config.n_layers,))
+        else:
+            self.caches = [self._new_cache() for _ in range(self.config.n_layers)]
 
     # ------------------------------------------------------------------------------------------
     # Inputs
@@ -328,15 +391,28 @@ class TtLlama:
             ids = ttnn.reshape(pos, (b, 1))
         cos = ttnn.reshape(ttnn.embedding(ids, p["cos"]), (-1, s, 1, c.head_dim))
         sin = ttnn.reshape(ttnn.embedding(ids, p["sin"]), (-1, s, 1, c.head_dim))
-        for layer, cache in zip(p["layers"], caches):
+
+        def block(x: ttnn.Tensor, layer: dict[str, Any], cache: list[ttnn.Tensor]) -> ttnn.Tensor:
             h = self._norm(x, layer["attn_norm"], layer["attn_norm_bias"])
             attn = self._attention(layer, cache, h, cos, sin, pos)
             if c.parallel_block:
-                x = ttnn.add(x, ttnn.add(attn, self._mlp(layer, h)))
-            else:
-                x = ttnn.add(x, attn)
-                h = self._norm(x, layer["mlp_norm"], layer["mlp_norm_bias"])
-                x = ttnn.add(x, self._mlp(layer, h))
+                return ttnn.add(x, ttnn.add(attn, self._mlp(layer, h)))
+            x = ttnn.add(x, attn)
+            h = self._norm(x, layer["mlp_norm"], layer["mlp_norm_bias"])
+            return ttnn.add(x, self._mlp(layer, h))
+
+        if self.scan_layers:
+
+            def step(x: ttnn.Tensor, xs: Any) -> Any:
+                layer, cache = xs
+                return block(x, layer, cache), cache
+
+            x, new_caches = ttnn.scan(step, x, (p["layers"], list(caches)))
+            for old, new in zip(caches, new_caches):  # caches are updated in place, as in TT-NN
+                old._data, old._placements = new._data, new._placements
+        else:
+            for layer, cache in zip(p["layers"], caches):
+                x = block(x, layer, cache)
         x = self._norm(x, p["norm"], p["norm_bias"])
         logits = ttnn.linear(x, p["lm_head"])  # [B, S, vocab / tp]
         if self.tp > 1:

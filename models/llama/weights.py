@@ -166,11 +166,8 @@ def _config_from_hf(raw: dict[str, Any], name: str) -> LlamaConfig:
     """``LlamaConfig.from_hf`` plus transformers 5's ``rope_parameters`` and our ``ttjax`` key."""
     raw = dict(raw)
     rope = raw.get("rope_parameters")
-    if isinstance(rope, dict):  # transformers >= 5 folds rope_theta and rope_scaling into one dict
-        if "rope_theta" in rope:
-            raw["rope_theta"] = rope["rope_theta"]
-        if rope.get("rope_type", rope.get("type")) not in (None, "default"):
-            raw["rope_scaling"] = rope
+    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) not in (None, "default"):
+        raw["rope_scaling"] = rope
     if raw.get("rope_scaling"):
         kind = raw["rope_scaling"].get("rope_type", raw["rope_scaling"].get("type"))
         if kind not in ("llama3", "default"):

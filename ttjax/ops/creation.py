@@ -18,7 +18,7 @@ from ttjax._dispatch import run_op
 from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import TTJaxError
 from ttjax.mesh import MeshDevice
-from ttjax.ops._common import check_dtype, is_scalar
+from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar
 from ttjax.tensor import Tensor, make_tensor
 
 
@@ -85,12 +85,13 @@ def full(
     layout: Layout = Layout.ROW_MAJOR,
     device: MeshDevice | None = None,
     memory_config: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """A tensor of per-device ``shape`` filled with ``fill_value``.
 
     >>> t = ttnn.full([1, 1, 32, 32], 3.0, device=mesh)
     """
+    check_hw_kwargs("full", kwargs)
     dt = check_dtype("full", dtype) or DataType.BFLOAT16
     s = _shape(shape)
     cdt = _compute_dtype(dt)
@@ -109,9 +110,10 @@ def zeros(
     layout: Layout = Layout.ROW_MAJOR,
     device: MeshDevice | None = None,
     memory_config: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """A tensor of zeros with per-device ``shape``."""
+    check_hw_kwargs("zeros", kwargs)
     return full(shape, 0.0, dtype, layout, device)
 
 
@@ -121,9 +123,10 @@ def ones(
     layout: Layout = Layout.ROW_MAJOR,
     device: MeshDevice | None = None,
     memory_config: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """A tensor of ones with per-device ``shape``."""
+    check_hw_kwargs("ones", kwargs)
     return full(shape, 1.0, dtype, layout, device)
 
 
@@ -133,9 +136,10 @@ def empty(
     layout: Layout = Layout.ROW_MAJOR,
     device: MeshDevice | None = None,
     memory_config: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """An allocated tensor of per-device ``shape`` (zero-filled here; TT-NN leaves it undefined)."""
+    check_hw_kwargs("empty", kwargs)
     return full(shape, 0.0, dtype, layout, device)
 
 
@@ -149,8 +153,9 @@ def zeros_like(
     dtype: DataType | None = None,
     layout: Layout | None = None,
     device: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
+    check_hw_kwargs("zeros_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 0.0, dt, lay, dev)
 
@@ -160,8 +165,9 @@ def ones_like(
     dtype: DataType | None = None,
     layout: Layout | None = None,
     device: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
+    check_hw_kwargs("ones_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 1.0, dt, lay, dev)
 
@@ -172,8 +178,9 @@ def full_like(
     dtype: DataType | None = None,
     layout: Layout | None = None,
     device: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
+    check_hw_kwargs("full_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, fill_value, dt, lay, dev)
 
@@ -183,8 +190,9 @@ def empty_like(
     dtype: DataType | None = None,
     layout: Layout | None = None,
     device: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
+    check_hw_kwargs("empty_like", kwargs)
     return zeros_like(tensor, dtype, layout, device)
 
 
@@ -198,12 +206,13 @@ def rand(
     low: float = 0.0,
     high: float = 1.0,
     seed: int = 0,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """Uniform random values in ``[low, high)`` with per-device ``shape``, seeded.
 
     Every device gets the same values (and so does a host tensor), whatever the mesh shape.
     """
+    check_hw_kwargs("rand", kwargs)
     dt = check_dtype("rand", dtype) or DataType.BFLOAT16
     s = _shape(shape)
     cdt = _compute_dtype(dt)
@@ -224,9 +233,10 @@ def arange(
     device: MeshDevice | None = None,
     layout: Layout = Layout.ROW_MAJOR,
     memory_config: Any = None,
-    **_: Any,
+    **kwargs: Any,
 ) -> Tensor:
     """``[start, start + step, ...)`` below ``end`` (a 1-D tensor on every device)."""
+    check_hw_kwargs("arange", kwargs)
     if end is None:
         start, end = 0, start
     dt = check_dtype("arange", dtype) or DataType.BFLOAT16

@@ -284,7 +284,11 @@ def where(
             dt = ts[0].dtype
         return jnp.where(cond, *vals).astype(dt)
 
-    out = run_op("where", fn, tensors, scalars=tuple(scalars), static=spec)
+    # The result takes the branches' dtype, not the predicate's (a bfloat16 mask must not round
+    # float32 values); with two scalar branches it keeps the predicate's dtype.
+    branch = [t._dtype for t in tensors[1:]]
+    out_dtype = DataType.FLOAT32 if DataType.FLOAT32 in branch else (branch[0] if branch else None)
+    out = run_op("where", fn, tensors, scalars=tuple(scalars), static=spec, out_dtype=out_dtype)
     return write_output(out, output_tensor)
 
 

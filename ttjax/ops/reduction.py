@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
@@ -22,7 +23,7 @@ from ttjax.tensor import Tensor
 def _dims(op: str, t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
     if dim is None:
         return None
-    dims = [dim] if isinstance(dim, int) else list(dim)
+    dims = [dim] if isinstance(dim, (int, np.integer)) else list(dim)
     return tuple(sorted({norm_dim(op, t, d) for d in dims}))
 
 

@@ -30,6 +30,17 @@ def _check_heads(op: str, q: Tensor, k: Tensor, v: Tensor, head_axis: int) -> No
         )
 
 
+def _check_index(op: str, name: str, value: int, size: int, what: str) -> int:
+    """A position/batch index in ``[0, size)``; XLA would clamp an out-of-range one silently."""
+    v = int(value)
+    if not 0 <= v < size:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: {name}={v} is out of range for {what} of size {size} (per device).\n"
+            f"fix: use {name} in [0, {size - 1}]."
+        )
+    return v
+
+
 def _attend(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
     """q [b, h, s, d], k/v [b, kv, t, d]; grouped-query attention in float32."""
     groups = q.shape[1] // k.shape[1]
@@ -123,7 +134,9 @@ def scaled_dot_product_attention_decode(
     elif attn_mask is not None:
         tensors.append(attn_mask)
         mode = "mask"
-    positions = tuple(int(p) for p in cur_pos) if cur_pos is not None else None
+    # The positions of a cur_pos list are traced scalars, not part of the program: every decode
+    # step reuses the one compiled program (TT-NN passes them as runtime args too).
+    positions = tuple(int(p) for p in cur_pos) if mode == "list" else ()
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
         qb = jnp.transpose(qa, (1, 2, 0, 3))  # [b, nh, 1, d]
@@ -133,7 +146,7 @@ def scaled_dot_product_attention_decode(
             pos = (
                 rest[0].reshape(-1).astype(jnp.int32)
                 if mode == "tensor"
-                else jnp.asarray(positions)
+                else jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
             )
             allowed = jnp.arange(total)[None, :] <= pos[:, None]  # [b, S]
             mask = jnp.where(allowed, 0.0, -jnp.inf)[:, None, None, :]
@@ -142,7 +155,7 @@ def scaled_dot_product_attention_decode(
         out = _attend(qb, ka, va, mask, sc)  # [b, nh, 1, d]
         return jnp.transpose(out, (2, 0, 1, 3))
 
-    return run_op("sdpa_decode", fn, tensors, static=(sc, mode, positions))
+    return run_op("sdpa_decode", fn, tensors, static=(sc, mode), scalars=positions)
 
 
 def rotary_embedding(
@@ -160,13 +173,27 @@ def rotary_embedding(
     decode (``token_index`` given) that single position.
     """
     check_hw_kwargs("rotary_embedding", kwargs)
-    idx = token_index
+    decode = token_index is not None
+    # The token index is a traced scalar: each decode step reuses the compiled program.
+    scalars = (
+        (
+            _check_index(
+                "rotary_embedding",
+                "token_index",
+                token_index,
+                cos_cache._shape[-2],
+                "the cos/sin cache",
+            ),
+        )
+        if decode
+        else ()
+    )
 
-    def fn(x: Any, cos: Any, sin: Any) -> Any:
+    def fn(x: Any, cos: Any, sin: Any, *idx: Any) -> Any:
         s = x.shape[-2]
-        if idx is not None:
-            c = jax.lax.dynamic_slice_in_dim(cos, idx, 1, axis=-2)
-            si = jax.lax.dynamic_slice_in_dim(sin, idx, 1, axis=-2)
+        if decode:
+            c = jax.lax.dynamic_slice_in_dim(cos, idx[0], 1, axis=-2)
+            si = jax.lax.dynamic_slice_in_dim(sin, idx[0], 1, axis=-2)
         else:
             c, si = cos[..., :s, :], sin[..., :s, :]
         half = x.shape[-1] // 2
@@ -176,7 +203,13 @@ def rotary_embedding(
         )
         return out.astype(x.dtype)
 
-    return run_op("rotary_embedding", fn, [input_tensor, cos_cache, sin_cache], static=(idx,))
+    return run_op(
+        "rotary_embedding",
+        fn,
+        [input_tensor, cos_cache, sin_cache],
+        static=(decode,),
+        scalars=scalars,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,16 +217,41 @@ def rotary_embedding(
 # ---------------------------------------------------------------------------------------------
 
 
+def _cache_rule(tensors: Any, shapes: Any) -> list[Any]:
+    """A cache update keeps the cache's own layout; replicated axes become per-device only when
+    the written values differ across them."""
+    from ttjax.placements import LOCAL, PlacementReplicate
+
+    cache = tensors[0]
+    out = []
+    for i, p in enumerate(cache._placements):
+        if not isinstance(p, PlacementReplicate):
+            out.append(p)
+        elif all(isinstance(t._placements[i], PlacementReplicate) for t in tensors):
+            out.append(p)
+        else:
+            out.append(LOCAL)
+    return [tuple(out)]
+
+
 def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int, **kwargs: Any) -> Tensor:
     """Write a prefill's k or v [1, nkv, s, d] into ``cache_tensor[batch_idx, :, :s]`` in place."""
     check_hw_kwargs("fill_cache", kwargs)
-    b = int(batch_idx)
 
-    def fn(cache: Any, x: Any) -> Any:
+    def fn(cache: Any, x: Any, b: Any) -> Any:
         return jax.lax.dynamic_update_slice(cache, x.astype(cache.dtype), (b, 0, 0, 0))
 
     out = run_op(
-        "fill_cache", fn, [cache_tensor, input_tensor], static=(b,), out_dtype=cache_tensor._dtype
+        "fill_cache",
+        fn,
+        [cache_tensor, input_tensor],
+        scalars=(
+            _check_index(
+                "fill_cache", "batch_idx", batch_idx, cache_tensor._shape[0], "the cache batch"
+            ),
+        ),
+        out_dtype=cache_tensor._dtype,
+        placement_rule=_cache_rule,
     )
     return write_output(out, cache_tensor)
 
@@ -216,8 +274,14 @@ def update_cache(
         "update_cache",
         fn,
         [cache_tensor, input_tensor],
-        scalars=(int(update_idx), int(batch_offset)),
+        scalars=(
+            _check_index(
+                "update_cache", "update_idx", update_idx, cache_tensor._shape[2], "the cache length"
+            ),
+            int(batch_offset),
+        ),
         out_dtype=cache_tensor._dtype,
+        placement_rule=_cache_rule,
     )
     return write_output(out, cache_tensor)
 
@@ -239,9 +303,9 @@ def paged_update_cache(
     """
     check_hw_kwargs("paged_update_cache", kwargs)
     tensors = [cache_tensor, input_tensor]
+    positions: tuple[int, ...] = ()
     if update_idxs_tensor is not None:
         tensors.append(update_idxs_tensor)
-        positions = None
     elif update_idxs is not None:
         positions = tuple(int(p) for p in update_idxs)
     else:
@@ -250,14 +314,25 @@ def paged_update_cache(
             "fix: pass the position of every user."
         )
 
+    from_tensor = update_idxs_tensor is not None
+
     def fn(cache: Any, x: Any, *rest: Any) -> Any:
-        pos = rest[0].reshape(-1).astype(jnp.int32) if rest else jnp.asarray(positions, jnp.int32)
+        if from_tensor:
+            pos = rest[0].reshape(-1).astype(jnp.int32)
+        else:  # one traced scalar per user: every step reuses the compiled program
+            pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
         upd = x[0].astype(cache.dtype)  # [b, nkv, d]
         onehot = jax.nn.one_hot(pos, cache.shape[2], dtype=jnp.bool_)  # [b, S]
         return jnp.where(onehot[:, None, :, None], upd[:, :, None, :], cache)
 
     out = run_op(
-        "paged_update_cache", fn, tensors, static=(positions,), out_dtype=cache_tensor._dtype
+        "paged_update_cache",
+        fn,
+        tensors,
+        static=(from_tensor,),
+        scalars=positions,
+        out_dtype=cache_tensor._dtype,
+        placement_rule=_cache_rule,
     )
     return write_output(out, cache_tensor)
 

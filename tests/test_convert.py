@@ -1,0 +1,341 @@
+"""Host <-> device conversion: from_torch/to_torch with torch, numpy and JAX inputs; dtypes,
+layouts, host tensors, per-device views and persistent buffers."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from _reference import coords, shard, shard_1d, tile_padded
+from conftest import mesh_of
+
+import ttjax as ttnn
+
+# ---------------------------------------------------------------------------------------------
+# Inputs and dtypes
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("torch_dtype", "ttnn_dtype"),
+    [
+        (torch.float32, ttnn.float32),
+        (torch.bfloat16, ttnn.bfloat16),
+        (torch.int32, ttnn.int32),
+        (torch.uint8, ttnn.uint8),
+    ],
+    ids=["float32", "bfloat16", "int32", "uint8"],
+)
+@pytest.mark.parametrize("mesh_shape", [(1, 1), (2, 4)], ids=["1x1", "2x4"])
+def test_torch_round_trip_is_exact(torch_dtype, ttnn_dtype, mesh_shape):
+    mesh = mesh_of(mesh_shape)
+    gen = torch.Generator().manual_seed(0)
+    if torch_dtype.is_floating_point:
+        x = (torch.randn(2, 8, 8, generator=gen) * 1000).to(torch_dtype)
+    else:
+        x = torch.randint(0, 200, (2, 8, 8), generator=gen).to(torch_dtype)
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1))
+    assert t.dtype == ttnn_dtype  # dtype=None keeps the torch dtype
+    back = ttnn.to_torch(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=1))
+    assert isinstance(back, torch.Tensor)
+    assert back.dtype == torch_dtype
+    assert torch.equal(back, x)
+
+
+def test_numpy_and_jax_inputs():
+    mesh = mesh_of((1, 2))
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    for src in (x, jnp.asarray(x), x.astype(ml_dtypes.bfloat16), [[1.0, 2.0], [3.0, 4.0]]):
+        t = ttnn.from_torch(
+            src, dtype=ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0)
+        )
+        out = ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh, 0))
+        np.testing.assert_array_equal(out, np.asarray(src, np.float32))
+    assert ttnn.from_torch(x.astype(np.uint32)).dtype == ttnn.uint32
+    assert ttnn.from_torch(jnp.ones((2,), jnp.bfloat16)).dtype == ttnn.bfloat16
+    assert ttnn.from_torch(None) is None
+
+
+def test_explicit_dtype_casts():
+    x = torch.tensor([[1.5, -2.25, 3.0]], dtype=torch.float32)
+    t = ttnn.from_torch(x, dtype=ttnn.bfloat16)
+    assert t.dtype == ttnn.bfloat16
+    back = ttnn.to_torch(t)
+    assert back.dtype == torch.bfloat16
+    assert torch.equal(back, x.to(torch.bfloat16))
+    assert torch.equal(ttnn.to_torch(t, dtype=torch.float32), x)
+    i = ttnn.from_torch(torch.tensor([[1, -2]], dtype=torch.int64))
+    assert i.dtype == ttnn.int32
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        np.zeros((2, 2), np.float64),
+        torch.zeros(2, 2, dtype=torch.float64),
+        np.zeros(2, np.complex64),
+        np.zeros(2, bool),
+    ],
+    ids=["numpy-f64", "torch-f64", "complex", "bool"],
+)
+def test_unsupported_dtype_without_dtype_raises(src):
+    with pytest.raises(ttnn.UnsupportedDTypeError) as info:
+        ttnn.from_torch(src)
+    msg = str(info.value)
+    assert str(np.asarray(src).dtype) in msg or "float64" in msg
+    assert "fix:" in msg
+    assert isinstance(info.value, TypeError)
+
+
+def test_float64_with_explicit_dtype_is_fine():
+    t = ttnn.from_torch(np.array([[0.5, 1.5]]), dtype=ttnn.float32)
+    np.testing.assert_array_equal(ttnn.to_numpy(t), np.array([[0.5, 1.5]], np.float32))
+
+
+def test_bad_dtype_object_raises():
+    with pytest.raises(
+        ttnn.UnsupportedDTypeError, match=r"dtype='float32' is not a ttnn DataType"
+    ) as info:
+        ttnn.from_torch(np.zeros(2, np.float32), dtype="float32")
+    assert "fix:" in str(info.value)
+
+
+def test_int64_out_of_int32_range_raises():
+    with pytest.raises(ttnn.UnsupportedDTypeError, match="int32") as info:
+        ttnn.from_torch(np.array([2**40]))
+    assert "fix:" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts and padding
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat8_b, ttnn.bfloat4_b], ids=["bfloat8_b", "bfloat4_b"])
+def test_block_float_requires_tile_layout(dtype):
+    x = torch.zeros(32, 32)
+    assert ttnn.from_torch(x, dtype=dtype).layout == ttnn.TILE_LAYOUT
+    assert ttnn.from_torch(x, dtype=dtype, layout=ttnn.TILE_LAYOUT).layout == ttnn.TILE_LAYOUT
+    with pytest.raises(
+        ttnn.LayoutError,
+        match=rf"^Tile layout is required for tensor of type {dtype.value}; got Layout::ROW_MAJOR\.",
+    ) as info:
+        ttnn.from_torch(x, dtype=dtype, layout=ttnn.ROW_MAJOR_LAYOUT)
+    assert "fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout"),
+    [
+        ((2, 40, 33), ttnn.TILE_LAYOUT),
+        ((1, 1, 32, 64), ttnn.TILE_LAYOUT),
+        ((5,), ttnn.TILE_LAYOUT),
+        ((2, 40, 33), ttnn.ROW_MAJOR_LAYOUT),
+    ],
+)
+def test_padded_shape(shape, layout):
+    t = ttnn.from_torch(np.zeros(shape, np.float32), layout=layout)
+    assert t.shape == ttnn.Shape(shape)
+    expect = tile_padded(shape) if layout == ttnn.TILE_LAYOUT else shape
+    assert t.padded_shape == ttnn.Shape(expect)
+    assert ttnn.from_torch(np.zeros(shape, np.float32)).layout == ttnn.ROW_MAJOR_LAYOUT
+
+
+def test_padded_shape_is_per_device():
+    mesh = mesh_of((1, 2))
+    x = np.zeros((2, 40, 66), np.float32)
+    t = ttnn.from_torch(
+        x, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 2)
+    )
+    assert t.shape == ttnn.Shape([2, 40, 33])
+    assert t.padded_shape == ttnn.Shape(tile_padded((2, 40, 33)))  # [2, 64, 64], not [2, 64, 96]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading back needs a composer for more than one shard
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mapper_kind", ["shard", "replicate", "none"])
+def test_to_torch_multi_device_needs_composer(mapper_kind):
+    mesh = mesh_of((1, 2))
+    x = torch.ones(2, 4)
+    mapper = {
+        "shard": ttnn.ShardTensorToMesh(mesh, dim=0),
+        "replicate": ttnn.ReplicateTensorToMesh(mesh),
+        "none": None,
+    }[mapper_kind]
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=mapper)
+    with pytest.raises(RuntimeError, match="Supply a mesh composer") as info:
+        ttnn.to_torch(t)
+    msg = str(info.value)
+    assert msg.startswith(
+        "Can't convert a tensor distributed on MeshShape([1, 2]) mesh to row-major logical tensor."
+    )
+    assert "fix:" in msg
+    assert isinstance(info.value, ttnn.ComposerRequiredError)
+    with pytest.raises(RuntimeError, match="Supply a mesh composer"):
+        ttnn.to_numpy(ttnn.from_device(t))
+
+
+def test_to_torch_single_device_needs_no_composer():
+    dev = mesh_of((1, 1))
+    x = torch.arange(12, dtype=torch.float32).reshape(1, 3, 4)
+    t = ttnn.from_torch(x, device=dev)
+    assert torch.equal(ttnn.to_torch(t), x)
+    # A shard from get_device_tensors converts without a composer too.
+    mesh = mesh_of((1, 2))
+    s = ttnn.get_device_tensors(
+        ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 2))
+    )
+    assert torch.equal(ttnn.to_torch(s[1]), x[..., 2:])
+
+
+def test_torch_rank_squeezes_leading_ones():
+    dev = mesh_of((1, 1))
+    x = torch.arange(6, dtype=torch.float32).reshape(1, 1, 2, 3)
+    t = ttnn.from_torch(x, device=dev)
+    assert ttnn.to_torch(t, torch_rank=2).shape == (2, 3)
+    assert ttnn.to_torch(t, torch_rank=3).shape == (1, 2, 3)
+    assert torch.equal(ttnn.to_torch(t, torch_rank=2), x[0, 0])
+    with pytest.raises(RuntimeError, match=r"^ttnn: Unable to squeeze to desired rank!$"):
+        ttnn.to_torch(t, torch_rank=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host tensors, to_device / from_device
+# ---------------------------------------------------------------------------------------------
+
+
+def test_host_tensor_then_to_device_and_back():
+    mesh = mesh_of((2, 4))
+    x = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    mapper = ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 1))
+    host = ttnn.from_torch(x, mesh_mapper=mapper)
+    assert host.storage_type() == ttnn.StorageType.HOST
+    assert host.device() is None
+    assert host.shape == ttnn.Shape([1, 2, 3])
+    ref = shard(x, (2, 4), [0, 1])
+    dev = ttnn.to_device(host, mesh)
+    assert dev.storage_type() == ttnn.StorageType.DEVICE
+    assert dev.device() is mesh
+    assert dev.shape == host.shape and dev.placements == host.placements
+    assert ttnn.to_device(dev, mesh) is dev  # already there
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(dev)[k]), ref[c])
+    back = ttnn.from_device(dev)
+    assert back.storage_type() == ttnn.StorageType.HOST
+    composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1))
+    np.testing.assert_array_equal(ttnn.to_numpy(back, mesh_composer=composer), x)
+    np.testing.assert_array_equal(ttnn.to_numpy(dev.cpu(), mesh_composer=composer), x)
+
+
+def test_plain_host_tensor_to_device_replicates():
+    mesh = mesh_of((1, 2))
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    host = ttnn.from_torch(x)
+    assert host.mesh_device is None
+    np.testing.assert_array_equal(ttnn.to_numpy(host), x)
+    dev = host.to(mesh)
+    assert dev.shape == ttnn.Shape([2, 3])
+    for s in ttnn.get_device_tensors(dev):
+        np.testing.assert_array_equal(ttnn.to_numpy(s), x)
+
+
+def test_to_device_on_other_mesh_raises():
+    a, b = mesh_of((1, 2)), mesh_of((2, 4))
+    t = ttnn.from_torch(np.zeros((2, 2), np.float32), device=a)
+    with pytest.raises(ttnn.MeshMismatchError) as info:
+        ttnn.to_device(t, b)
+    assert "fix:" in str(info.value)
+    host = ttnn.from_torch(np.zeros((8, 2), np.float32), mesh_mapper=ttnn.ShardTensorToMesh(b, 0))
+    with pytest.raises(ttnn.MeshMismatchError, match="distributed for"):
+        ttnn.to_device(host, a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-device views
+# ---------------------------------------------------------------------------------------------
+
+
+def test_combine_device_tensors_inverts_get_device_tensors():
+    mesh = mesh_of((2, 4))
+    x = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0))
+    shards = ttnn.get_device_tensors(t)
+    combined = ttnn.combine_device_tensors(tensors=shards)
+    assert combined.shape == t.shape
+    assert combined.mesh_device is mesh
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=0)
+    np.testing.assert_array_equal(ttnn.to_numpy(combined, mesh_composer=composer), x)
+    again = ttnn.get_device_tensors(combined)
+    ref = shard_1d(x, (2, 4), 0)
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(again[k]), ref[c])
+    assert ttnn.aggregate_as_tensor(shards).shape == t.shape
+    # Modified shards: each device's new values land on that device.
+    twice = [ttnn.from_torch(2 * ttnn.to_numpy(s), device=s.device()) for s in shards]
+    out = ttnn.to_numpy(ttnn.combine_device_tensors(tensors=twice), mesh_composer=composer)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_combine_device_tensors_errors():
+    mesh = mesh_of((1, 2))
+    t = ttnn.from_torch(
+        np.zeros((2, 2), np.float32), device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0)
+    )
+    shards = ttnn.get_device_tensors(t)
+    with pytest.raises(
+        ttnn.ShapeMismatchError, match="ND composition requires the number of tensors 1"
+    ):
+        ttnn.combine_device_tensors(tensors=shards[:1])
+    with pytest.raises(ttnn.MeshMismatchError, match="fix:"):
+        ttnn.combine_device_tensors(tensors=[ttnn.from_torch(np.zeros((1, 2), np.float32))] * 2)
+    with pytest.raises(ttnn.MeshMismatchError, match=r"device id\(s\) \[0\]") as info:
+        ttnn.combine_device_tensors(tensors=[shards[0], shards[0]])
+    assert "fix:" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistent buffers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_allocate_then_copy_host_to_device_tensor():
+    mesh = mesh_of((2, 4))
+    dev = ttnn.allocate_tensor_on_device(
+        ttnn.Shape([1, 2, 3]), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT, mesh
+    )
+    assert dev.shape == ttnn.Shape([1, 2, 3])  # that shape on every device
+    assert dev.storage_type() == ttnn.StorageType.DEVICE
+    assert len(ttnn.get_device_tensors(dev)) == 8
+    x = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    host = ttnn.from_torch(x, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 1)))
+    assert ttnn.copy_host_to_device_tensor(host, dev) is None
+    ref = shard(x, (2, 4), [0, 1])
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(dev)[k]), ref[c])
+    # A second copy overwrites the same tensor object.
+    ttnn.copy_host_to_device_tensor(
+        ttnn.from_torch(-x, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 1))), dev
+    )
+    composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1))
+    np.testing.assert_array_equal(ttnn.to_numpy(dev, mesh_composer=composer), -x)
+
+
+def test_copy_host_to_device_tensor_mismatch():
+    mesh = mesh_of((1, 2))
+    dev = ttnn.allocate_tensor_on_device(
+        ttnn.Shape([2, 3]), ttnn.float32, ttnn.ROW_MAJOR_LAYOUT, mesh
+    )
+    with pytest.raises(
+        ttnn.ShapeMismatchError, match=r"shape Shape\(\[2, 4\]\) vs Shape\(\[2, 3\]\)"
+    ) as info:
+        ttnn.copy_host_to_device_tensor(ttnn.from_torch(np.zeros((2, 4), np.float32)), dev)
+    assert "fix:" in str(info.value)
+    with pytest.raises(
+        ttnn.ShapeMismatchError, match=r"dtype DataType::INT32 vs DataType::FLOAT32"
+    ):
+        ttnn.copy_host_to_device_tensor(ttnn.from_torch(np.zeros((2, 3), np.int32)), dev)

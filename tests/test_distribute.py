@@ -1,0 +1,437 @@
+"""Mappers and composers over TT-NN's system mesh shapes, against loop-based numpy references.
+
+Every placement combination is swept (Replicate / Shard(d) per mesh axis, ShardTensorToMesh over
+all devices, ShardTensor2dMesh, create_mesh_mapper, ReplicateTensorToMesh); per-device shards are
+compared with ``_reference.shard`` / ``shard_1d`` in row-major device order, and composed tensors
+with ``_reference.concat`` (which never deduplicates replicas).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+from _reference import blockfloat_quantize, concat, coords, pcc, shard, shard_1d
+from conftest import MESH_SHAPES, mesh_of
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ttjax as ttnn
+
+RANK = 3
+DTYPES = {
+    ttnn.float32: np.float32,
+    ttnn.bfloat16: ml_dtypes.bfloat16,
+    ttnn.int32: np.int32,
+    ttnn.uint32: np.uint32,
+}
+MESH_IDS = [f"{r}x{c}" for r, c in MESH_SHAPES]
+# Every (row placement, col placement) a MeshMapperConfig accepts for a rank-3 tensor: None is
+# Replicate, an int is Shard(dim); both axes may not shard the same dim ("dims must be unique").
+PAIRS = [
+    (a, b)
+    for a, b in itertools.product([None, 0, 1, 2], repeat=2)
+    if a is None or b is None or a != b
+]
+
+
+def _pl(d: int | None):
+    return ttnn.PlacementReplicate() if d is None else ttnn.PlacementShard(d)
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], np_dtype) -> np.ndarray:
+    """Values that use the whole range of the dtype (sign bits, high bits, fractions)."""
+    if np.dtype(np_dtype) == np.uint32:
+        return rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
+    if np.dtype(np_dtype) == np.int32:
+        return rng.integers(-(2**31), 2**31, shape, dtype=np.int64).astype(np.int32)
+    return (rng.standard_normal(shape) * 100).astype(np_dtype)
+
+
+def _assert_bits_equal(actual, expect) -> None:
+    actual = np.asarray(actual)
+    assert actual.dtype == expect.dtype, (actual.dtype, expect.dtype)
+    assert actual.shape == expect.shape, (actual.shape, expect.shape)
+    assert actual.tobytes() == np.ascontiguousarray(expect).tobytes()
+
+
+def _shape_for(counts: list[int], ks: list[int]) -> tuple[int, ...]:
+    return tuple(n * k for n, k in zip(counts, ks))
+
+
+def _counts(mesh_shape, dims) -> list[int]:
+    """How many pieces each tensor dim is cut into by ``dims`` (one entry per mesh axis)."""
+    return [
+        int(np.prod([mesh_shape[i] for i, d in enumerate(dims) if d == k]) or 1)
+        for k in range(RANK)
+    ]
+
+
+common = st.fixed_dictionaries(
+    {
+        "ks": st.lists(st.integers(1, 2), min_size=RANK, max_size=RANK),
+        "dtype": st.sampled_from(list(DTYPES)),
+        "seed": st.integers(0, 2**16),
+        "on_device": st.booleans(),
+        "negative": st.booleans(),
+    }
+)
+
+
+def _check_shards(t, ref: dict, mesh_shape) -> None:
+    shards = ttnn.get_device_tensors(t)
+    order = coords(mesh_shape)
+    assert len(shards) == len(order)
+    for k, c in enumerate(order):
+        assert tuple(shards[k].shape) == ref[c].shape
+        _assert_bits_equal(ttnn.to_numpy(shards[k]), ref[c])
+
+
+# ---------------------------------------------------------------------------------------------
+# N-D mappers: create_mesh_mapper / ShardTensor2dMesh, every placement pair
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[f"{_pl(a)}-{_pl(b)}" for a, b in PAIRS])
+@pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=MESH_IDS)
+@given(case=common, data=st.data())
+def test_nd_mapper_shards_and_round_trip(mesh_shape, pair, case, data):
+    mesh = mesh_of(mesh_shape)
+    dims = list(pair)
+    shape = _shape_for(_counts(mesh_shape, dims), case["ks"])
+    x = _values(np.random.default_rng(case["seed"]), shape, DTYPES[case["dtype"]])
+    ref = shard(x, mesh_shape, dims)
+
+    # Negative dims name the same tensor dims.
+    given_dims = [d - RANK if (d is not None and case["negative"]) else d for d in dims]
+    if data.draw(st.booleans(), label="ShardTensor2dMesh"):
+        mapper = ttnn.ShardTensor2dMesh(mesh, mesh_shape=mesh_shape, dims=given_dims)
+    else:
+        cfg = ttnn.MeshMapperConfig(placements=[_pl(d) for d in given_dims])
+        mapper = ttnn.create_mesh_mapper(mesh, cfg)
+    device = mesh if case["on_device"] else None
+    t = ttnn.from_torch(x, dtype=case["dtype"], mesh_mapper=mapper, device=device)
+
+    assert tuple(t.shape) == ref[coords(mesh_shape)[0]].shape  # per-device shape
+    assert t.dtype == case["dtype"]
+    assert t.storage_type() == (ttnn.StorageType.DEVICE if device else ttnn.StorageType.HOST)
+    _check_shards(t, ref, mesh_shape)
+
+    # Compose: shard dims where sharded; replicated axes concatenate their copies on any dim.
+    cdims = [d if d is not None else data.draw(st.integers(0, RANK - 1)) for d in dims]
+    expect = concat([ref[c] for c in coords(mesh_shape)], mesh_shape, cdims)
+    neg = [d - RANK for d in cdims] if case["negative"] else cdims
+    composers = [
+        ttnn.ConcatMesh2dToTensor(mesh, mesh_shape=mesh_shape, dims=neg),
+        ttnn.create_mesh_composer(mesh, ttnn.MeshComposerConfig(neg)),
+    ]
+    for composer in composers:
+        _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=composer), expect)
+    if all(d is not None for d in dims):
+        _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=composers[0]), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-D mappers over every device: ShardTensorToMesh, ReplicateTensorToMesh, overrides
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, None], ids=["S0", "S1", "S2", "R"])
+@pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=MESH_IDS)
+@given(case=common, data=st.data())
+def test_1d_mapper_shards_and_round_trip(mesh_shape, dim, case, data):
+    mesh = mesh_of(mesh_shape)
+    n = mesh.get_num_devices()
+    counts = [n if k == dim else 1 for k in range(RANK)]
+    shape = _shape_for(counts, case["ks"])
+    x = _values(np.random.default_rng(case["seed"]), shape, DTYPES[case["dtype"]])
+    device = mesh if case["on_device"] else None
+    style = data.draw(st.sampled_from(["class", "function", "config"]), label="style")
+    if dim is None:
+        ref = {c: x for c in coords(mesh_shape)}
+        mapper = {
+            "class": lambda: ttnn.ReplicateTensorToMesh(mesh),
+            "function": lambda: ttnn.replicate_tensor_to_mesh_mapper(mesh),
+            "config": lambda: ttnn.create_mesh_mapper(
+                mesh,
+                ttnn.MeshMapperConfig(
+                    [ttnn.PlacementReplicate()], mesh_shape_override=ttnn.MeshShape(n)
+                ),
+            ),
+        }[style]()
+    else:
+        ref = shard_1d(x, mesh_shape, dim)
+        d = dim - RANK if case["negative"] else dim
+        mapper = {
+            "class": lambda: ttnn.ShardTensorToMesh(mesh, dim=d),
+            "function": lambda: ttnn.shard_tensor_to_mesh_mapper(mesh, d),
+            "config": lambda: ttnn.create_mesh_mapper(
+                mesh,
+                ttnn.MeshMapperConfig(
+                    [ttnn.PlacementShard(d)], mesh_shape_override=ttnn.MeshShape(n)
+                ),
+            ),
+        }[style]()
+    t = ttnn.from_torch(x, dtype=case["dtype"], mesh_mapper=mapper, device=device)
+    _check_shards(t, ref, mesh_shape)
+
+    # ConcatMeshToTensor concatenates all devices in row-major order (replicas included).
+    cdim = dim if dim is not None else data.draw(st.integers(0, RANK - 1), label="cdim")
+    expect = np.concatenate([ref[c] for c in coords(mesh_shape)], axis=cdim)
+    neg = cdim - RANK if case["negative"] else cdim
+    for composer in (
+        ttnn.ConcatMeshToTensor(mesh, dim=neg),
+        ttnn.concat_mesh_to_tensor_composer(mesh, neg),
+        ttnn.create_mesh_composer(
+            mesh, ttnn.MeshComposerConfig([neg], mesh_shape_override=ttnn.MeshShape(n))
+        ),
+    ):
+        _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=composer), expect)
+    if dim is not None:
+        _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim)), x)
+    # A 2-D composer over the same devices sees them as rows of columns.
+    cdims = [data.draw(st.integers(0, RANK - 1), label="row"), cdim]
+    composer2d = ttnn.ConcatMesh2dToTensor(mesh, mesh_shape=mesh_shape, dims=cdims)
+    expect2d = concat([ref[c] for c in coords(mesh_shape)], mesh_shape, cdims)
+    _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=composer2d), expect2d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Specific layouts from the TT-NN docs and tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_doc_example_halves_on_n300():
+    mesh = mesh_of((1, 2))
+    x = np.zeros((1, 1, 32, 64), np.float32)
+    x[..., :32] = 1.0
+    x[..., 32:] = 2.0
+    mapper = ttnn.create_mesh_mapper(
+        mesh,
+        ttnn.MeshMapperConfig(placements=[ttnn.PlacementReplicate(), ttnn.PlacementShard(3)]),
+    )
+    host = ttnn.from_torch(x, mesh_mapper=mapper, layout=ttnn.TILE_LAYOUT)
+    dev = ttnn.from_torch(x, mesh_mapper=mapper, layout=ttnn.TILE_LAYOUT, device=mesh)
+    for t in (host, dev):
+        assert t.shape == ttnn.Shape([1, 1, 32, 32])
+        shards = ttnn.get_device_tensors(t)
+        assert len(shards) == 2
+        np.testing.assert_array_equal(ttnn.to_numpy(shards[0]), np.ones((1, 1, 32, 32)))
+        np.testing.assert_array_equal(ttnn.to_numpy(shards[1]), np.full((1, 1, 32, 32), 2.0))
+
+    dev_repr = repr(dev)
+    assert dev_repr.count("device_id:") == 2
+    assert dev_repr.index("device_id:0") < dev_repr.index("device_id:1")
+    assert dev_repr.count("shape=Shape([1, 1, 32, 32])") == 2
+    assert dev_repr.count("dtype=DataType::FLOAT32") == 2
+    assert dev_repr.count("layout=Layout::TILE") == 2
+    # Device 0's shard holds 1.0 and device 1's 2.0.
+    first, second = dev_repr.split("device_id:1")
+    assert "1.00000" in first and "2.00000" not in first
+    assert "2.00000" in second and "1.00000" not in second
+
+    host_repr = repr(host)
+    assert "device_id" not in host_repr
+    assert host_repr.count("ttnn.Tensor(") == 2
+    assert host_repr.count("shape=Shape([1, 1, 32, 32])") == 2
+
+
+def test_galaxy_shard_tensor_to_mesh_is_row_major():
+    # ShardTensorToMesh on 8x4 puts chunk k on device (k // 4, k % 4), i.e. device id k.
+    mesh = mesh_of((8, 4))
+    x = np.arange(32, dtype=np.int32).reshape(1, 32)
+    t = ttnn.from_torch(x, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1), device=mesh)
+    values = [int(ttnn.to_numpy(s)[0, 0]) for s in ttnn.get_device_tensors(t)]
+    assert values == list(range(32))
+    for k in range(32):
+        r, c = divmod(k, 4)
+        assert mesh.get_device_id(ttnn.MeshCoordinate(r, c)) == k
+
+
+def test_t3000_hybrid_examples():
+    mesh = mesh_of((2, 4))
+    x = np.arange(2 * 8, dtype=np.float32).reshape(2, 8)
+    # dims=(0, None): row r gets batch slice r, copied across its 4 columns.
+    t = ttnn.from_torch(x, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, None)))
+    rows = [ttnn.to_numpy(s) for s in ttnn.get_device_tensors(t)]
+    for k, got in enumerate(rows):
+        np.testing.assert_array_equal(got, x[k // 4 : k // 4 + 1])
+    # dims=(None, -1): the last dim in 4 pieces, copied down the rows.
+    t = ttnn.from_torch(x, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(None, -1)))
+    cols = [ttnn.to_numpy(s) for s in ttnn.get_device_tensors(t)]
+    for k, got in enumerate(cols):
+        np.testing.assert_array_equal(got, x[:, 2 * (k % 4) : 2 * (k % 4) + 2])
+
+
+def test_replicated_compose_keeps_every_copy():
+    mesh = mesh_of((2, 4))
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    t = ttnn.from_torch(x, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh), device=mesh)
+    out = ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+    assert out.shape == (8, 2, 3)
+    np.testing.assert_array_equal(out, np.broadcast_to(x, (8, 2, 3)))
+    out2 = ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1)))
+    assert out2.shape == (2, 8, 3)
+    # TT-NN tests slice one copy back out after composing a replicated axis.
+    np.testing.assert_array_equal(out2[0:1, 0:2], x)
+
+
+def test_composer_dims_differ_from_mapper_dims():
+    # Sharded on (0, 1) but composed on (1, 0): the blocks are stitched in the composer's order.
+    mesh = mesh_of((2, 4))
+    x = np.arange(2 * 8 * 3, dtype=np.int32).reshape(2, 8, 3)
+    t = ttnn.from_torch(
+        x, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 1)), device=mesh
+    )
+    ref = shard(x, (2, 4), [0, 1])
+    out = ttnn.to_numpy(
+        t, mesh_composer=ttnn.create_mesh_composer(mesh, ttnn.MeshComposerConfig(1, 0))
+    )
+    expect = concat([ref[c] for c in coords((2, 4))], (2, 4), [1, 0])
+    assert out.shape == (4, 4, 3)
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_mapper_placements_and_map():
+    mesh = mesh_of((2, 4))
+    assert ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(None, 3)).placements == (
+        ttnn.PlacementReplicate(),
+        ttnn.PlacementShard(3),
+    )
+    x = np.arange(16, dtype=np.float32).reshape(2, 8)
+    pieces = ttnn.ShardTensorToMesh(mesh, dim=1).map(x)
+    assert [p.tolist() for p in pieces] == [x[:, k : k + 1].tolist() for k in range(8)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Block floats: the round trip holds to TT-NN's tolerances, each shard quantized on its own
+# ---------------------------------------------------------------------------------------------
+
+BLOCK_CASES = [
+    ((1, 2), (None, 2)),
+    ((2, 4), (0, 2)),
+    ((2, 4), (2, 1)),
+    ((8, 4), (1, None)),
+]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "threshold", "bits"),
+    [(ttnn.bfloat8_b, 0.99, 7), (ttnn.bfloat4_b, 0.9, 3)],
+    ids=["bfloat8_b", "bfloat4_b"],
+)
+@pytest.mark.parametrize(
+    ("mesh_shape", "dims"), BLOCK_CASES, ids=[f"{m[0]}x{m[1]}-{d}" for m, d in BLOCK_CASES]
+)
+@pytest.mark.parametrize("on_device", [True, False], ids=["device", "host"])
+def test_block_float_round_trip(mesh_shape, dims, dtype, threshold, bits, on_device):
+    mesh = mesh_of(mesh_shape)
+    shape = _shape_for(_counts(mesh_shape, list(dims)), [1, 2, 8])
+    rng = np.random.default_rng(7)
+    # Small values (|x| < 0.5) next to tile padding: zeros must not set the shared exponent.
+    x = (rng.standard_normal(shape) * 0.1).astype(ml_dtypes.bfloat16).astype(np.float32)
+    mapper = ttnn.ShardTensor2dMesh(mesh, mesh_shape, dims=dims)
+    t = ttnn.from_torch(x, dtype=dtype, mesh_mapper=mapper, device=mesh if on_device else None)
+    assert t.layout == ttnn.TILE_LAYOUT  # forced for block floats
+    assert t.dtype == dtype
+    ref = shard(x, mesh_shape, list(dims))
+    # Every device holds its own shard quantized on its own (groups never span devices).
+    for k, c in enumerate(coords(mesh_shape)):
+        got = ttnn.to_numpy(ttnn.get_device_tensors(t)[k]).astype(np.float64)
+        np.testing.assert_array_equal(got, blockfloat_quantize(ref[c], bits), err_msg=f"{c}")
+    cdims = [d if d is not None else 0 for d in dims]
+    out = ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMesh2dToTensor(mesh, mesh_shape, cdims))
+    expect = concat([ref[c] for c in coords(mesh_shape)], mesh_shape, cdims)
+    assert out.shape == expect.shape
+    assert pcc(out, expect) >= threshold
+
+
+# ---------------------------------------------------------------------------------------------
+# distribute()
+# ---------------------------------------------------------------------------------------------
+
+
+def test_distribute_sets_and_restores_defaults():
+    mesh = mesh_of((1, 2))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    mapper = ttnn.ShardTensorToMesh(mesh, dim=1)
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=1)
+    with ttnn.distribute(mapper):
+        t = ttnn.from_torch(x, device=mesh)
+        assert t.placements == (ttnn.PlacementReplicate(), ttnn.PlacementShard(1))
+        assert t.shape == ttnn.Shape([2, 2])
+        # An explicit mapper wins over the default.
+        r = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0))
+        assert r.shape == ttnn.Shape([1, 4])
+        with ttnn.distribute(composer):
+            np.testing.assert_array_equal(ttnn.to_numpy(t), x)
+            np.testing.assert_array_equal(
+                ttnn.to_numpy(r, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)), x
+            )
+        with pytest.raises(RuntimeError, match="Supply a mesh composer"):
+            ttnn.to_numpy(t)
+    # Restored on exit: no default mapper (replicated), no default composer.
+    after = ttnn.from_torch(x, device=mesh)
+    assert after.shape == ttnn.Shape([2, 4])
+    with pytest.raises(RuntimeError, match="Supply a mesh composer"):
+        ttnn.to_torch(t)
+
+
+def test_distribute_restores_after_exception():
+    mesh = mesh_of((1, 2))
+    with pytest.raises(KeyError), ttnn.distribute(ttnn.ShardTensorToMesh(mesh, dim=0)):
+        raise KeyError("boom")
+    t = ttnn.from_torch(np.ones((2, 2), np.float32), device=mesh)
+    assert t.shape == ttnn.Shape([2, 2])
+
+
+@pytest.mark.parametrize("bad", [3, "mapper", None])
+def test_distribute_rejects_other_objects(bad):
+    with (
+        pytest.raises(
+            ValueError,
+            match=r"^Argument must be an instance of either TensorToMesh or MeshToTensor\.$",
+        ),
+        ttnn.distribute(bad),
+    ):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "override"), [((2, 4), (1, 8)), ((8, 4), (1, 32)), ((8, 4), (8, 4))]
+)
+def test_override_with_other_shape_lays_shards_row_major(mesh_shape, override):
+    # Same device count, another shape: TT-NN lays the distribution out row-major over the mesh.
+    mesh = mesh_of(mesh_shape)
+    n = int(np.prod(mesh_shape))
+    x = np.arange(override[0] * 2 * n * 3, dtype=np.int32).reshape(override[0] * 2, n, 3)
+    cfg = ttnn.MeshMapperConfig(
+        [ttnn.PlacementShard(0), ttnn.PlacementShard(1)]
+        if override[0] > 1
+        else [_pl(None), _pl(1)],
+        mesh_shape_override=ttnn.MeshShape(override),
+    )
+    t = ttnn.from_torch(x, mesh_mapper=ttnn.create_mesh_mapper(mesh, cfg), device=mesh)
+    dims = [0 if override[0] > 1 else None, 1]
+    ref_dist = shard(x, override, dims)  # keyed by distribution coordinate
+    ref = {c: ref_dist[d] for c, d in zip(coords(mesh_shape), coords(override))}
+    _check_shards(t, ref, mesh_shape)
+    cdims = [0, 1]
+    composer = ttnn.ConcatMesh2dToTensor(mesh, override, dims=cdims)
+    expect = concat([ref_dist[d] for d in coords(override)], override, cdims)
+    _assert_bits_equal(ttnn.to_numpy(t, mesh_composer=composer), expect)
+
+
+def test_override_that_does_not_line_up_says_how_to_fix():
+    # (2, 16) over 4x8 would need one mesh axis to split two tensor dims.
+    mesh = mesh_of((4, 8))
+    cfg = ttnn.MeshMapperConfig(
+        [ttnn.PlacementShard(0), ttnn.PlacementShard(1)], mesh_shape_override=ttnn.MeshShape(2, 16)
+    )
+    with pytest.raises(
+        ttnn.ShardingError, match=r"MeshShape\(\[2, 16\]\) does not line up"
+    ) as info:
+        ttnn.create_mesh_mapper(mesh, cfg)
+    assert "fix: reshape the mesh" in str(info.value)

@@ -1,0 +1,157 @@
+"""The Tensor type: metadata, Shape, topology, printing, and JAX pytree behaviour."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from _reference import coords, shard
+from conftest import mesh_of
+
+import ttjax as ttnn
+
+
+def _sharded(mesh_shape=(2, 4), dims=(0, 2)):
+    mesh = mesh_of(mesh_shape)
+    x = np.arange(2 * 3 * 8, dtype=np.float32).reshape(2, 3, 8)
+    mapper = ttnn.ShardTensor2dMesh(mesh, mesh_shape, dims=dims)
+    return mesh, x, ttnn.from_torch(x, mesh_mapper=mapper, device=mesh, layout=ttnn.TILE_LAYOUT)
+
+
+def test_shape_type():
+    s = ttnn.Shape([1, 1, 32, 32])
+    assert repr(s) == str(s) == "Shape([1, 1, 32, 32])"
+    assert s == (1, 1, 32, 32) and s == [1, 1, 32, 32]
+    assert s != [1, 1, 32, 64]
+    assert s.rank == 4 and s[-1] == 32 and len(s) == 4
+    assert hash(s) == hash((1, 1, 32, 32))
+    assert ttnn.Shape([1, 40, 33]).with_tile_padding() == ttnn.Shape([1, 64, 64])
+
+
+def test_tensor_metadata():
+    mesh, _, t = _sharded()
+    assert t.shape == ttnn.Shape([1, 3, 2])  # per device
+    assert isinstance(t.shape, ttnn.Shape)
+    assert t.logical_shape() == t.shape
+    assert t.padded_shape == ttnn.Shape([1, 32, 32])
+    assert t.dtype == t.get_dtype() == ttnn.float32
+    assert t.layout == t.get_layout() == ttnn.TILE_LAYOUT
+    assert t.rank == t.ndim == 3
+    assert t.storage_type() == ttnn.StorageType.DEVICE
+    assert t.device() is mesh and t.mesh_device is mesh
+    assert t.placements == (ttnn.PlacementShard(0), ttnn.PlacementShard(2))
+    assert t.num_shards == 8
+    assert t.is_allocated()
+    # The global array is laid out so each device holds exactly its TT-NN shard.
+    assert t.value.shape == (2, 3, 8)
+    assert t.sharding.mesh == mesh.jax_mesh
+    assert t.nbytes_per_device() == 32 * 32 * 4 * 1  # tile padded, float32
+
+
+def test_tensor_topology():
+    _, _, t = _sharded()
+    topo = t.tensor_topology()
+    assert topo.distribution_shape() == ttnn.MeshShape(2, 4)
+    assert topo.placements() == [ttnn.PlacementShard(0), ttnn.PlacementShard(2)]
+    assert [tuple(c) for c in topo.mesh_coords()] == coords((2, 4))
+    assert topo == t.tensor_topology()
+    _, _, other = _sharded(dims=(None, 2))
+    assert topo != other.tensor_topology()
+
+
+def test_tensor_repr_device_and_host():
+    mesh = mesh_of((1, 2))
+    x = np.stack([np.full((2, 2), 3.0, np.float32), np.full((2, 2), -4.0, np.float32)])
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0))
+    text = repr(t)
+    assert text.startswith("device_id:0\nttnn.Tensor(")
+    first, second = text.split("device_id:1")
+    assert "3.00000" in first and "-4.00000" in second and "-4.00000" not in first
+    assert (
+        text.count("shape=Shape([1, 2, 2]), dtype=DataType::FLOAT32, layout=Layout::ROW_MAJOR)")
+        == 2
+    )
+    host = ttnn.from_torch(np.array([[1, 2]], np.int32))
+    assert (
+        repr(host)
+        == "ttnn.Tensor([[1, 2]], shape=Shape([1, 2]), dtype=DataType::INT32, layout=Layout::ROW_MAJOR)"
+    )
+
+
+def test_tensor_bool_is_an_error():
+    _, _, t = _sharded()
+    with pytest.raises(ttnn.TTJaxError, match="fix:"):
+        bool(t)
+
+
+def test_item():
+    dev = mesh_of((1, 1))
+    assert ttnn.from_torch(np.array([[2.5]], np.float32), device=dev).item() == 2.5
+    with pytest.raises(ttnn.ShapeMismatchError, match=r"Shape\(\[1, 2\]\)"):
+        ttnn.from_torch(np.array([[2.5, 1.0]], np.float32), device=dev).item()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pytree
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tree_flatten_round_trip():
+    mesh, x, t = _sharded()
+    leaves, tree = jax.tree_util.tree_flatten(t)
+    assert len(leaves) == 1 and isinstance(leaves[0], jax.Array)
+    back = jax.tree_util.tree_unflatten(tree, leaves)
+    assert isinstance(back, ttnn.Tensor)
+    assert (back.shape, back.dtype, back.layout, back.placements) == (
+        t.shape,
+        t.dtype,
+        t.layout,
+        t.placements,
+    )
+    assert back.mesh_device is mesh
+    composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 2))
+    np.testing.assert_array_equal(ttnn.to_numpy(back, mesh_composer=composer), x)
+    # Inside containers too.
+    nested = {"a": [t, t], "b": 3}
+    assert len(jax.tree_util.tree_leaves(nested)) == 3
+
+
+def test_tree_map_keeps_metadata():
+    _, x, t = _sharded()
+    doubled = jax.tree_util.tree_map(lambda a: a * 2, t)
+    assert isinstance(doubled, ttnn.Tensor) and doubled.placements == t.placements
+    ref = shard(x * 2, (2, 4), [0, 2])
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(doubled)[k]), ref[c])
+
+
+def test_jit_identity_returns_tensor_with_same_metadata():
+    mesh, x, t = _sharded()
+    out = jax.jit(lambda a: a)(t)
+    assert isinstance(out, ttnn.Tensor)
+    assert (out.shape, out.dtype, out.layout, out.placements) == (
+        t.shape,
+        t.dtype,
+        t.layout,
+        t.placements,
+    )
+    assert out.storage_type() == ttnn.StorageType.DEVICE
+    assert out.mesh_device is mesh
+    composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 2))
+    np.testing.assert_array_equal(ttnn.to_numpy(out, mesh_composer=composer), x)
+
+
+def test_jit_of_block_float_tensor():
+    mesh = mesh_of((1, 2))
+    x = np.linspace(-1, 1, 2 * 64, dtype=np.float32).reshape(2, 64)
+    t = ttnn.from_torch(
+        x, dtype=ttnn.bfloat8_b, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 1)
+    )
+    leaves = jax.tree_util.tree_leaves(t)
+    assert len(leaves) == 2  # mantissas and shared exponents
+    out = jax.jit(lambda a: a)(t)
+    assert out.dtype == ttnn.bfloat8_b and out.placements == t.placements
+    composer = ttnn.ConcatMeshToTensor(mesh, 1)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(out, mesh_composer=composer), ttnn.to_numpy(t, mesh_composer=composer)
+    )

@@ -118,11 +118,15 @@ def _cast_host(arr: np.ndarray, dtype: DataType, quantize: bool) -> np.ndarray:
                 "int64 input holds values outside int32's range; TT-NN has no 64-bit integers.\n"
                 "fix: reduce the values, or pass dtype=ttnn.float32."
             )
-    out = arr.astype(dtype.numpy_dtype, copy=False)
-    if dtype.is_block_float and quantize:
-        q = _blockfloat.quantize(np, out.astype(np.float32) if out.ndim else out.reshape(1), dtype)
-        out = q.reshape(arr.shape).astype(dtype.numpy_dtype)
-    return out
+    if dtype.is_block_float:
+        # Block floats are quantized straight from float32 (rounding through bfloat16 first
+        # would round twice); their quantized values are exact in bfloat16.
+        out = arr.astype(np.float32, copy=False)
+        if quantize:
+            q = _blockfloat.quantize(np, out if out.ndim else out.reshape(1), dtype)
+            out = q.reshape(arr.shape).astype(dtype.numpy_dtype)
+        return out
+    return arr.astype(dtype.numpy_dtype, copy=False)
 
 
 def _quantize_shards(
@@ -195,7 +199,7 @@ def _put(
     """Place a global logical host array on the mesh (one device_put; block floats encoded there)."""
     mesh._check_open()
     spec = _specs.partition_spec(placements, mesh.axis_names, len(local_shape))
-    src_dtype = DataType.BFLOAT16 if dtype.is_block_float else dtype
+    src_dtype = DataType.FLOAT32 if dtype.is_block_float else dtype
     data = jax.device_put(
         np.asarray(arr, src_dtype.numpy_dtype), NamedSharding(mesh.jax_mesh, spec)
     )

@@ -301,9 +301,9 @@ class Tensor:
         return divide(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        from ttjax.ops import multiply, reciprocal
+        from ttjax.ops import divide
 
-        return multiply(reciprocal(self), other)
+        return divide(other, self)
 
     def __neg__(self) -> Tensor:
         from ttjax.ops import neg

@@ -51,6 +51,7 @@ class TtLlama:
         cache_dtype: ttnn.DataType | None = None,
         max_seq_len: int | None = None,
         scan_layers: bool = False,
+        transpose_weights: bool = False,
     ) -> None:
         if mode not in ("tp", "dp"):
             raise ValueError(
@@ -67,6 +68,9 @@ class TtLlama:
         self.abstract = weights is None  # shapes only: for ttjax.inspect on full-size models
         # Stacked layers run under ttnn.scan: one compiled layer body (for jit / inspect).
         self.scan_layers = scan_layers
+        # Store linear weights [out, in] (torch's layout) and multiply with transpose_b=True
+        # instead of TT-NN's [in, out]; GPUs read row-major GEMV operands faster this way.
+        self.transpose_weights = transpose_weights
         n = mesh_device.get_num_devices()
         self.tp = n if mode == "tp" else 1
         self.dp = n if mode == "dp" else 1
@@ -107,10 +111,24 @@ class TtLlama:
             )
 
     def _put(
-        self, value: Any, shape: tuple[int, ...], shard_dim: int | None, dtype: Any
+        self,
+        value: Any,
+        shape: tuple[int, ...],
+        shard_dim: int | None,
+        dtype: Any,
+        matrix: bool = False,
     ) -> ttnn.Tensor:
-        """Host array (or just its shape when abstract) -> device tensor, sharded on ``shard_dim``."""
+        """Host array (or just its shape when abstract) -> device tensor, sharded on ``shard_dim``.
+
+        ``matrix`` marks a linear weight given as TT-NN's [in, out]; with
+        ``transpose_weights`` it is stored [out, in] instead (and used with ``transpose_b``).
+        """
         mesh = self.mesh
+        if matrix and self.transpose_weights:
+            value = None if value is None else np.swapaxes(np.asarray(value), -1, -2)
+            shape = (*shape[:-2], shape[-1], shape[-2])
+            if shard_dim is not None:
+                shard_dim = len(shape) - 2 if shard_dim == len(shape) - 1 else len(shape) - 1
         mapper = (
             ttnn.ShardTensorToMesh(mesh, dim=shard_dim)
             if shard_dim is not None and self.tp > 1
@@ -141,7 +159,7 @@ class TtLlama:
         cos, sin = rope_tables(c, self.max_seq_len)
         self.params: dict[str, Any] = {
             "embed": self._put(embed, (c.vocab_size, c.dim), 1 if c.dim % tp == 0 else None, ad),
-            "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype),
+            "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype, True),
             "norm": self._put(get("model.norm.weight"), (c.dim,), None, ad),
             "norm_bias": self._put(get("model.norm.bias"), (c.dim,), None, ad)
             if layer_norm
@@ -160,20 +178,21 @@ class TtLlama:
                     (c.n_layers, *spec[1]),
                     None if spec[2] is None else spec[2] + 1,
                     spec[3],
+                    spec[4],
                 )
                 for name, spec in specs[0].items()
             }
         else:
             self.params["layers"] = [
                 {
-                    name: None if sh is None else self._put(v, sh, d, dt)
-                    for name, (v, sh, d, dt) in s.items()
+                    name: None if sh is None else self._put(v, sh, d, dt, mat)
+                    for name, (v, sh, d, dt, mat) in s.items()
                 }
                 for s in specs
             ]
 
     def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, tuple[Any, ...]]:
-        """Layer ``i``'s weights as ``name -> (host array or None, shape, shard dim, dtype)``.
+        """Layer ``i``'s weights as ``name -> (host array or None, shape, shard dim, dtype, matrix)``.
 
         Column-parallel weights are sharded on their last dim, row-parallel ones on their first;
         norms are replicated. A ``None`` shape marks a weight this architecture does not have.
@@ -196,16 +215,18 @@ class TtLlama:
             v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
             wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
         swiglu = c.mlp == "swiglu"
-        dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), (None, None, None, None)
+        dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), (None, None, None, None, False)
         specs: dict[str, tuple[Any, ...]] = {
-            "attn_norm": (get("input_layernorm.weight"), dim, None, ad),
-            "attn_norm_bias": (get("input_layernorm.bias"), dim, None, ad) if layer_norm else none,
-            "wqkv": (wqkv, (c.dim, qkv_cols), 1, wd),  # column-parallel
-            "wo": (_t(get("self_attn.o_proj.weight")), (c.n_heads * hd, c.dim), 0, wd),  # row-par.
+            "attn_norm": (get("input_layernorm.weight"), dim, None, ad, False),
+            "attn_norm_bias": (get("input_layernorm.bias"), dim, None, ad, False)
+            if layer_norm
+            else none,
+            "wqkv": (wqkv, (c.dim, qkv_cols), 1, wd, True),  # column-parallel
+            "wo": (_t(get("self_attn.o_proj.weight")), (c.n_heads * hd, c.dim), 0, wd, True),
             "mlp_norm": none
             if c.parallel_block
-            else (get("post_attention_layernorm.weight"), dim, None, ad),
-            "mlp_norm_bias": (get("post_attention_layernorm.bias"), dim, None, ad)
+            else (get("post_attention_layernorm.weight"), dim, None, ad, False),
+            "mlp_norm_bias": (get("post_attention_layernorm.bias"), dim, None, ad, False)
             if layer_norm and not c.parallel_block
             else none,
             # gate (swiglu) or dense_h_to_4h (gelu): column-parallel
@@ -214,14 +235,16 @@ class TtLlama:
                 ffn,
                 1,
                 wd,
+                True,
             ),
-            "w_up": (_t(get("mlp.up_proj.weight")), ffn, 1, wd) if swiglu else none,
+            "w_up": (_t(get("mlp.up_proj.weight")), ffn, 1, wd, True) if swiglu else none,
             # down / dense_4h_to_h: row-parallel
             "w_out": (
                 _t(get("mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight")),
                 (c.ffn_dim, c.dim),
                 0,
                 wd,
+                True,
             ),
         }
         return specs
@@ -319,6 +342,9 @@ class TtLlama:
         rotated = ttnn.concat([ttnn.neg(x2), x1], dim=-1)
         return ttnn.add(ttnn.multiply(x, cos), ttnn.multiply(rotated, sin))
 
+    def _linear(self, x: ttnn.Tensor, w: ttnn.Tensor, **kwargs: Any) -> ttnn.Tensor:
+        return ttnn.linear(x, w, transpose_b=self.transpose_weights, **kwargs)
+
     def _reduce(self, x: ttnn.Tensor) -> ttnn.Tensor:
         return ttnn.all_reduce(x) if self.tp > 1 else x
 
@@ -334,7 +360,7 @@ class TtLlama:
         hd = self.config.head_dim
         b, s = x.shape[0], x.shape[1]
         qh, kvh = self.q_heads, self.kv_heads
-        qkv = ttnn.linear(x, layer["wqkv"])  # [B, S, (qh + 2 kvh) * hd]
+        qkv = self._linear(x, layer["wqkv"])  # [B, S, (qh + 2 kvh) * hd]
         q = ttnn.reshape(qkv[..., : qh * hd], (b, s, qh, hd))
         k = ttnn.reshape(qkv[..., qh * hd : (qh + kvh) * hd], (b, s, kvh, hd))
         v = ttnn.reshape(qkv[..., (qh + kvh) * hd :], (b, s, kvh, hd))
@@ -355,16 +381,16 @@ class TtLlama:
                 ttnn.permute(q, (1, 0, 2, 3)), cache_k, cache_v, cur_pos_tensor=pos
             )  # [1, B, qh, hd]
             out = ttnn.reshape(out, (b, 1, qh * hd))
-        out = ttnn.linear(out, layer["wo"])  # row-parallel: partial sums on every device
+        out = self._linear(out, layer["wo"])  # row-parallel: partial sums on every device
         return self._reduce(out)
 
     def _mlp(self, layer: dict[str, Any], x: ttnn.Tensor) -> ttnn.Tensor:
         if layer["w_up"] is not None:
-            gate = ttnn.linear(x, layer["w_in"], activation="silu")
-            h = ttnn.multiply(gate, ttnn.linear(x, layer["w_up"]))
+            gate = self._linear(x, layer["w_in"], activation="silu")
+            h = ttnn.multiply(gate, self._linear(x, layer["w_up"]))
         else:
-            h = ttnn.linear(x, layer["w_in"], activation="gelu")
-        return self._reduce(ttnn.linear(h, layer["w_out"]))
+            h = self._linear(x, layer["w_in"], activation="gelu")
+        return self._reduce(self._linear(h, layer["w_out"]))
 
     def forward(
         self,
@@ -414,7 +440,7 @@ class TtLlama:
             for layer, cache in zip(p["layers"], caches):
                 x = block(x, layer, cache)
         x = self._norm(x, p["norm"], p["norm_bias"])
-        logits = ttnn.linear(x, p["lm_head"])  # [B, S, vocab / tp]
+        logits = self._linear(x, p["lm_head"])  # [B, S, vocab / tp]
         if self.tp > 1:
             logits = ttnn.all_gather(logits, dim=-1)
         return logits

@@ -96,7 +96,10 @@ def full(
     s = _shape(shape)
     cdt = _compute_dtype(dt)
     if not is_scalar(fill_value):
-        raise TTJaxError(f"ttnn.full: fill_value={fill_value!r} must be a number.")
+        raise TTJaxError(
+            f"ttnn.full: fill_value={fill_value!r} must be a number.\n"
+            "fix: pass a Python int or float, e.g. ttnn.full(shape, 0.5, device=mesh)."
+        )
 
     def fn(v: Any) -> Any:
         return jnp.full(s, v, cdt)

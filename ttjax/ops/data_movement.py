@@ -154,7 +154,9 @@ def concat(
     check_hw_kwargs("concat", kwargs)
     tensors = list(tensors)
     if not tensors:
-        raise TTJaxError("ttnn.concat needs at least one tensor.")
+        raise TTJaxError(
+            "ttnn.concat needs at least one tensor.\nfix: pass a non-empty list of tensors."
+        )
     d = norm_dim("concat", tensors[0], dim)
     out = run_op(
         "concat", lambda *xs: jnp.concatenate(xs, axis=d), tensors, static=(d, len(tensors))
@@ -259,9 +261,13 @@ def split(
     check_hw_kwargs("split", kwargs)
     d = norm_dim("split", input_tensor, dim)
     size = input_tensor._shape[d]
-    if isinstance(split_size, int):
+    if isinstance(split_size, (int, np.integer)):
+        split_size = int(split_size)
         if split_size <= 0:
-            raise ShapeMismatchError(f"ttnn.split: split_size={split_size} must be positive.")
+            raise ShapeMismatchError(
+                f"ttnn.split: split_size={split_size} must be positive.\n"
+                "fix: pass the size of each piece (> 0), or a list of sizes."
+            )
         sizes = [split_size] * (size // split_size) + (
             [size % split_size] if size % split_size else []
         )

@@ -26,9 +26,11 @@ def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
     if transpose_b:
         b = jnp.swapaxes(b, -1, -2)
     out_dtype = jnp.result_type(a.dtype, b.dtype)
-    # Accumulate in float32, as Tenstorrent's matrix engine does with fp32 accumulation.
-    acc = jnp.float32 if jnp.issubdtype(out_dtype, jnp.floating) else None
-    return jnp.matmul(a, b, preferred_element_type=acc).astype(out_dtype)
+    if out_dtype == jnp.float32:
+        return jnp.matmul(a, b, preferred_element_type=jnp.float32)
+    # bfloat16: XLA accumulates in float32 inside the dot (as Tenstorrent's matrix engine does)
+    # and writes bfloat16; asking for a float32 result instead picks slower GPU kernels.
+    return jnp.matmul(a, b).astype(out_dtype)
 
 
 def matmul(

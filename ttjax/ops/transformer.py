@@ -42,15 +42,27 @@ def _check_index(op: str, name: str, value: int, size: int, what: str) -> int:
 
 
 def _attend(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
-    """q [b, h, s, d], k/v [b, kv, t, d]; grouped-query attention in float32."""
-    groups = q.shape[1] // k.shape[1]
-    k = jnp.repeat(k, groups, axis=1)
-    v = jnp.repeat(v, groups, axis=1)
-    scores = jnp.einsum("bhsd,bhtd->bhst", q.astype(jnp.float32), k.astype(jnp.float32)) * scale
+    """q [b, h, s, d], k/v [b, kv, t, d]: grouped-query attention, float32 scores and softmax.
+
+    Query heads are grouped per KV head ([b, kv, h/kv, s, d]) instead of repeating K and V, so a
+    decode step reads the cache once: attention is bandwidth-bound there.
+    """
+    b, h, s, d = q.shape
+    kv = k.shape[1]
+    qg = jnp.reshape(q, (b, kv, h // kv, s, d))
+    scores = jnp.einsum("bkgsd,bktd->bkgst", qg, k, preferred_element_type=jnp.float32) * scale
     if mask is not None:
+        mask = jnp.asarray(mask, jnp.float32)
+        if mask.ndim == 4:  # [b or 1, h or 1, s, t] -> [b, kv, h/kv, s, t] broadcastable
+            mask = (
+                jnp.reshape(mask, (mask.shape[0], -1, 1, *mask.shape[2:]))
+                if mask.shape[1] == 1
+                else jnp.reshape(mask, (mask.shape[0], kv, h // kv, *mask.shape[2:]))
+            )
         scores = scores + mask
-    probs = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("bhst,bhtd->bhsd", probs, v.astype(jnp.float32)).astype(q.dtype)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgst,bktd->bkgsd", probs, v, preferred_element_type=jnp.float32)
+    return jnp.reshape(out, (b, h, s, d)).astype(q.dtype)
 
 
 def scaled_dot_product_attention(
@@ -322,8 +334,10 @@ def paged_update_cache(
         else:  # one traced scalar per user: every step reuses the compiled program
             pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
         upd = x[0].astype(cache.dtype)  # [b, nkv, d]
-        onehot = jax.nn.one_hot(pos, cache.shape[2], dtype=jnp.bool_)  # [b, S]
-        return jnp.where(onehot[:, None, :, None], upd[:, :, None, :], cache)
+        # A scatter writes one position per user in place (no pass over the whole cache);
+        # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
+        pos = jnp.where(pos < 0, cache.shape[2], pos)
+        return cache.at[jnp.arange(cache.shape[0]), :, pos, :].set(upd, mode="drop")
 
     out = run_op(
         "paged_update_cache",

@@ -1,0 +1,189 @@
+"""Reductions and normalizations over each device's local tensor.
+
+A reduction over a sharded dim gives each device the reduction of *its* shard (a partial result,
+as in TT-NN, where an all_reduce combines them); the numpy reference states exactly that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _op_testing import (
+    BF16,
+    F32,
+    REPLICATED,
+    Layout,
+    check,
+    device_arrays,
+    layouts,
+    mesh_of,
+    mesh_shapes,
+    put_local,
+    reference,
+    seeds,
+)
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import ttjax as ttnn
+
+LOCAL_SHAPES = [(1, 2, 8, 12), (2, 1, 3, 25)]
+DIMS = [-1, 2, 0, (1, 3), None]
+
+
+@st.composite
+def cases(draw, dtypes=(F32, F32, BF16)):
+    return (
+        draw(mesh_shapes),
+        draw(st.sampled_from(LOCAL_SHAPES)),
+        draw(layouts(4)),
+        draw(st.sampled_from(DIMS)),
+        draw(st.booleans()),
+        draw(st.sampled_from(dtypes)),
+        draw(seeds),
+    )
+
+
+ONE_BY_ONE = ((1, 1), LOCAL_SHAPES[0], Layout("2d", (2, 3)), -1, True, F32, 0)
+
+
+def _axis(dim):
+    return tuple(dim) if isinstance(dim, tuple) else dim
+
+
+@given(case=cases())
+@example(case=ONE_BY_ONE)
+def test_sum_mean_max_per_device(case):
+    mesh_shape, local, layout, dim, keepdim, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    x, xs = put_local(rng, local, mesh_shape, layout, dtype)
+    ax = _axis(dim)
+    for op, ref in [(ttnn.sum, np.sum), (ttnn.mean, np.mean), (ttnn.max, np.max)]:
+        y = op(x, dim=dim, keepdim=keepdim)
+        assert y.dtype == dtype
+        want = reference(lambda s, ref=ref: ref(s, axis=ax, keepdims=keepdim), xs)
+        # bfloat16 sums of up to 300 values: allow a few bfloat16 steps of the result.
+        check(y, want, tol=(1.6e-2, 6e-2) if dtype == BF16 else (1e-5, 1e-5))
+
+
+@given(case=cases(dtypes=(F32,)))
+@example(case=ONE_BY_ONE)
+def test_argmax_per_device(case):
+    mesh_shape, local, layout, dim, keepdim, _, seed = case
+    rng = np.random.default_rng(seed)
+    x, xs = put_local(rng, local, mesh_shape, layout, F32)
+    d = dim if not isinstance(dim, tuple) else -1
+    y = ttnn.argmax(x, dim=d, keepdim=keepdim)
+    assert y.dtype == ttnn.uint32
+    want = reference(lambda s: np.argmax(s, axis=d, keepdims=keepdim), xs)
+    check(y, want, exact=True)
+    for arr in device_arrays(y).values():
+        assert arr.dtype == np.uint32
+
+
+@given(case=cases())
+@example(case=ONE_BY_ONE)
+def test_softmax_per_device(case):
+    mesh_shape, local, layout, dim, _, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    x, xs = put_local(rng, local, mesh_shape, layout, dtype, -4.0, 4.0)
+    d = dim if isinstance(dim, int) else -1
+
+    def ref(s):
+        e = np.exp(s - s.max(axis=d, keepdims=True))
+        return e / e.sum(axis=d, keepdims=True)
+
+    y = ttnn.softmax(x, dim=d)
+    assert y.dtype == dtype and y.shape == x.shape
+    check(y, reference(ref, xs))
+
+
+def _layer_norm(x, eps, w=None, b=None, res=None):
+    x = x + res if res is not None else x
+    mu = x.mean(-1, keepdims=True)
+    y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    return (y * w.reshape(-1) if w is not None else y) + (b.reshape(-1) if b is not None else 0.0)
+
+
+def _rms_norm(x, eps, w=None, b=None, res=None):
+    x = x + res if res is not None else x
+    y = x / np.sqrt((x**2).mean(-1, keepdims=True) + eps)
+    return (y * w.reshape(-1) if w is not None else y) + (b.reshape(-1) if b is not None else 0.0)
+
+
+@st.composite
+def norm_cases(draw):
+    optional = st.sampled_from([None, *draw(st.lists(layouts(1), min_size=1, max_size=1))])
+    return (
+        draw(mesh_shapes),
+        draw(layouts(4, dims=(0, 1, 2))),
+        draw(optional),  # weight
+        draw(optional),  # bias
+        draw(st.sampled_from([None, *draw(st.lists(layouts(4), min_size=1, max_size=1))])),
+        draw(st.sampled_from([F32, F32, BF16])),
+        draw(seeds),
+    )
+
+
+@given(case=norm_cases())
+@example(case=((1, 1), REPLICATED, REPLICATED, REPLICATED, REPLICATED, F32, 0))
+def test_layer_norm_and_rms_norm_per_device(case):
+    mesh_shape, lx, lw, lb, lres, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    local = (1, 2, 8, 25)
+    x, xs = put_local(rng, local, mesh_shape, lx, dtype)
+    kwargs, refs = {}, {}
+    for name, lay, shape in [("weight", lw, (25,)), ("bias", lb, (25,))]:
+        if lay is not None:
+            kwargs[name], refs[name[0]] = put_local(rng, shape, mesh_shape, lay, dtype)
+    if lres is not None:
+        kwargs["residual_input_tensor"], refs["res"] = put_local(
+            rng, local, mesh_shape, lres, dtype
+        )
+    eps = 1e-5
+    names = list(refs)
+    for op, ref in [(ttnn.layer_norm, _layer_norm), (ttnn.rms_norm, _rms_norm)]:
+        y = op(x, epsilon=eps, **kwargs)
+        assert y.dtype == dtype and y.shape == x.shape
+
+        def per_device(s, *extra, ref=ref):
+            return ref(s, eps, **dict(zip(names, extra)))
+
+        want = reference(per_device, xs, *[refs[n] for n in names])
+        tol = (1e-4, 1e-4) if dtype == F32 else (2e-2, 3e-2)
+        check(y, want, tol=tol)
+
+
+@pytest.mark.parametrize("mesh_shape", [(1, 1), (2, 4)], ids=["1x1", "2x4"])
+def test_norms_over_width_sharded_input_are_per_device(mesh_shape):
+    """Width sharded over columns, with TT-NN's [1, 1, W/32, 32] gamma layout: every device
+    normalizes its own slice of the width."""
+    mesh = mesh_of(mesh_shape)
+    rng = np.random.default_rng(5)
+    cols = mesh_shape[1]
+    x_host = rng.standard_normal((1, 1, 32, 64 * cols)).astype(np.float32)
+    g_host = rng.standard_normal((1, 1, 2 * cols, 32)).astype(np.float32)
+    lx, lg = Layout("2d", (None, 3)), Layout("2d", (None, 2))
+    x = ttnn.from_torch(x_host, device=mesh, mesh_mapper=lx.mapper(mesh))
+    g = ttnn.from_torch(g_host, device=mesh, mesh_mapper=lg.mapper(mesh))
+    xs, gs = lx.split(x_host.astype(np.float64), mesh_shape), lg.split(g_host, mesh_shape)
+    check(
+        ttnn.rms_norm(x, epsilon=1e-6, weight=g),
+        reference(lambda s, w: _rms_norm(s, 1e-6, w), xs, gs),
+        tol=(1e-4, 1e-4),
+    )
+    check(
+        ttnn.layer_norm(x, weight=g),
+        reference(lambda s, w: _layer_norm(s, 1e-12, w), xs, gs),
+        tol=(1e-4, 1e-4),
+    )
+
+
+def test_sum_over_sharded_dim_then_adding_partials_gives_total():
+    mesh = mesh_of((8, 4))
+    x = np.random.default_rng(6).standard_normal((1, 1, 32, 32 * 8)).astype(np.float32)
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
+    s = ttnn.sum(t, dim=np.int64(3), keepdim=True)  # numpy ints work as dims too
+    assert s.shape == (1, 1, 32, 1)
+    partials = list(device_arrays(s).values())
+    np.testing.assert_allclose(sum(partials), x.sum(axis=3, keepdims=True), rtol=1e-4, atol=1e-4)

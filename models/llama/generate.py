@@ -95,9 +95,12 @@ class Generator:
         return np.concatenate([m.logits_to_numpy(t) for m, t in zip(self.models, logits)], axis=0)
 
     def prefill(self, prompt: np.ndarray) -> np.ndarray:
-        """Run the prompts [B, S]; returns logits [B, S, vocab] (host)."""
-        for m in self.models:
-            m.reset_cache()
+        """Run the prompts [B, S]; returns logits [B, S, vocab] (host).
+
+        The KV cache is not cleared: the prompt overwrites positions 0..S-1, each decode step
+        writes its own position, and attention never reads past a user's position. Keeping the
+        same cache tensors lets a captured decode trace be replayed across generate() calls.
+        """
         outs = [m.prefill(m.tokens_to_device(p)) for m, p in zip(self.models, self._split(prompt))]
         return self._logits_host(outs)
 
@@ -159,14 +162,13 @@ class Generator:
         if on_token:
             on_token(0, first)
         result = GenerationResult(np.empty(0), prefill_logits, prefill_seconds=prefill_s)
-        self._bufs = [
-            (m.tokens_to_device(t[:, None]), m.positions_to_device(np.full(len(t), s)))
-            for m, t in zip(self.models, self._split(first))
-        ]
-        self._release_trace()
+        self._set_buffers(first, s)
+        if self._trace is not None and self._trace_greedy != greedy:
+            self._release_trace()  # the captured step differs (on-device argmax or not)
         t0 = time.perf_counter()
         for step in range(1, max_new_tokens):
             if trace and self._trace is None:
+                self._trace_greedy = greedy
                 tid = ttnn.begin_trace_capture(self.root, cq_id=0)
                 self._logits = self._step_ops(greedy)  # recorded, and run once
                 ttnn.end_trace_capture(self.root, tid, cq_id=0)
@@ -194,8 +196,28 @@ class Generator:
         result.decode_seconds = time.perf_counter() - t0
         result.decode_steps = max_new_tokens - 1
         result.tokens = np.concatenate([prompt, np.stack(tokens, axis=1)], axis=1)
-        self._release_trace()
         return result
+
+    def _set_buffers(self, tokens: np.ndarray, position: int) -> None:
+        """Load each user's token and position into the persistent device buffers (created once,
+        then refreshed in place, so a captured trace keeps reading them)."""
+        parts = self._split(np.asarray(tokens, np.uint32))
+        if not self._bufs or any(len(p) != m.batch for m, p in zip(self.models, parts)):
+            self._release_trace()
+            self._bufs = [
+                (m.tokens_to_device(p[:, None]), m.positions_to_device(np.full(len(p), position)))
+                for m, p in zip(self.models, parts)
+            ]
+            return
+        for m, p, (tok, pos) in zip(self.models, parts, self._bufs):
+            ttnn.copy_host_to_device_tensor(m.tokens_to_device(p[:, None], device=False), tok)
+            ttnn.copy_host_to_device_tensor(
+                m.positions_to_device(np.full(len(p), position), device=False), pos
+            )
+
+    def release(self) -> None:
+        """Free the captured decode trace (if any)."""
+        self._release_trace()
 
     def _release_trace(self) -> None:
         if self._trace is not None:
@@ -207,11 +229,7 @@ class Generator:
         from ttjax.inspect import inspect_trace
 
         self.prefill(prompt)
-        s = prompt.shape[1]
-        self._bufs = [
-            (m.tokens_to_device(np.zeros((len(p), 1))), m.positions_to_device(np.full(len(p), s)))
-            for m, p in zip(self.models, self._split(prompt))
-        ]
+        self._set_buffers(np.zeros(len(prompt), np.uint32), prompt.shape[1])
         tid = ttnn.begin_trace_capture(self.root)
         self._step_ops(greedy=True)
         ttnn.end_trace_capture(self.root, tid)

@@ -61,3 +61,64 @@ def decode_step(
     tokens = ttnn.abstract_tensor((b, 1), ttnn.uint32, device=mesh, mesh_mapper=mapper)
     pos = ttnn.abstract_tensor((b,), ttnn.int32, device=mesh, mesh_mapper=mapper)
     return model.decode_fn(), (model.params, model.caches, tokens, pos), {"donate_argnums": (1,)}
+
+
+def full_size_report(
+    mesh: ttnn.MeshDevice,
+    config: str = "llama-3.1-70b",
+    mode: str = "tp",
+    batch: int = 32,
+    context: int = 2048,
+    weight_dtype: str = "bfloat8_b",
+    cache_dtype: str = "bfloat8_b",
+) -> dict[str, Any]:
+    """Per-device memory, collectives per layer and FLOPs per token of one decode step.
+
+    The whole model is compiled once with its layers under ``ttnn.scan`` (seconds, even for 80
+    layers); XLA counts a scanned body once, so per-layer FLOPs come from two small unrolled
+    compiles (1 and 2 layers) and are scaled to the real depth.
+    """
+    import time
+
+    from models.llama.config import CONFIGS
+
+    opts = dict(
+        mode=mode, batch=batch, context=context, weight_dtype=weight_dtype, cache_dtype=cache_dtype
+    )
+    start = time.perf_counter()
+    fn, args, kw = decode_step(mesh, config=config, **opts)
+    whole = ttnn.inspect.inspect(fn, *args, **kw, name=f"{config} decode step")
+    seconds = time.perf_counter() - start
+    cfg = get_config(config)
+    flops = []
+    for layers in (1, 2):
+        key = f"_{cfg.name}_{layers}"
+        CONFIGS[key] = cfg.with_(n_layers=layers, name=key)
+        try:
+            f, a, k = decode_step(mesh, config=key, scan_layers=False, **opts)
+            flops.append(ttnn.inspect.inspect(f, *a, **k).flops or 0.0)
+        finally:
+            del CONFIGS[key]
+    per_layer = flops[1] - flops[0]
+    per_step = flops[0] - per_layer + cfg.n_layers * per_layer
+    users_per_device = batch // (mesh.get_num_devices() if mode == "dp" else 1)
+    counts = whole.collective_counts()
+    m = whole.memory
+    return {
+        "config": config,
+        "mesh": "x".join(map(str, mesh.shape)),
+        "mode": mode,
+        "batch": batch,
+        "context": context,
+        "weight_dtype": weight_dtype,
+        "cache_dtype": cache_dtype,
+        "inspect_seconds": seconds,
+        "resident_bytes_per_device": m.argument_bytes if m else None,  # weights + KV cache
+        "xla_temp_bytes_per_device": m.temp_bytes if m else None,
+        "all_reduce_per_layer": counts["all-reduce"],  # the scanned body is one layer
+        "all_gather_outside_layers": counts["all-gather"],
+        "bytes_sent_per_device_per_layer_and_head": whole.bytes_per_device,
+        "flops_per_device_per_step": per_step,
+        "flops_per_token_per_device": per_step / max(users_per_device, 1),
+        "flops_per_token_analytic": cfg.flops_per_token(context),
+    }

@@ -311,6 +311,7 @@ class TtLlama:
         return ttnn.from_torch(
             np.asarray(tokens, np.uint32),
             dtype=ttnn.uint32,
+            layout=ttnn.TILE_LAYOUT,  # what the on-device argmax of TILE logits writes back
             device=self.mesh if device else None,
             mesh_mapper=self._batch_mapper(),
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax.numpy as jnp
@@ -170,6 +171,45 @@ def _check_mesh_arg(op: str, t: Tensor, mesh_device: Any) -> None:
                 f"ttnn.{op}: mesh_device={mesh_device!r} is not the mesh the tensor lives on "
                 f"({t._mesh!r}).\nfix: pass the tensor's own mesh (or omit mesh_device)."
             )
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A validated collective call: the tensor, its mesh and the group it runs over."""
+
+    t: Tensor
+    mesh: MeshDevice
+    axes: tuple[int, ...]  # mesh axes of the group
+    n: int  # devices per group
+    names: Any  # the axis name(s) for jax.lax
+    ring: bool
+    mode: str  # "native" or "topology"
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What selects the compiled program besides the op's own arguments."""
+        return (self.axes, self.mode, self.ring if self.mode == "topology" else None)
+
+
+def _prepare(
+    op: str,
+    input_tensor: Any,
+    kwargs: dict[str, Any],
+    cluster_axis: Any = None,
+    mesh_device: Any = None,
+    topology: Any = None,
+    lowering: str | None = None,
+) -> _Call:
+    """Validate the arguments every collective shares; raises ttjax errors naming the bad value."""
+    check_hw_kwargs(op, kwargs)
+    t = _check_tensor(op, input_tensor)
+    _check_mesh_arg(op, t, mesh_device)
+    axes = _group(op, t, cluster_axis)
+    ring = _ring(op, topology)
+    mode = _lowering(op, lowering)
+    mesh = t._mesh
+    assert mesh is not None
+    return _Call(t, mesh, axes, _size(mesh, axes), _names(mesh, axes), ring, mode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,37 +386,23 @@ def all_gather(
     >>> y = ttnn.all_gather(x, dim=3, cluster_axis=0)  # one gather per column -> [1,1,32,64]
     """
     op = "all_gather"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _check_mesh_arg(op, t, mesh_device)
-    d = _dim(op, t, dim)
-    axes = _group(op, t, cluster_axis)
-    ring = _ring(op, topology)
-    mode = _lowering(op, lowering)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    if n == 1:
-        return write_output(t, output_tensor)
-    names = _names(mesh, axes)
-    if mode == "native":
+    c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    d = _dim(op, c.t, dim)
+    if c.n == 1:
+        return write_output(c.t, output_tensor)
+    names, n = c.names, c.n
+    if c.mode == "native":
 
         def fn(x: Any) -> Any:
             return lax.all_gather(x, names, axis=d, tiled=True)
 
     else:
-        sched = _ring_all_gather if ring else _line_all_gather
+        sched = _ring_all_gather if c.ring else _line_all_gather
 
         def fn(x: Any) -> Any:
             return sched(x, names, n, d)
 
-    out = run_op(
-        op,
-        fn,
-        [t],
-        static=(d, axes, mode, ring if mode == "topology" else None),
-        placement_rule=_rule(axes, REPLICATE),
-    )
+    out = run_op(op, fn, [c.t], static=(d, *c.key), placement_rule=_rule(c.axes, REPLICATE))
     return write_output(out, output_tensor)
 
 
@@ -401,29 +427,21 @@ def reduce_scatter(
     >>> y = ttnn.reduce_scatter(x, dim=3)   # [1,1,32,256] per device -> [1,1,32,32] on 2x4
     """
     op = "reduce_scatter"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _check_mesh_arg(op, t, mesh_device)
-    d = _dim(op, t, dim)
+    c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    d = _dim(op, c.t, dim)
     rop = _math_op(op, math_op)
-    axes = _group(op, t, cluster_axis)
-    ring = _ring(op, topology)
-    mode = _lowering(op, lowering)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    if t._shape[d] % n:
+    names, n, shape = c.names, c.n, c.t._shape
+    if shape[d] % n:
         raise CCLError(
             f"ttnn.{op}: Dimension {d} must be divisible by ring_size: per-device shape "
-            f"{list(t._shape)} has {t._shape[d]} along dim {d}, which does not split into {n} "
-            f"pieces over mesh axes {[mesh.axis_names[a] for a in axes]}.\n"
+            f"{list(shape)} has {shape[d]} along dim {d}, which does not split into {n} "
+            f"pieces over mesh axes {[c.mesh.axis_names[a] for a in c.axes]}.\n"
             f"fix: pad dim {d} to a multiple of {n}, or scatter along another dim."
         )
     if n == 1:
-        return write_output(t, output_tensor)
-    names = _names(mesh, axes)
-    if mode == "topology":
-        sched = _ring_reduce_scatter if ring else _line_reduce_scatter
+        return write_output(c.t, output_tensor)
+    if c.mode == "topology":
+        sched = _ring_reduce_scatter if c.ring else _line_reduce_scatter
 
         def fn(x: Any) -> Any:
             return sched(x, names, n, d, rop)
@@ -439,13 +457,8 @@ def reduce_scatter(
         def fn(x: Any) -> Any:
             return _chunk(reducer(x, names), lax.axis_index(names), n, d)
 
-    out = run_op(
-        op,
-        fn,
-        [t],
-        static=(d, rop, axes, mode, ring if mode == "topology" else None),
-        placement_rule=_rule(axes, PlacementShard(d)),
-    )
+    rule = _rule(c.axes, PlacementShard(d))
+    out = run_op(op, fn, [c.t], static=(d, rop, *c.key), placement_rule=rule)
     return write_output(out, output_tensor)
 
 
@@ -467,39 +480,24 @@ def all_reduce(
     >>> y = ttnn.all_reduce(partial_sums, cluster_axis=1)   # Megatron row-parallel combine
     """
     op = "all_reduce"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _check_mesh_arg(op, t, mesh_device)
+    c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
     rop = _math_op(op, math_op)
-    axes = _group(op, t, cluster_axis)
-    ring = _ring(op, topology)
-    mode = _lowering(op, lowering)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    if n == 1:
-        return write_output(t, output_tensor)
-    names = _names(mesh, axes)
-    if mode == "topology":
+    if c.n == 1:
+        return write_output(c.t, output_tensor)
+    names, n, ring = c.names, c.n, c.ring
+    if c.mode == "topology":
 
         def fn(x: Any) -> Any:
             return _topology_all_reduce(x, names, n, rop, ring)
 
     else:
-        reducer = {ReduceType.Sum: lax.psum, ReduceType.Max: lax.pmax, ReduceType.Min: lax.pmin}[
-            rop
-        ]
+        reducer = {ReduceType.Sum: lax.psum, ReduceType.Max: lax.pmax, ReduceType.Min: lax.pmin}
+        reduce_fn = reducer[rop]
 
         def fn(x: Any) -> Any:
-            return reducer(x, names)
+            return reduce_fn(x, names)
 
-    out = run_op(
-        op,
-        fn,
-        [t],
-        static=(rop, axes, mode, ring if mode == "topology" else None),
-        placement_rule=_rule(axes, REPLICATE),
-    )
+    out = run_op(op, fn, [c.t], static=(rop, *c.key), placement_rule=_rule(c.axes, REPLICATE))
     return write_output(out, output_tensor)
 
 
@@ -521,32 +519,24 @@ def all_to_all(
     >>> y = ttnn.all_to_all(x, in_dim=2, out_dim=3, cluster_axis=1)
     """
     op = "all_to_all"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _check_mesh_arg(op, t, mesh_device)
-    di = _dim(op, t, in_dim, "in_dim")
-    do = _dim(op, t, out_dim, "out_dim")
-    axes = _group(op, t, cluster_axis)
-    _ring(op, topology)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    if t._shape[do] % n:
+    c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology)
+    di = _dim(op, c.t, in_dim, "in_dim")
+    do = _dim(op, c.t, out_dim, "out_dim")
+    names, n, shape = c.names, c.n, c.t._shape
+    if shape[do] % n:
         raise CCLError(
-            f"ttnn.{op}: out_dim {do} of per-device shape {list(t._shape)} has size {t._shape[do]}, "
+            f"ttnn.{op}: out_dim {do} of per-device shape {list(shape)} has size {shape[do]}, "
             f"which does not split into {n} chunks (one per device of the group).\n"
             f"fix: make dim {do} a multiple of {n}."
         )
     if n == 1:
-        return t
-    names = _names(mesh, axes)
+        return c.t
 
     def fn(x: Any) -> Any:
         return lax.all_to_all(x, names, split_axis=do, concat_axis=di, tiled=True)
 
-    return run_op(
-        op, fn, [t], static=(di, do, axes), placement_rule=_rule(axes, PlacementShard(do))
-    )
+    rule = _rule(c.axes, PlacementShard(do))
+    return run_op(op, fn, [c.t], static=(di, do, c.axes), placement_rule=rule)
 
 
 def _coord(op: str, mesh: MeshDevice, coord: Any, name: str) -> int:
@@ -585,16 +575,11 @@ def point_to_point(
     ...                         sender_coord=ttnn.MeshCoordinate(0, 0))
     """
     op = "point_to_point"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _ring(op, topology)
-    mesh = t._mesh
-    assert mesh is not None
-    r = _coord(op, mesh, receiver_coord, "receiver_coord")
-    s = _coord(op, mesh, sender_coord, "sender_coord")
-    axes = tuple(range(mesh.shape.dims()))
-    names = _names(mesh, axes)
-    tensors = [t]
+    c = _prepare(op, input_tensor, kwargs, topology=topology)
+    r = _coord(op, c.mesh, receiver_coord, "receiver_coord")
+    s = _coord(op, c.mesh, sender_coord, "sender_coord")
+    names = c.names
+    tensors = [c.t]
     if optional_output_tensor is not None:
         tensors.append(optional_output_tensor)
 
@@ -604,9 +589,8 @@ def point_to_point(
         keep = base[0].astype(x.dtype) if base else jnp.zeros_like(x)
         return jnp.where(idx == r, recv, keep)
 
-    out = run_op(
-        op, fn, tensors, static=(r, s, len(tensors)), placement_rule=_per_device_rule(axes)
-    )
+    rule = _per_device_rule(c.axes)
+    out = run_op(op, fn, tensors, static=(r, s, len(tensors)), placement_rule=rule)
     return write_output(out, optional_output_tensor)
 
 
@@ -626,25 +610,20 @@ def shift(
     >>> nxt = ttnn.shift(x, 1, cluster_axis=1)   # device (r, c) receives from (r, c-1)
     """
     op = "shift"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    axes = _group(op, t, cluster_axis)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    k = int(shift)
+    c = _prepare(op, input_tensor, kwargs, cluster_axis)
+    n, k, names = c.n, int(shift), c.names
     if wrap:
         perm = [(i, (i + k) % n) for i in range(n)]
     else:
         perm = [(i, i + k) for i in range(n) if 0 <= i + k < n]
-    names = _names(mesh, axes)
     if n == 1 or (wrap and k % n == 0):
-        return t
+        return c.t
 
     def fn(x: Any) -> Any:
         return lax.ppermute(x, names, perm)
 
-    return run_op(op, fn, [t], static=(axes, tuple(perm)), placement_rule=_per_device_rule(axes))
+    rule = _per_device_rule(c.axes)
+    return run_op(op, fn, [c.t], static=(c.axes, tuple(perm)), placement_rule=rule)
 
 
 def broadcast(
@@ -660,22 +639,18 @@ def broadcast(
 ) -> Tensor:
     """Copy the sender's shard to every device of its group (the whole mesh by default)."""
     op = "broadcast"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    _check_mesh_arg(op, t, mesh_device)
-    mesh = t._mesh
-    assert mesh is not None
-    s = _coord(op, mesh, sender_coord, "sender_coord")
-    axes = _group(op, t, cluster_axis)
-    coord = np.unravel_index(s, tuple(mesh.shape))
-    src = int(np.ravel_multi_index([coord[a] for a in axes], [mesh.shape[a] for a in axes]))
-    names = _names(mesh, axes)
+    c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology)
+    s = _coord(op, c.mesh, sender_coord, "sender_coord")
+    shape = tuple(c.mesh.shape)
+    coord = np.unravel_index(s, shape)
+    src = int(np.ravel_multi_index([coord[a] for a in c.axes], [shape[a] for a in c.axes]))
+    names = c.names
 
     def fn(x: Any) -> Any:
         mine = lax.axis_index(names) == src
         return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
 
-    return run_op(op, fn, [t], static=(s, axes), placement_rule=_rule(axes, REPLICATE))
+    return run_op(op, fn, [c.t], static=(s, c.axes), placement_rule=_rule(c.axes, REPLICATE))
 
 
 def mesh_partition(
@@ -683,24 +658,20 @@ def mesh_partition(
 ) -> Tensor:
     """Keep the ``i``-th of group-size slices along ``dim`` on the ``i``-th device (no communication)."""
     op = "mesh_partition"
-    check_hw_kwargs(op, kwargs)
-    t = _check_tensor(op, input_tensor)
-    d = _dim(op, t, dim)
-    axes = _group(op, t, cluster_axis)
-    mesh = t._mesh
-    assert mesh is not None
-    n = _size(mesh, axes)
-    if t._shape[d] % n:
+    c = _prepare(op, input_tensor, kwargs, cluster_axis)
+    d = _dim(op, c.t, dim)
+    n, names, shape = c.n, c.names, c.t._shape
+    if shape[d] % n:
         raise CCLError(
-            f"ttnn.{op}: dim {d} of per-device shape {list(t._shape)} does not split into {n} slices.\n"
+            f"ttnn.{op}: dim {d} of per-device shape {list(shape)} does not split into {n} slices.\n"
             f"fix: make dim {d} a multiple of {n}."
         )
-    names = _names(mesh, axes)
 
     def fn(x: Any) -> Any:
         return _chunk(x, lax.axis_index(names), n, d)
 
-    return run_op(op, fn, [t], static=(d, axes), placement_rule=_rule(axes, PlacementShard(d)))
+    rule = _rule(c.axes, PlacementShard(d))
+    return run_op(op, fn, [c.t], static=(d, c.axes), placement_rule=rule)
 
 
 class GlobalSemaphore:

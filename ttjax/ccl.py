@@ -218,39 +218,25 @@ def _prepare(
 
 
 def _rule(axes: Sequence[int], on_group: Placement | None) -> Any:
-    """Group axes get ``on_group``; other axes keep the input's placement."""
+    """Group axes get ``on_group``; other axes keep the input's placement.
+
+    ``on_group=None`` means the devices of the group end up holding different values (a
+    point-to-point or a shift): they keep the input's placement, except that Replicate becomes
+    per-device.
+    """
 
     def rule(
         tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
     ) -> list[tuple[Placement, ...]]:
-        t = tensors[0]
         out = []
         for shape in shapes:
             pl: list[Placement] = []
-            for i, p in enumerate(t._placements):
-                q = on_group if i in axes else p
-                if isinstance(q, PlacementShard) and q.dim >= len(shape):
-                    q = LOCAL
-                pl.append(q if q is not None else p)
-            out.append(tuple(pl))
-        return out
-
-    return rule
-
-
-def _per_device_rule(axes: Sequence[int]) -> Any:
-    """Devices along ``axes`` end up with different values: never Replicate there."""
-
-    def rule(
-        tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
-    ) -> list[tuple[Placement, ...]]:
-        t = tensors[0]
-        out = []
-        for shape in shapes:
-            pl: list[Placement] = []
-            for i, p in enumerate(t._placements):
-                if i in axes and isinstance(p, PlacementReplicate):
-                    p = LOCAL
+            for i, p in enumerate(tensors[0]._placements):
+                if i in axes:
+                    if on_group is not None:
+                        p = on_group
+                    elif isinstance(p, PlacementReplicate):
+                        p = LOCAL
                 if isinstance(p, PlacementShard) and p.dim >= len(shape):
                     p = LOCAL
                 pl.append(p)
@@ -589,7 +575,7 @@ def point_to_point(
         keep = base[0].astype(x.dtype) if base else jnp.zeros_like(x)
         return jnp.where(idx == r, recv, keep)
 
-    rule = _per_device_rule(c.axes)
+    rule = _rule(c.axes, None)
     out = run_op(op, fn, tensors, static=(r, s, len(tensors)), placement_rule=rule)
     return write_output(out, optional_output_tensor)
 
@@ -622,7 +608,7 @@ def shift(
     def fn(x: Any) -> Any:
         return lax.ppermute(x, names, perm)
 
-    rule = _per_device_rule(c.axes)
+    rule = _rule(c.axes, None)
     return run_op(op, fn, [c.t], static=(c.axes, tuple(perm)), placement_rule=rule)
 
 

@@ -396,16 +396,13 @@ def _parse_value(text: str) -> Any:
 
 
 def _mesh_arg(text: str) -> Any:
-    from ttjax.mesh import SYSTEMS, MeshShape
+    from ttjax.errors import MeshShapeError
+    from ttjax.mesh import parse_mesh_shape
 
-    if text.lower() in SYSTEMS:
-        return SYSTEMS[text.lower()]
     try:
-        return MeshShape([int(v) for v in text.lower().split("x")])
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--mesh {text!r}: expected RxC (e.g. 2x4) or one of {sorted(SYSTEMS)}"
-        ) from None
+        return parse_mesh_shape(text)
+    except MeshShapeError as e:
+        raise argparse.ArgumentTypeError(str(e).splitlines()[0]) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -228,6 +228,25 @@ SYSTEMS: dict[str, MeshShape] = {
     "tg": GALAXY,
 }
 
+
+def parse_mesh_shape(text: str) -> MeshShape:
+    """``"2x4"``, ``"8x4"`` or a system name (``n300``, ``t3000``, ``galaxy``) -> a MeshShape.
+
+    >>> parse_mesh_shape("galaxy")
+    MeshShape([8, 4])
+    """
+    key = text.strip().lower()
+    if key in SYSTEMS:
+        return SYSTEMS[key]
+    try:
+        return MeshShape([int(v) for v in key.split("x")])
+    except ValueError:
+        raise MeshShapeError(
+            f"mesh {text!r} is neither RxC (e.g. 2x4) nor a system name.\n"
+            f"fix: use RxC or one of {sorted(SYSTEMS)}."
+        ) from None
+
+
 _DEFAULT_AXIS_NAMES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 
 
@@ -732,6 +751,7 @@ __all__ = [
     "get_pcie_device_ids",
     "open_device",
     "open_mesh_device",
+    "parse_mesh_shape",
     "synchronize_device",
     "synchronize_devices",
     "system_mesh_shape",

@@ -26,15 +26,6 @@ from models.falcon.mlp import (
 from models.falcon.reference import FalconMLP, FalconMLPConfig
 
 
-def _mesh_shape(text: str) -> ttnn.MeshShape:
-    key = text.lower()
-    return (
-        ttnn.SYSTEMS[key]
-        if key in ttnn.SYSTEMS
-        else ttnn.MeshShape([int(v) for v in key.split("x")])
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["dp", "tp"], default="dp")
@@ -45,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ns = p.parse_args(argv)
     dp = ns.mode == "dp"
-    mesh = ttnn.open_mesh_device(_mesh_shape(ns.mesh or ("1x4" if dp else "t3000")))
+    mesh = ttnn.open_mesh_device(ttnn.parse_mesh_shape(ns.mesh or ("1x4" if dp else "t3000")))
     batch = ns.batch or (4 if dp else 1)
     seq = ns.seq or (128 if dp else 256)
     dtype = ttnn.float32 if ns.dtype == "float32" else ttnn.bfloat16

@@ -33,13 +33,6 @@ PROMPTS = [
 ]
 
 
-def _mesh_shape(text: str) -> ttnn.MeshShape:
-    key = text.lower()
-    if key in ttnn.SYSTEMS:
-        return ttnn.SYSTEMS[key]
-    return ttnn.MeshShape([int(v) for v in key.split("x")])
-
-
 def _pcc(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, np.float64).ravel()
     b = np.asarray(b, np.float64).ravel()
@@ -119,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     console = Console(width=120)
 
-    mesh = ttnn.open_mesh_device(_mesh_shape(ns.mesh))
+    mesh = ttnn.open_mesh_device(ttnn.parse_mesh_shape(ns.mesh))
     console.rule(f"ttjax Llama demo: {ns.mode} on {mesh!r}")
     ttnn.visualize_mesh_device(mesh)
     if ns.checkpoint:

@@ -147,13 +147,6 @@ def storage_spec(meta: Meta, axis_names: Sequence[str]) -> PartitionSpec:
     return _specs.partition_spec(meta[0], axis_names, len(meta[3]))
 
 
-def local_aval(meta: Meta) -> jax.ShapeDtypeStruct:
-    """The logical per-device value an op's local function sees."""
-    _, dtype, _, shape = meta
-    np_dtype = jnp.bfloat16 if dtype.is_block_float else dtype.numpy_dtype
-    return jax.ShapeDtypeStruct(shape, np_dtype)
-
-
 def tensor_meta(t: Tensor) -> Meta:
     return (t._placements, t._dtype, t._layout, t._shape)
 

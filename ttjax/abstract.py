@@ -85,23 +85,4 @@ def abstract_tensor(
     )
 
 
-def is_abstract(t: Tensor) -> bool:
-    """True when ``t`` holds only a shape (built by :func:`abstract_tensor`)."""
-    d = t._data
-    if isinstance(d, _blockfloat.BlockFloatData):
-        d = d.mantissa
-    return isinstance(d, jax.ShapeDtypeStruct)
-
-
-def abstractify(tree: Any) -> Any:
-    """Replace every Tensor's (and array's) data in ``tree`` by its ``ShapeDtypeStruct``."""
-
-    def leaf(x: Any) -> Any:
-        if hasattr(x, "shape") and hasattr(x, "dtype"):
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
-        return x
-
-    return jax.tree_util.tree_map(leaf, tree)
-
-
-__all__ = ["abstract_tensor", "abstractify", "is_abstract"]
+__all__ = ["abstract_tensor"]

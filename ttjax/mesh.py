@@ -397,7 +397,6 @@ class MeshDevice:
         self._program_cache: dict[Any, Any] = {}
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
-        self._trace_state: Any = None
         self._last_outputs: tuple[Any, ...] = ()
 
     # -- TT-NN API ------------------------------------------------------------------------------

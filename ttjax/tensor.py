@@ -15,7 +15,7 @@ import numpy as np
 
 from ttjax import _blockfloat, _specs
 from ttjax.enums import TILE_SIZE, DataType, Layout, StorageType
-from ttjax.placements import Placement, PlacementReplicate, PlacementShard, placements_str
+from ttjax.placements import Placement, PlacementReplicate, placements_str
 
 if TYPE_CHECKING:
     from ttjax.mesh import MeshDevice
@@ -427,11 +427,6 @@ def _unflatten(aux: tuple[Any, ...], children: Sequence[Any]) -> Tensor:
 
 
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
-
-
-def shard_dims(t: Tensor) -> dict[int, int]:
-    """``{mesh_axis: tensor_dim}`` for every sharded mesh axis of ``t``."""
-    return {i: p.dim for i, p in enumerate(t._placements) if isinstance(p, PlacementShard)}
 
 
 __all__ = ["Shape", "Tensor", "TensorTopology", "make_tensor", "tile_padded"]

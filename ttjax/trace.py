@@ -162,10 +162,6 @@ class _Trace:
         self.state = "captured"
 
 
-def _signature(t: Tensor) -> tuple[Any, ...]:
-    return tensor_meta(t)
-
-
 def _describe_sig(sig: tuple[Any, ...]) -> str:
     placements, dtype, layout, shape = sig
     return f"{Shape(shape)!r} {dtype!r} {layout!r} placements {placements_str(placements)}"
@@ -188,7 +184,7 @@ def _program(group: _Group) -> Any:
 
 
 def _compile(tid: MeshTraceId, group: _Group) -> None:
-    group.signature = [_signature(t) for _, t in group.inputs]
+    group.signature = [tensor_meta(t) for _, t in group.inputs]
     datas = [t._data for _, t in group.inputs]
     try:
         group.compiled = jax.jit(_program(group)).lower(*datas).compile()
@@ -288,7 +284,7 @@ def execute_trace(
         g.mesh._check_open()
         datas = []
         for (_, t), want in zip(g.inputs, g.signature):
-            got = _signature(t)
+            got = tensor_meta(t)
             if got != want:
                 raise TraceError(
                     f"execute_trace: trace {tr.id!r} was captured with an input "

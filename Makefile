@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_PIN)" || echo "warning: $(TORCH_PIN) not available; the torch extra will pick a build"
-	$(PIP) install --quiet -e ".[dev,torch]"
+	$(PIP) install --quiet -e ".[dev,torch,viz]"
 	touch $(STAMP)
 
 venv: $(STAMP)

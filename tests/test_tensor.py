@@ -155,3 +155,98 @@ def test_jit_of_block_float_tensor():
     np.testing.assert_array_equal(
         ttnn.to_numpy(out, mesh_composer=composer), ttnn.to_numpy(t, mesh_composer=composer)
     )
+
+
+# -- the spec and the one way to write into a tensor ---------------------------------------------
+
+
+def test_tensor_is_data_plus_spec():
+    mesh, _, t = _sharded()
+    spec = t.spec
+    assert isinstance(spec, ttnn.tensor.TensorSpec)
+    assert (spec.mesh, spec.placements, spec.dtype, spec.layout, spec.shape, spec.storage) == (
+        mesh,
+        t.placements,
+        ttnn.float32,
+        ttnn.TILE_LAYOUT,
+        (1, 3, 2),
+        ttnn.StorageType.DEVICE,
+    )
+    leaves, treedef = jax.tree_util.tree_flatten(t)
+    assert len(leaves) == 1 and leaves[0] is t.value
+    (aux,) = [treedef.node_data()[1]]
+    assert aux is spec  # the pytree aux data is the spec itself
+    with pytest.raises(AttributeError):
+        t._placements = ()  # the fields are read-only: Tensor.assign is the way to write
+    with pytest.raises(Exception):  # noqa: B017 - dataclasses.FrozenInstanceError
+        spec.shape = (2,)
+
+
+def test_spec_is_the_program_cache_key():
+    mesh, x, t = _sharded()
+    mesh.clear_program_cache()
+    ttnn.neg(t)
+    again = ttnn.from_torch(
+        x + 1,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 2)),
+    )
+    assert again.spec == t.spec and hash(again.spec) == hash(t.spec)
+    ttnn.neg(again)
+    assert mesh.num_program_cache_entries() == 1
+    other = ttnn.from_torch(
+        x, device=mesh, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 2))
+    )
+    assert other.spec != t.spec  # ROW_MAJOR: another program
+    ttnn.neg(other)
+    assert mesh.num_program_cache_entries() == 2
+
+
+def test_assign_and_copy_write_in_place():
+    mesh = mesh_of((1, 2))
+    a = ttnn.from_torch(
+        np.arange(8, dtype=np.float32).reshape(2, 4),
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1),
+    )
+    b = ttnn.zeros((2, 2), ttnn.bfloat16, device=mesh)
+    out = ttnn.copy(a, b)
+    assert out is b
+    assert b.dtype == ttnn.bfloat16 and b.placements == a.placements  # b keeps its dtype
+    got = ttnn.to_numpy(b, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=1)).astype(np.float32)
+    np.testing.assert_array_equal(got, np.arange(8, dtype=np.float32).reshape(2, 4))
+    with pytest.raises(ttnn.errors.ShapeMismatchError, match=r"ttnn.copy.*\n.*fix:"):
+        ttnn.copy(a, ttnn.zeros((2, 3), device=mesh))
+    other = mesh_of((2, 4))
+    with pytest.raises(ttnn.errors.MeshMismatchError):
+        ttnn.copy(a, ttnn.zeros((2, 2), device=other))
+
+
+def test_copy_is_replayed_by_a_trace():
+    """ttnn.copy (Tensor.assign) inside a capture: execute_trace writes the destination again."""
+    mesh = mesh_of((1, 2))
+    x = ttnn.from_torch(np.zeros((1, 4), np.float32), device=mesh)
+    dst = ttnn.zeros((1, 4), ttnn.float32, device=mesh)
+    tid = ttnn.begin_trace_capture(mesh)
+    ttnn.copy(ttnn.add(x, 1.0), dst)
+    ttnn.end_trace_capture(mesh, tid)
+    ttnn.copy_host_to_device_tensor(ttnn.from_torch(np.full((1, 4), 5, np.float32)), x)
+    ttnn.execute_trace(mesh, tid)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(ttnn.get_device_tensors(dst)[1]), np.full((1, 4), 6)
+    )
+    ttnn.release_trace(mesh, tid)
+
+
+def test_same_mesh():
+    mesh = mesh_of((2, 4))
+    assert mesh.same_mesh(mesh)
+    assert not mesh.same_mesh(mesh_of((1, 2)))
+    assert not mesh.same_mesh("mesh")
+
+
+def test_host_tensor_has_no_sharding():
+    t = ttnn.from_torch(np.zeros((2, 2), np.float32))
+    with pytest.raises(ttnn.errors.ShardingError, match=r"host tensor.*\n.*fix:"):
+        _ = t.sharding

@@ -8,6 +8,22 @@ devices by default), on a GPU host, or across hosts, giving TT-NN's answers:
 >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 256), device=mesh,
 ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
 >>> y = ttnn.all_gather(ttnn.gelu(x), dim=3)
+
+Layers, bottom to top (each module imports only from layers below it; ``make lint`` checks this
+with the import-linter contract in ``pyproject.toml``, and README.md's Architecture section
+explains it):
+
+1. ``errors``, ``enums``, ``placements``: the vocabulary.
+2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
+   ``_hlo``: state and pure helpers.
+3. ``mesh``: ``MeshDevice`` and friends.
+4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
+5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
+6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
+7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.
+8. ``inspect``, ``visualize``, ``model_preprocessing``, ``experimental``, ``transformer``,
+   ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods).
+9. frontends and training built on the public API (``ttjax.ttml``, ``ttjax.spmd``, ...).
 """
 
 from ttjax import _config
@@ -15,7 +31,13 @@ from ttjax import _config
 # Must run before JAX starts its backend: XLA reads the host-device count only once.
 _config.configure_virtual_devices()
 
-from ttjax import experimental, model_preprocessing, transformer, visualize  # noqa: E402
+from ttjax import (  # noqa: E402
+    _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
+    experimental,
+    model_preprocessing,
+    transformer,
+    visualize,
+)
 from ttjax import ops as _ops  # noqa: E402
 from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402

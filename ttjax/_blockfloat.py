@@ -28,6 +28,15 @@ class BlockFloatData(NamedTuple):
     exponent: Any
 
 
+def primary(data: Any) -> Any:
+    """The array that stands for a tensor's storage: the mantissas of a block-float tensor.
+
+    >>> primary(BlockFloatData("m", "e"))
+    'm'
+    """
+    return data.mantissa if isinstance(data, BlockFloatData) else data
+
+
 def padded_width(width: int) -> int:
     """Last-dim length once padded to whole tiles."""
     return -(-width // TILE_SIZE) * TILE_SIZE if width else TILE_SIZE

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 
+from ttjax.errors import ConfigError
+
 DEFAULT_NUM_DEVICES = 32
 
 _state: dict[str, object] = {"configured": None, "reason": ""}
@@ -28,15 +30,11 @@ def _env_int(name: str, default: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        from ttjax.errors import ConfigError
-
         raise ConfigError(
             f"{name}={raw!r} is not an integer.\n"
             f"fix: set {name} to a positive device count, e.g. {name}=8 or {name}=32."
         ) from None
     if value <= 0:
-        from ttjax.errors import ConfigError
-
         raise ConfigError(f"{name}={raw!r} must be a positive device count.\nfix: e.g. {name}=8.")
     return value
 
@@ -100,16 +98,12 @@ def visible_devices_env() -> tuple[str, list[int] | None]:
             try:
                 ids.append(int(part))
             except ValueError:
-                from ttjax.errors import ConfigError
-
                 raise ConfigError(
                     f"{name}={raw!r} holds {part!r}, which is not a device id.\n"
                     f"fix: a comma-separated list of ids, e.g. {name}=0,1."
                 ) from None
         dups = sorted({i for i in ids if ids.count(i) > 1})
         if dups:
-            from ttjax.errors import ConfigError
-
             raise ConfigError(
                 f"{name}={raw!r} names device id(s) {dups} more than once; a device can hold only "
                 f"one mesh position.\nfix: list each id once, e.g. {name}="

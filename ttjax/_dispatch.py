@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from ttjax import _blockfloat, _specs
+from ttjax import _blockfloat, _capture, _specs
 from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
 from ttjax.errors import DeviceClosedError, MeshMismatchError, ShapeMismatchError, TTJaxError
 from ttjax.mesh import MeshDevice
@@ -30,21 +30,19 @@ from ttjax.placements import (
     PlacementShard,
     placements_str,
 )
-from ttjax.tensor import Tensor, make_tensor
+from ttjax.tensor import Tensor, TensorSpec
 
-# The active trace recorder (set by ttjax.trace while a capture is open), or None.
-_capture: Any = None
-
-Meta = tuple[tuple[Placement, ...], DataType, Layout, tuple[int, ...]]
 PlacementRule = Callable[[Sequence[Tensor], Sequence[tuple[int, ...]]], list[tuple[Placement, ...]]]
 
 
 class Program:
-    """A compiled op: the jitted shard_map and the metadata of what it returns."""
+    """A compiled op: the jitted shard_map and the specs of what it returns."""
 
     __slots__ = ("fn", "name", "outs", "single")
 
-    def __init__(self, name: str, fn: Callable[..., Any], outs: list[Meta], single: bool) -> None:
+    def __init__(
+        self, name: str, fn: Callable[..., Any], outs: list[TensorSpec], single: bool
+    ) -> None:
         self.name = name
         self.fn = fn
         self.outs = outs
@@ -52,14 +50,7 @@ class Program:
 
 
 def capture_active() -> bool:
-    return _capture is not None
-
-
-def is_traced(t: Tensor) -> bool:
-    d = t._data
-    if isinstance(d, _blockfloat.BlockFloatData):
-        d = d.mantissa
-    return isinstance(d, jax.core.Tracer)
+    return _capture.active()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,14 +89,17 @@ def common_mesh(op: str, tensors: Sequence[Tensor]) -> MeshDevice:
             )
         if mesh is None:
             mesh = m
-        elif m is not mesh and m.jax_mesh != mesh.jax_mesh:
+        elif not mesh.same_mesh(m):
             raise MeshMismatchError(
                 f"ttnn.{op}: input 0 lives on {mesh!r} (device ids {mesh.get_device_ids()}) but "
                 f"input {i} lives on {m!r} (device ids {m.get_device_ids()}).\n"
                 "fix: ops never move data between meshes; create both tensors on the same mesh "
                 "(or submesh), or copy one over with ttnn.to_torch + ttnn.from_torch."
             )
-    assert mesh is not None
+    if mesh is None:
+        raise TTJaxError(
+            f"ttnn.{op} got no input tensors and no mesh.\nfix: pass a tensor or mesh_device=."
+        )
     return mesh
 
 
@@ -118,9 +112,9 @@ def _n_hidden(placements: tuple[Placement, ...]) -> int:
     return sum(type(p) is PlacementLocal for p in placements)
 
 
-def decode_local(x: Any, meta: Meta) -> Any:
+def decode_local(x: Any, spec: TensorSpec) -> Any:
     """A device's storage block -> its logical local array (hidden axes dropped, block floats decoded)."""
-    placements, dtype, _, shape = meta
+    placements, dtype, shape = spec.placements, spec.dtype, spec.shape
     if dtype.is_block_float:
         m, e = x
         if _n_hidden(placements):
@@ -132,9 +126,9 @@ def decode_local(x: Any, meta: Meta) -> Any:
     return x
 
 
-def encode_local(y: Any, meta: Meta) -> Any:
+def encode_local(y: Any, spec: TensorSpec) -> Any:
     """A logical local array -> the storage block of a device (inverse of :func:`decode_local`)."""
-    placements, dtype, _, shape = meta
+    placements, dtype, shape = spec.placements, spec.dtype, spec.shape
     lead = (1,) * _n_hidden(placements)
     if dtype.is_block_float:
         data = _blockfloat.encode(jnp, y, dtype)
@@ -143,12 +137,8 @@ def encode_local(y: Any, meta: Meta) -> Any:
     return jnp.reshape(y, lead + tuple(shape)) if lead else y
 
 
-def storage_spec(meta: Meta, axis_names: Sequence[str]) -> PartitionSpec:
-    return _specs.partition_spec(meta[0], axis_names, len(meta[3]))
-
-
-def tensor_meta(t: Tensor) -> Meta:
-    return (t._placements, t._dtype, t._layout, t._shape)
+def storage_spec(spec: TensorSpec, axis_names: Sequence[str]) -> PartitionSpec:
+    return _specs.partition_spec(spec.placements, axis_names, len(spec.shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,7 +215,7 @@ def _probe(
     mesh: MeshDevice,
     local_fn: Callable[..., Any],
     tensors: Sequence[Tensor],
-    metas: Sequence[Meta],
+    metas: Sequence[TensorSpec],
     scalars: Sequence[Any],
     in_specs: tuple[PartitionSpec, ...],
 ) -> Any:
@@ -264,7 +254,7 @@ def build_program(
     out_layout: Layout | None,
     placement_rule: PlacementRule | None,
 ) -> Program:
-    metas = [tensor_meta(t) for t in tensors]
+    metas = [t._spec for t in tensors]
     names = mesh.axis_names
     in_specs = tuple(storage_spec(m, names) for m in metas) + (PartitionSpec(),) * len(scalars)
     n = len(tensors)
@@ -282,8 +272,8 @@ def build_program(
         placements = placement_rule(tensors, shapes)
     else:
         placements = default_placements(tensors, shapes, len(mesh.shape))
-    out_metas: list[Meta] = [
-        (p, dt, Layout.TILE if dt.is_block_float else layout, s)
+    out_metas = [
+        TensorSpec(mesh, p, dt, Layout.TILE if dt.is_block_float else layout, s, StorageType.DEVICE)
         for p, dt, s in zip(placements, dtypes, shapes)
     ]
     out_specs = [storage_spec(m, names) for m in out_metas]
@@ -332,7 +322,7 @@ def run_op(
     key = (
         name,
         static,
-        tuple((t._placements, t._dtype, t._layout, t._shape) for t in tensors),
+        tuple(t._spec for t in tensors),
         tuple(type(s) for s in scalars),
         out_dtype,
         out_layout,
@@ -346,8 +336,9 @@ def run_op(
         if mesh._program_cache_enabled:
             cache[key] = prog
     results = call_program(prog, mesh, [t._data for t in tensors], scalars)
-    if _capture is not None:
-        _capture.record(prog, mesh, tensors, scalars, results)
+    recorder = _capture.current()
+    if recorder is not None:
+        recorder.record(prog, mesh, tensors, scalars, results)
     return results[0] if prog.single else tuple(results)
 
 
@@ -357,21 +348,8 @@ def call_program(
     """Run a compiled program on raw storage and wrap its outputs as Tensors."""
     out = prog.fn(*datas, *scalars)
     leaves = [out] if prog.single else list(out)
-    results = [
-        make_tensor(
-            d,
-            mesh=mesh,
-            placements=m[0],
-            dtype=m[1],
-            layout=m[2],
-            shape=m[3],
-            storage=StorageType.DEVICE,
-        )
-        for d, m in zip(leaves, prog.outs)
-    ]
-    first = leaves[0]
-    if isinstance(first, _blockfloat.BlockFloatData):
-        first = first.mantissa
+    results = [Tensor(d, spec) for d, spec in zip(leaves, prog.outs)]
+    first = _blockfloat.primary(leaves[0])
     if not isinstance(first, jax.core.Tracer):
         mesh._last_outputs = (first,)
     return results
@@ -387,5 +365,4 @@ __all__ = [
     "default_placements",
     "encode_local",
     "run_op",
-    "tensor_meta",
 ]

@@ -6,7 +6,9 @@ compiles the real program, so a 70B-parameter model on an 8x4 Galaxy is inspecte
 materializing a single weight.
 
 >>> w = ttjax.abstract_tensor((8192, 28672), ttnn.bfloat8_b, device=mesh,
-...                           mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (8, 4), dims=(None, 1)))
+...                           mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(None, 1)))
+>>> w.shape                                # per device; no memory is allocated
+Shape([8192, 7168])
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import LayoutError, TTJaxError
 from ttjax.mesh import MeshDevice
 from ttjax.placements import Placement, PlacementReplicate
-from ttjax.tensor import Tensor, make_tensor
+from ttjax.tensor import Tensor, TensorSpec
 
 
 def abstract_tensor(
@@ -74,15 +76,7 @@ def abstract_tensor(
         data = jax.ShapeDtypeStruct(
             _specs.global_shape(local, pl, mesh_shape), dtype.numpy_dtype, sharding=sharding
         )
-    return make_tensor(
-        data,
-        mesh=device,
-        placements=pl,
-        dtype=dtype,
-        layout=lay,
-        shape=local,
-        storage=StorageType.DEVICE,
-    )
+    return Tensor(data, TensorSpec(device, pl, dtype, lay, local, StorageType.DEVICE))
 
 
 __all__ = ["abstract_tensor"]

@@ -36,9 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ttjax import _specs
 from ttjax._dispatch import run_op
 from ttjax.enums import ReduceType, Topology
-from ttjax.errors import CCLError
+from ttjax.errors import CCLError, MeshMismatchError
 from ttjax.mesh import MeshCoordinate, MeshDevice
 from ttjax.ops._common import check_hw_kwargs, write_output
 from ttjax.placements import (
@@ -104,10 +105,8 @@ def _check_tensor(op: str, t: Any) -> Tensor:
     return t
 
 
-def _group(op: str, t: Tensor, cluster_axis: Any) -> tuple[int, ...]:
+def _group(op: str, mesh: MeshDevice, cluster_axis: Any) -> tuple[int, ...]:
     """Mesh axes the collective runs over (all axes when ``cluster_axis`` is None)."""
-    mesh = t._mesh
-    assert mesh is not None
     rank = mesh.shape.dims()
     if cluster_axis is None:
         return tuple(range(rank))
@@ -133,8 +132,8 @@ def _dim(op: str, t: Tensor, dim: Any, name: str = "dim") -> int:
         raise CCLError(
             f"ttnn.{op}: {name}={dim!r} is not an int.\nfix: a tensor dim in [{-rank}, {rank - 1}]."
         )
-    d = int(dim) + rank if int(dim) < 0 else int(dim)
-    if not 0 <= d < rank:
+    d = _specs.normalize_dim(dim, rank)
+    if d is None:
         raise CCLError(
             f"ttnn.{op}: {name}={dim} is out of range for per-device shape {list(t._shape)} "
             f"(rank {rank}).\nfix: use {name} in [{-rank}, {rank - 1}]."
@@ -164,9 +163,7 @@ def _size(mesh: MeshDevice, axes: Sequence[int]) -> int:
 
 def _check_mesh_arg(op: str, t: Tensor, mesh_device: Any) -> None:
     if mesh_device is not None and mesh_device is not t._mesh:
-        if not isinstance(mesh_device, MeshDevice) or mesh_device.jax_mesh != t._mesh.jax_mesh:  # type: ignore[union-attr]
-            from ttjax.errors import MeshMismatchError
-
+        if not t._mesh.same_mesh(mesh_device):  # type: ignore[union-attr]
             raise MeshMismatchError(
                 f"ttnn.{op}: mesh_device={mesh_device!r} is not the mesh the tensor lives on "
                 f"({t._mesh!r}).\nfix: pass the tensor's own mesh (or omit mesh_device)."
@@ -203,12 +200,11 @@ def _prepare(
     """Validate the arguments every collective shares; raises ttjax errors naming the bad value."""
     check_hw_kwargs(op, kwargs)
     t = _check_tensor(op, input_tensor)
+    mesh: MeshDevice = t._mesh  # type: ignore[assignment]  # _check_tensor: never None
     _check_mesh_arg(op, t, mesh_device)
-    axes = _group(op, t, cluster_axis)
+    axes = _group(op, mesh, cluster_axis)
     ring = _ring(op, topology)
     mode = _lowering(op, lowering)
-    mesh = t._mesh
-    assert mesh is not None
     return _Call(t, mesh, axes, _size(mesh, axes), _names(mesh, axes), ring, mode)
 
 

@@ -16,58 +16,31 @@ import ml_dtypes
 import numpy as np
 from jax.sharding import NamedSharding
 
-from ttjax import _blockfloat, _dispatch, _specs
+from ttjax import _blockfloat, _capture, _specs
+from ttjax._host import to_host_array
 from ttjax.distribute import (
     MeshToTensor,
     TensorToMesh,
-    canonical,
     default_composer,
     default_mapper,
 )
 from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
 from ttjax.errors import (
     ComposerRequiredError,
-    DeviceClosedError,
     LayoutError,
     MeshMismatchError,
     ShapeMismatchError,
-    TraceError,
     TTJaxError,
     UnsupportedDTypeError,
 )
 from ttjax.mesh import MeshDevice
+from ttjax.ops import typecast
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate
-from ttjax.tensor import Shape, Tensor, make_tensor
+from ttjax.tensor import Shape, Tensor, TensorSpec, check_live, fetch, host_blocks, is_traced
 
 # ---------------------------------------------------------------------------------------------
 # Host arrays and dtypes
 # ---------------------------------------------------------------------------------------------
-
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
-
-
-def _to_host_array(x: Any) -> np.ndarray:
-    """A numpy view/copy of a torch tensor, JAX array, numpy array or nested list."""
-    if _is_torch(x):
-        import torch
-
-        t = x.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return t.numpy()
-    if isinstance(x, Tensor):
-        raise TTJaxError(
-            "from_torch got a ttnn Tensor.\nfix: it is already converted; use ttnn.to_device "
-            "to move a host tensor, or ttnn.to_torch to read it back first."
-        )
-    if isinstance(x, jax.core.Tracer):
-        raise TTJaxError(
-            "from_torch got a traced JAX value (inside jax.jit).\nfix: convert inputs outside "
-            "the jitted function and pass the ttnn Tensors in as arguments."
-        )
-    return np.asarray(x)
 
 
 def _resolve_dtype(src: np.dtype, dtype: DataType | None) -> DataType:
@@ -151,38 +124,6 @@ def _local_shape(
     return tuple(s // _specs.shard_count(placements, ms, d) for d, s in enumerate(shape))
 
 
-def _check_no_capture(kind: str) -> None:
-    if _dispatch.capture_active():
-        raise TraceError(
-            f"{kind} are not supported during trace capture.\n"
-            "fix: move host reads/writes out of the begin_trace_capture/end_trace_capture block; "
-            "refresh trace inputs with ttnn.copy_host_to_device_tensor between replays."
-        )
-
-
-def _check_live(t: Tensor, what: str) -> None:
-    """A device tensor whose mesh was closed (or reshaped since) has no readable buffers."""
-    mesh = t._mesh
-    if mesh is None or t._storage is not StorageType.DEVICE or t._gen == mesh._gen:
-        return
-    if _dispatch.is_traced(t):
-        return
-    if mesh._closed:
-        raise DeviceClosedError(
-            f"{what}: the tensor lives on {mesh!r}, which was closed.\n"
-            "fix: read tensors back (ttnn.to_torch / ttnn.from_device) before "
-            "ttnn.close_mesh_device, or re-create the tensor on an open mesh."
-        )
-    raise MeshMismatchError(
-        f"{what}: the tensor was created before {mesh!r} was reshaped, so its shards no longer "
-        "match the mesh.\nfix: read it back before mesh_device.reshape(...), or re-create it."
-    )
-
-
-def _same_mesh(a: MeshDevice, b: MeshDevice) -> bool:
-    return a is b or a.jax_mesh == b.jax_mesh
-
-
 # ---------------------------------------------------------------------------------------------
 # Placing data on the mesh
 # ---------------------------------------------------------------------------------------------
@@ -203,18 +144,11 @@ def _put(
     data = jax.device_put(
         np.asarray(arr, src_dtype.numpy_dtype), NamedSharding(mesh.jax_mesh, spec)
     )
-    t = make_tensor(
+    t = Tensor(
         data,
-        mesh=mesh,
-        placements=placements,
-        dtype=src_dtype,
-        layout=layout,
-        shape=local_shape,
-        storage=StorageType.DEVICE,
+        TensorSpec(mesh, placements, src_dtype, layout, local_shape, StorageType.DEVICE),
     )
     if dtype.is_block_float:
-        from ttjax.ops import typecast
-
         t = typecast(t, dtype)
     return t
 
@@ -246,13 +180,13 @@ def from_torch(
     if tensor is None:
         return None
     if device is not None:
-        _check_no_capture("Writes")
+        _capture.forbid_host_io("Writes")
         if not isinstance(device, MeshDevice):
             raise TTJaxError(
                 f"device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
                 "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
             )
-    arr = _to_host_array(tensor)
+    arr = to_host_array(tensor)
     dt = _resolve_dtype(arr.dtype, dtype)
     lay = _resolve_layout(dt, layout)
     mapper = mesh_mapper if mesh_mapper is not None else default_mapper()
@@ -261,14 +195,9 @@ def from_torch(
     arr = _cast_host(arr, dt, quantize=device is None and mapper is None)
     if mapper is None:
         if device is None:
-            return make_tensor(
+            return Tensor(
                 arr,
-                mesh=None,
-                placements=(),
-                dtype=dt,
-                layout=lay,
-                shape=tuple(arr.shape),
-                storage=StorageType.HOST,
+                TensorSpec(None, (), dt, lay, tuple(arr.shape), StorageType.HOST),
             )
         mesh = device
         placements: tuple[Placement, ...] = (PlacementReplicate(),) * mesh.shape.dims()
@@ -279,7 +208,7 @@ def from_torch(
                 "ttnn.ReplicateTensorToMesh, ttnn.ShardTensor2dMesh or ttnn.create_mesh_mapper."
             )
         mesh = mapper.mesh_device
-        if device is not None and not _same_mesh(mesh, device):
+        if device is not None and not mesh.same_mesh(device):
             raise MeshMismatchError(
                 f"mesh_mapper was built for {mesh!r} (device ids {mesh.get_device_ids()}) but "
                 f"device={device!r} (device ids {device.get_device_ids()}).\n"
@@ -292,14 +221,9 @@ def from_torch(
     if device is None:
         if dt.is_block_float:
             arr = _quantize_shards(arr, dt, placements, tuple(mesh.shape), local)
-        return make_tensor(
+        return Tensor(
             arr,
-            mesh=mesh,
-            placements=placements,
-            dtype=dt,
-            layout=lay,
-            shape=local,
-            storage=StorageType.HOST,
+            TensorSpec(mesh, placements, dt, lay, local, StorageType.HOST),
         )
     return _put(arr, mesh, placements, dt, lay, local)
 
@@ -334,18 +258,18 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
             "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
         )
     if tensor._storage is StorageType.DEVICE:
-        _check_live(tensor, "to_device")
-        if tensor._mesh is not None and _same_mesh(tensor._mesh, device):
+        check_live(tensor, "to_device")
+        if tensor._mesh is not None and tensor._mesh.same_mesh(device):
             return tensor
         raise MeshMismatchError(
             f"to_device: the tensor already lives on {tensor._mesh!r}, not {device!r}.\n"
             "fix: read it back with ttnn.to_torch and convert it for the other mesh."
         )
-    _check_no_capture("Writes")
+    _capture.forbid_host_io("Writes")
     if tensor._mesh is None:
         pl: tuple[Placement, ...] = (PlacementReplicate(),) * device.shape.dims()
         return _put(tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape)
-    if not _same_mesh(tensor._mesh, device):
+    if not tensor._mesh.same_mesh(device):
         raise MeshMismatchError(
             f"to_device: this host tensor was distributed for {tensor._mesh!r}, not {device!r}.\n"
             "fix: distribute it again with a mapper built for the target mesh."
@@ -359,22 +283,23 @@ def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
     """Copy a device tensor back to host memory (still one shard per device)."""
     if tensor._storage is StorageType.HOST:
         return tensor
-    _check_no_capture("Reads")
-    _check_live(tensor, "from_device")
+    _capture.forbid_host_io("Reads")
+    check_live(tensor, "from_device")
     mesh = tensor._mesh
-    assert mesh is not None
-    blocks = _host_blocks(tensor)
+    if mesh is None:
+        raise TTJaxError(
+            f"from_device: this device tensor ({tensor.spec.describe()}) has no mesh.\n"
+            "fix: create device tensors with ttnn.from_torch(x, device=mesh_device)."
+        )
+    blocks = host_blocks(tensor)
     if tensor._dtype.is_block_float:
         blocks = blocks.astype(tensor._dtype.numpy_dtype)
     data = _specs.from_local_blocks(np, blocks, tensor._placements, tuple(mesh.shape))
-    return make_tensor(
+    return Tensor(
         np.ascontiguousarray(data),
-        mesh=mesh,
-        placements=tensor._placements,
-        dtype=tensor._dtype,
-        layout=tensor._layout,
-        shape=tensor._shape,
-        storage=StorageType.HOST,
+        TensorSpec(
+            mesh, tensor._placements, tensor._dtype, tensor._layout, tensor._shape, StorageType.HOST
+        ),
     )
 
 
@@ -383,63 +308,9 @@ def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _fetch(x: Any) -> np.ndarray:
-    if isinstance(x, jax.core.Tracer):
-        raise TTJaxError(
-            "Cannot read a tensor back to the host inside jax.jit (its values are not computed yet).\n"
-            "fix: return the tensor from the jitted function and convert it outside."
-        )
-    return np.asarray(x)
-
-
-def _host_blocks(t: Tensor) -> np.ndarray:
-    """Every device's logical local tensor, as one numpy array of shape ``mesh_shape + shape``."""
-    if t._mesh is None:
-        return _fetch(t._data)
-    mesh_shape = tuple(t._mesh.shape)
-    pl = t._placements
-    if t._storage is StorageType.HOST:
-        return _specs.local_blocks(np, t._data, pl, mesh_shape, t._shape)
-    if t._dtype.is_block_float:
-        m_shape, e_shape = _blockfloat.storage_shapes(t._dtype, t._shape)
-        mant = _specs.local_blocks(np, _fetch(t._data.mantissa), pl, mesh_shape, m_shape)
-        exp = _specs.local_blocks(np, _fetch(t._data.exponent), pl, mesh_shape, e_shape)
-        data = _blockfloat.BlockFloatData(mant, exp)
-        return _blockfloat.decode(np, data, t._dtype, mesh_shape + t._shape)
-    return _specs.local_blocks(np, _fetch(t._data), pl, mesh_shape, t._shape)
-
-
-def _compose(t: Tensor, composer: MeshToTensor) -> np.ndarray:
-    if not isinstance(t, Tensor):
-        raise TTJaxError(f"Expected a ttnn Tensor, got {type(t).__name__}.")
-    if t._mesh is None:
-        return _fetch(t._data)
-    if t._storage is StorageType.DEVICE:
-        _check_no_capture("Reads")
-        _check_live(t, "to_torch")
-    if composer.mesh_device.shape != t._mesh.shape:
-        raise MeshMismatchError(
-            f"The composer was built for {composer.mesh_device!r} but the tensor lives on "
-            f"{t._mesh!r}.\nfix: build the composer with the tensor's mesh (t.mesh_device)."
-        )
-    rank = len(t._shape)
-    fast = composer.fast_placements(rank)
-    if (
-        fast is not None
-        and not t._dtype.is_block_float
-        and fast == canonical(t._placements, tuple(t._mesh.shape))
-    ):
-        return _fetch(t._data)
-    blocks = _host_blocks(t)
-    return _specs.concat_blocks(
-        blocks, t._mesh.shape.dims(), composer.dist_shape, composer.concat_dims(rank)
-    )
-
-
-def _composer_required(t: Tensor) -> ComposerRequiredError:
-    assert t._mesh is not None
+def _composer_required(t: Tensor, mesh: MeshDevice) -> ComposerRequiredError:
     return ComposerRequiredError(
-        f"Can't convert a tensor distributed on {t._mesh.shape!r} mesh to row-major logical tensor. "
+        f"Can't convert a tensor distributed on {mesh.shape!r} mesh to row-major logical tensor. "
         "Supply a mesh composer to concatenate multi-device shards.\n"
         f"fix: ttnn.to_torch(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh_device, dim=0)) "
         f"(this tensor's placements: {list(t._placements)!r}), or wrap the call in "
@@ -454,18 +325,18 @@ def to_numpy(
     if not isinstance(tensor, Tensor):
         raise TTJaxError(f"to_numpy expects a ttnn Tensor, got {type(tensor).__name__}.")
     if tensor._mesh is None:
-        out = _fetch(tensor._data)
+        out = fetch(tensor._data)
     else:
         composer = mesh_composer if mesh_composer is not None else default_composer()
         if composer is None:
             if tensor._mesh.get_num_devices() != 1:
-                raise _composer_required(tensor)
+                raise _composer_required(tensor, tensor._mesh)
             if tensor._storage is StorageType.DEVICE:
-                _check_no_capture("Reads")
-                _check_live(tensor, "to_torch")
-            out = _host_blocks(tensor).reshape(tensor._shape)
+                _capture.forbid_host_io("Reads")
+                check_live(tensor, "to_torch")
+            out = host_blocks(tensor).reshape(tensor._shape)
         else:
-            out = _compose(tensor, composer)
+            out = composer.compose(tensor)
     if tensor._dtype.is_block_float:
         out = np.asarray(out).astype(tensor._dtype.numpy_dtype)
     if dtype is not None:
@@ -498,7 +369,11 @@ def to_torch(
     if torch_rank is not None:
         while out.dim() > torch_rank:
             if out.shape[0] != 1:
-                raise RuntimeError("ttnn: Unable to squeeze to desired rank!")
+                raise ShapeMismatchError(
+                    f"ttnn: Unable to squeeze to desired rank! to_torch(torch_rank={torch_rank}) "
+                    f"got shape {list(out.shape)}, whose leading dim {out.shape[0]} is not 1.\n"
+                    f"fix: pass torch_rank >= {out.dim()}, or reshape the result instead."
+                )
             out = out.squeeze(0)
     if dtype is not None:
         out = out.to(dtype)
@@ -517,25 +392,22 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
         return [tensor]
     coords = list(np.ndindex(*mesh.shape))
     if tensor._storage is StorageType.HOST:
-        blocks = _host_blocks(tensor)
+        blocks = host_blocks(tensor)
         return [
-            make_tensor(
+            Tensor(
                 np.ascontiguousarray(blocks[c]),
-                mesh=None,
-                placements=(),
-                dtype=tensor._dtype,
-                layout=tensor._layout,
-                shape=tensor._shape,
-                storage=StorageType.HOST,
+                TensorSpec(
+                    None, (), tensor._dtype, tensor._layout, tensor._shape, StorageType.HOST
+                ),
             )
             for c in coords
         ]
-    if _dispatch.is_traced(tensor):
+    if is_traced(tensor):
         raise TTJaxError(
             "get_device_tensors cannot split a traced tensor (inside jax.jit).\n"
             "fix: call it outside the jitted function."
         )
-    _check_live(tensor, "get_device_tensors")
+    check_live(tensor, "get_device_tensors")
     bf = tensor._dtype.is_block_float
     leaves = list(tensor._data) if bf else [tensor._data]
     if bf:
@@ -553,14 +425,16 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
         data = _blockfloat.BlockFloatData(*parts) if bf else parts[0]
         view = mesh._device_view(c)
         out.append(
-            make_tensor(
+            Tensor(
                 data,
-                mesh=view,
-                placements=(PlacementReplicate(),) * view.shape.dims(),
-                dtype=tensor._dtype,
-                layout=tensor._layout,
-                shape=tensor._shape,
-                storage=StorageType.DEVICE,
+                TensorSpec(
+                    view,
+                    (PlacementReplicate(),) * view.shape.dims(),
+                    tensor._dtype,
+                    tensor._layout,
+                    tensor._shape,
+                    StorageType.DEVICE,
+                ),
             )
         )
     return out
@@ -614,14 +488,11 @@ def combine_device_tensors(tensors: Sequence[Tensor] | None = None, **kwargs: An
         )
     else:
         data = build(lambda t: t._data, first._shape)
-    return make_tensor(
+    return Tensor(
         data,
-        mesh=parent,
-        placements=placements,
-        dtype=first._dtype,
-        layout=first._layout,
-        shape=first._shape,
-        storage=StorageType.DEVICE,
+        TensorSpec(
+            parent, placements, first._dtype, first._layout, first._shape, StorageType.DEVICE
+        ),
     )
 
 
@@ -641,7 +512,7 @@ def allocate_tensor_on_device(
     memory_config: Any = None,
 ) -> Tensor:
     """A tensor of per-device ``shape`` on every device (zero-filled; TT-NN leaves it uninitialized)."""
-    _check_no_capture("Writes")
+    _capture.forbid_host_io("Writes")
     shape_t = tuple(int(s) for s in shape)
     lay = _resolve_layout(dtype, layout)
     pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
@@ -656,7 +527,7 @@ def copy_host_to_device_tensor(
 
     This is how trace inputs are refreshed between ``execute_trace`` calls.
     """
-    _check_no_capture("Writes")
+    _capture.forbid_host_io("Writes")
     if host_tensor._storage is not StorageType.HOST:
         raise TTJaxError(
             "copy_host_to_device_tensor: the source is already a device tensor.\n"
@@ -683,7 +554,7 @@ def copy_host_to_device_tensor(
         )
     if host_tensor._mesh is None:
         placements: tuple[Placement, ...] = (PlacementReplicate(),) * mesh.shape.dims()
-    elif _same_mesh(host_tensor._mesh, mesh):
+    elif host_tensor._mesh.same_mesh(mesh):
         placements = host_tensor._placements
     else:
         raise MeshMismatchError(
@@ -698,22 +569,14 @@ def copy_host_to_device_tensor(
         host_tensor._layout,
         host_tensor._shape,
     )
-    device_tensor._data = fresh._data
-    device_tensor._placements = fresh._placements
-    device_tensor._gen = fresh._gen
+    device_tensor.assign(fresh)
 
 
 def copy_device_to_host_tensor(
     device_tensor: Tensor, host_tensor: Tensor, cq_id: int | None = None, blocking: bool = True
 ) -> None:
     """Overwrite ``host_tensor`` with the contents of ``device_tensor``."""
-    fresh = from_device(device_tensor)
-    host_tensor._data = fresh._data
-    host_tensor._mesh = fresh._mesh
-    host_tensor._placements = fresh._placements
-    host_tensor._shape = fresh._shape
-    host_tensor._dtype = fresh._dtype
-    host_tensor._layout = fresh._layout
+    host_tensor.assign(from_device(device_tensor))
 
 
 __all__ = [

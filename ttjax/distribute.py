@@ -21,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ttjax import _specs
-from ttjax.errors import ShardingError
+from ttjax import _capture, _host, _specs
+from ttjax.enums import StorageType
+from ttjax.errors import MeshMismatchError, ShardingError, TTJaxError
 from ttjax.mesh import MeshDevice, MeshShape
 from ttjax.placements import Placement, PlacementReplicate, PlacementShard
+from ttjax.tensor import Tensor, check_live, fetch, host_blocks
 
 # ---------------------------------------------------------------------------------------------
 # Configs (TT-NN names and reprs)
@@ -293,9 +295,7 @@ class TensorToMesh:
 
     def map(self, tensor: Any) -> list[np.ndarray]:
         """The per-device shards of ``tensor`` in row-major device order (for inspection)."""
-        from ttjax.convert import _to_host_array
-
-        arr = _to_host_array(tensor)
+        arr = _host.to_host_array(tensor)
         pl = self.placements_for(arr.shape)
         mesh_shape = tuple(self.mesh_device.shape)
         local = tuple(s // _specs.shard_count(pl, mesh_shape, d) for d, s in enumerate(arr.shape))
@@ -437,10 +437,36 @@ class MeshToTensor:
         return canonical(tuple(out), self.mesh_device.shape)
 
     def compose(self, tensor: Any) -> np.ndarray:
-        """The composed host array (numpy)."""
-        from ttjax.convert import _compose
-
-        return _compose(tensor, self)
+        """The composed host array (numpy): every device's shard, concatenated in TT-NN's order."""
+        t = tensor
+        if not isinstance(t, Tensor):
+            raise TTJaxError(
+                f"{type(self).__name__}.compose expects a ttnn Tensor, got {type(t).__name__}.\n"
+                "fix: pass the tensor itself, e.g. ttnn.to_torch(t, mesh_composer=composer)."
+            )
+        mesh = t._mesh
+        if mesh is None:
+            return fetch(t._data)
+        if t._storage is StorageType.DEVICE:
+            _capture.forbid_host_io("Reads")
+            check_live(t, "to_torch")
+        if self.mesh_device.shape != mesh.shape:
+            raise MeshMismatchError(
+                f"The composer was built for {self.mesh_device!r} but the tensor lives on "
+                f"{mesh!r}.\nfix: build the composer with the tensor's mesh (t.mesh_device)."
+            )
+        rank = len(t._shape)
+        fast = self.fast_placements(rank)
+        if (
+            fast is not None
+            and not t._dtype.is_block_float
+            and fast == canonical(t._placements, tuple(mesh.shape))
+        ):
+            return fetch(t._data)
+        blocks = host_blocks(t)
+        return _specs.concat_blocks(
+            blocks, mesh.shape.dims(), self.dist_shape, self.concat_dims(rank)
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.mesh_device!r}, {self._config!r})"
@@ -517,7 +543,12 @@ def distribute(default: TensorToMesh | MeshToTensor) -> Iterator[None]:
     elif isinstance(default, MeshToTensor):
         attr = "composer"
     else:
-        raise ValueError("Argument must be an instance of either TensorToMesh or MeshToTensor.")
+        raise ShardingError(
+            f"distribute: argument must be an instance of either TensorToMesh or MeshToTensor, "
+            f"got {type(default).__name__} ({default!r}).\nfix: pass a mesh mapper such as "
+            "ttnn.ShardTensorToMesh(mesh, dim=0) or a composer such as "
+            "ttnn.ConcatMeshToTensor(mesh, dim=0)."
+        )
     old = getattr(_defaults, attr, None)
     setattr(_defaults, attr, default)
     try:

@@ -55,6 +55,10 @@ class DeviceClosedError(TTJaxError):
     """A tensor or op uses a mesh device that was closed."""
 
 
+class MissingDependencyError(TTJaxError, ImportError):
+    """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
+
+
 __all__ = [
     "CCLError",
     "ComposerRequiredError",
@@ -63,6 +67,7 @@ __all__ = [
     "LayoutError",
     "MeshMismatchError",
     "MeshShapeError",
+    "MissingDependencyError",
     "ShapeMismatchError",
     "ShardingError",
     "TTJaxError",

@@ -11,6 +11,7 @@ from typing import Any
 
 from ttjax import ccl
 from ttjax.enums import ReduceType
+from ttjax.ops._common import write_output
 from ttjax.ops.transformer import paged_update_cache, rotary_embedding
 from ttjax.tensor import Tensor
 
@@ -110,8 +111,6 @@ def all_to_all_async(
         input_tensor, in_dim, out_dim, cluster_axis=cluster_axis, topology=topology
     )
     if persistent_output_buffer is not None:
-        from ttjax.ops._common import write_output
-
         return write_output(out, persistent_output_buffer)
     return out
 

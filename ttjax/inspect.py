@@ -5,8 +5,13 @@
 the mesh axes it runs over (replica groups mapped back to TT-NN cluster axes) and the bytes each
 device sends (standard ring formulas), the compiled per-device memory and the FLOPs.
 
->>> report = ttjax.inspect.inspect(step, x, params)
+>>> def step(x, params):                 # two row-parallel linears, one all_reduce each
+...     h = ttnn.all_reduce(ttnn.linear(x, params["w1"]))
+...     return ttnn.all_reduce(ttnn.linear(h, params["w2"]))
+>>> report = ttjax.inspect.inspect(step, x, {"w1": w, "w2": w})
 >>> report.print()                      # rich table
+step on a 2x4 mesh: 2 collective(s)
+...
 >>> report.collective_counts()
 {'all-gather': 0, 'reduce-scatter': 0, 'all-reduce': 2, 'collective-permute': 0, 'all-to-all': 0}
 
@@ -30,10 +35,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from ttjax import _hlo
-from ttjax.errors import TTJaxError
-from ttjax.mesh import MeshDevice
+from ttjax import _hlo, trace
+from ttjax.errors import MeshShapeError, TTJaxError
+from ttjax.mesh import MeshDevice, open_mesh_device, parse_mesh_shape
 from ttjax.tensor import Tensor
+from ttjax.visualize import visualize_system_mesh
 
 
 @dataclass(frozen=True)
@@ -373,13 +379,9 @@ def inspect(
 
 def inspect_trace(mesh_device: MeshDevice, trace_id: Any) -> list[ProgramReport]:
     """Reports for every program of a captured trace (one per submesh)."""
-    from ttjax import trace
-
-    trace.trace_info(trace_id)  # raises a TraceError for an unknown id
-    groups = trace._traces[int(trace_id)].groups
     return [
-        report_compiled(g.compiled, mesh=g.mesh, name=f"trace {int(trace_id)} program {i}")
-        for i, g in enumerate(groups)
+        report_compiled(compiled, mesh=mesh, name=f"trace {int(trace_id)} program {i}")
+        for i, (mesh, compiled) in enumerate(trace.trace_programs(trace_id))
     ]
 
 
@@ -396,9 +398,6 @@ def _parse_value(text: str) -> Any:
 
 
 def _mesh_arg(text: str) -> Any:
-    from ttjax.errors import MeshShapeError
-    from ttjax.mesh import parse_mesh_shape
-
     try:
         return parse_mesh_shape(text)
     except MeshShapeError as e:
@@ -421,10 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if raw and raw[0] not in ("inspect", "devices", "-h", "--help"):
         raw = ["inspect", *raw]
     ns = parser.parse_args(raw)
-    import ttjax
-
     if ns.command == "devices":
-        ttjax.visualize_system_mesh()
+        visualize_system_mesh()
         return 0
     if ns.command != "inspect":
         parser.print_help()
@@ -434,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"target {ns.target!r} must look like package.module:factory")
     factory = getattr(importlib.import_module(module_name), attr)
     kwargs = dict(a.split("=", 1) for a in ns.arg)
-    mesh = ttjax.open_mesh_device(ns.mesh)
+    mesh = open_mesh_device(ns.mesh)
     made = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
     fn, args = made[0], made[1]
     options = made[2] if len(made) > 2 else {}

@@ -26,7 +26,7 @@ from jax.sharding import AxisType
 from jax.sharding import Mesh as JaxMesh
 
 from ttjax import _config
-from ttjax.errors import MeshShapeError
+from ttjax.errors import DeviceClosedError, MeshShapeError
 from ttjax.hardware import CoreCoord, CoreGrid
 
 # ---------------------------------------------------------------------------------------------
@@ -587,10 +587,15 @@ class MeshDevice:
     def is_open(self) -> bool:
         return not self._closed
 
+    def same_mesh(self, other: Any) -> bool:
+        """Whether ``other`` is this mesh or a MeshDevice over the very same devices and axes.
+
+        Tensors on the same mesh can be combined by ops and collectives; others cannot.
+        """
+        return other is self or (isinstance(other, MeshDevice) and other.jax_mesh == self.jax_mesh)
+
     def _check_open(self) -> None:
         if self._closed:
-            from ttjax.errors import DeviceClosedError
-
             raise DeviceClosedError(
                 f"{self!r} was closed.\nfix: open a new mesh with ttnn.open_mesh_device(...)."
             )

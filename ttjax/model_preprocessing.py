@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from ttjax import convert as _convert
+from ttjax._host import is_torch as _is_torch
 from ttjax.enums import TILE_LAYOUT, DataType, Layout
 from ttjax.errors import TTJaxError, UnsupportedDTypeError
 from ttjax.mesh import MeshDevice
@@ -148,11 +149,6 @@ def make_parameter_dict(dictionary: Mapping[Any, Any]) -> ParameterDict:
 # ---------------------------------------------------------------------------------------------
 # Per-parameter preprocessors (TT-NN names; usable inside a custom_preprocessor)
 # ---------------------------------------------------------------------------------------------
-
-
-def _is_torch(x: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _value(x: Any) -> Any:

@@ -1,24 +1,35 @@
-"""The mesh tensor: a global JAX array laid out with ``NamedSharding``, plus per-axis placements.
+"""The mesh tensor: its data (a global JAX array) plus a frozen :class:`TensorSpec`.
 
 ``tensor.shape`` is the per-device shape, as in TT-NN. The global array (``tensor.value``) is
 what ``NamedSharding(mesh.jax_mesh, spec_from(placements))`` splits into each device's TT-NN
-local tensor (see ``ttjax._specs``). Tensors are JAX pytrees, so functions of them can be jitted.
+local tensor (see ``ttjax._specs``). Tensors are JAX pytrees whose aux data is the spec, so
+functions of them can be jitted. This module imports nothing above the mesh: the operators and
+conversion methods (``t + u``, ``t.to_torch()``) are attached by ``ttjax._tensor_methods``.
+
+>>> spec = TensorSpec(None, (), DataType.FLOAT32, Layout.ROW_MAJOR, (2,), StorageType.HOST)
+>>> Tensor(np.zeros(2, np.float32), spec).shape
+Shape([2])
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 
-from ttjax import _blockfloat, _specs
+from ttjax import _blockfloat, _capture, _specs
 from ttjax.enums import TILE_SIZE, DataType, Layout, StorageType
+from ttjax.errors import (
+    DeviceClosedError,
+    MeshMismatchError,
+    ShardingError,
+    TTJaxError,
+)
+from ttjax.mesh import MeshCoordinate, MeshCoordinateRange, MeshDevice, MeshShape
 from ttjax.placements import Placement, PlacementReplicate, placements_str
-
-if TYPE_CHECKING:
-    from ttjax.mesh import MeshDevice
 
 
 class Shape(tuple):
@@ -63,8 +74,6 @@ class TensorTopology:
     """How a tensor is spread over its mesh: distribution shape, placements, device coordinates."""
 
     def __init__(self, mesh_shape: Any, placements: tuple[Placement, ...]) -> None:
-        from ttjax.mesh import MeshCoordinate, MeshCoordinateRange, MeshShape
-
         self._shape = MeshShape(mesh_shape)
         self._placements = placements
         self._coords = [MeshCoordinate(c) for c in MeshCoordinateRange(self._shape)]
@@ -95,90 +104,178 @@ class TensorTopology:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """Everything about a tensor except its values: where it lives and how it is laid out.
+
+    The spec is the tensor's pytree aux data, the key of the program cache and the signature a
+    trace checks its inputs against. ``gen`` is the mesh's generation when the spec was made: a
+    tensor made before its mesh was reshaped or closed no longer matches it.
+
+    >>> TensorSpec(None, (), DataType.BFLOAT16, Layout.TILE, (32, 32), StorageType.HOST)
+    TensorSpec(mesh=None, placements=(), dtype=DataType::BFLOAT16, layout=Layout::TILE,
+               shape=(32, 32), storage=StorageType::HOST, gen=0)
+    """
+
+    mesh: MeshDevice | None
+    placements: tuple[Placement, ...]
+    dtype: DataType
+    layout: Layout
+    shape: tuple[int, ...]
+    storage: StorageType
+    gen: int = dataclasses.field(init=False)
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        gen = self.mesh._gen if self.mesh is not None else 0
+        object.__setattr__(self, "gen", gen)
+        fields = (
+            self.mesh,
+            self.placements,
+            self.dtype,
+            self.layout,
+            self.shape,
+            self.storage,
+            gen,
+        )
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def replace(self, **changes: Any) -> TensorSpec:
+        """A copy with some fields changed (``gen`` follows the mesh)."""
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        """``Shape([..]) DataType.X Layout.Y placements [..]``, for error messages."""
+        return (
+            f"{Shape(self.shape)!r} {self.dtype!r} {self.layout!r} placements "
+            f"{placements_str(self.placements)}"
+        )
+
+
 class Tensor:
     """A TT-NN tensor: one shard per device of a mesh (``MeshTensor``), or a plain host tensor.
 
-    Build with :func:`ttjax.from_torch` (or ``ttjax.zeros`` & co.), read back with
-    :func:`ttjax.to_torch` and a mesh composer.
+    A Tensor is its data plus its :class:`TensorSpec`. Build one with :func:`ttjax.from_torch`
+    (or ``ttjax.zeros`` & co.), read it back with :func:`ttjax.to_torch` and a mesh composer.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_data",
-        "_dtype",
-        "_gen",
-        "_layout",
-        "_mesh",
-        "_placements",
-        "_shape",
-        "_storage",
-    )
+    __slots__ = ("__weakref__", "_data", "_spec")
 
     _data: Any
-    _mesh: MeshDevice | None
-    _placements: tuple[Placement, ...]
-    _dtype: DataType
-    _layout: Layout
-    _shape: tuple[int, ...]
-    _storage: StorageType
-    _gen: int
+    _spec: TensorSpec
+
+    def __init__(self, data: Any, spec: TensorSpec) -> None:
+        self._data = data
+        self._spec = spec
+
+    def assign(self, source: Tensor) -> Tensor:
+        """Make this tensor hold ``source``'s data and spec, in place; returns this tensor.
+
+        This is the one way to write into an existing tensor (``output_tensor=``, ``ttnn.copy``,
+        refreshing trace inputs); an open trace capture is told, so a replay writes here too.
+        """
+        self._data = source._data
+        self._spec = source._spec
+        recorder = _capture.current()
+        if recorder is not None:
+            recorder.alias(source, self)
+        return self
+
+    # -- the spec's fields ---------------------------------------------------------------------
+
+    @property
+    def spec(self) -> TensorSpec:
+        """Mesh, placements, dtype, layout, per-device shape and storage of this tensor."""
+        return self._spec
+
+    @property
+    def _mesh(self) -> MeshDevice | None:
+        return self._spec.mesh
+
+    @property
+    def _placements(self) -> tuple[Placement, ...]:
+        return self._spec.placements
+
+    @property
+    def _dtype(self) -> DataType:
+        return self._spec.dtype
+
+    @property
+    def _layout(self) -> Layout:
+        return self._spec.layout
+
+    @property
+    def _shape(self) -> tuple[int, ...]:
+        return self._spec.shape
+
+    @property
+    def _storage(self) -> StorageType:
+        return self._spec.storage
+
+    @property
+    def _gen(self) -> int:
+        return self._spec.gen
 
     # -- basic properties ------------------------------------------------------------------------
 
     @property
     def shape(self) -> Shape:
         """Per-device (logical) shape, as in TT-NN."""
-        return Shape(self._shape)
+        return Shape(self._spec.shape)
 
     def logical_shape(self) -> Shape:
-        return Shape(self._shape)
+        return Shape(self._spec.shape)
 
     @property
     def padded_shape(self) -> Shape:
         """Per-device shape with TILE padding (last two dims rounded up to 32 in TILE layout)."""
-        return Shape(tile_padded(self._shape) if self._layout is Layout.TILE else self._shape)
+        shape = self._spec.shape
+        return Shape(tile_padded(shape) if self._spec.layout is Layout.TILE else shape)
 
     @property
     def dtype(self) -> DataType:
-        return self._dtype
+        return self._spec.dtype
 
     def get_dtype(self) -> DataType:
-        return self._dtype
+        return self._spec.dtype
 
     @property
     def layout(self) -> Layout:
-        return self._layout
+        return self._spec.layout
 
     def get_layout(self) -> Layout:
-        return self._layout
+        return self._spec.layout
 
     @property
     def rank(self) -> int:
-        return len(self._shape)
+        return len(self._spec.shape)
 
     @property
     def ndim(self) -> int:
-        return len(self._shape)
+        return len(self._spec.shape)
 
     def storage_type(self) -> StorageType:
-        return self._storage
+        return self._spec.storage
 
     def is_allocated(self) -> bool:
         return self._data is not None
 
     def device(self) -> MeshDevice | None:
         """The mesh this tensor lives on (None for a host tensor)."""
-        return self._mesh if self._storage is StorageType.DEVICE else None
+        return self._spec.mesh if self._spec.storage is StorageType.DEVICE else None
 
     @property
     def mesh_device(self) -> MeshDevice | None:
         """The mesh this tensor is distributed over (also for a multi-shard host tensor)."""
-        return self._mesh
+        return self._spec.mesh
 
     @property
     def placements(self) -> tuple[Placement, ...]:
         """One placement per mesh axis."""
-        return self._placements
+        return self._spec.placements
 
     @property
     def value(self) -> Any:
@@ -188,9 +285,15 @@ class Tensor:
     @property
     def sharding(self) -> jax.sharding.NamedSharding:
         """The ``NamedSharding`` of :attr:`value` on the mesh."""
-        assert self._mesh is not None
-        spec = _specs.partition_spec(self._placements, self._mesh.axis_names, len(self._shape))
-        return jax.sharding.NamedSharding(self._mesh.jax_mesh, spec)
+        mesh = self._spec.mesh
+        if mesh is None:
+            raise ShardingError(
+                f"Tensor.sharding: this host tensor ({self._spec.describe()}) is not on a mesh, "
+                "so it has no NamedSharding.\nfix: place it first, e.g. "
+                "ttnn.from_torch(x, device=mesh_device) or ttnn.to_device(t, mesh_device)."
+            )
+        spec = _specs.partition_spec(self._spec.placements, mesh.axis_names, self.rank)
+        return jax.sharding.NamedSharding(mesh.jax_mesh, spec)
 
     def tensor_topology(self) -> TensorTopology:
         shape = self._mesh.shape if self._mesh is not None else (1,)
@@ -208,129 +311,10 @@ class Tensor:
         shape = tile_padded(self._shape) if self._layout is Layout.TILE else self._shape
         return int(np.prod(shape) * self._dtype.itemsize)
 
-    # -- conversions (thin wrappers over ttjax.convert) ----------------------------------------------
-
-    def to(self, device: MeshDevice, memory_config: Any = None) -> Tensor:
-        from ttjax.convert import to_device
-
-        return to_device(self, device, memory_config)
-
-    def cpu(self, blocking: bool = True) -> Tensor:
-        from ttjax.convert import from_device
-
-        return from_device(self)
-
-    def to_torch(self, mesh_composer: Any = None) -> Any:
-        from ttjax.convert import to_torch
-
-        return to_torch(self, mesh_composer=mesh_composer)
-
-    def to_numpy(self, mesh_composer: Any = None) -> np.ndarray:
-        from ttjax.convert import to_numpy
-
-        return to_numpy(self, mesh_composer=mesh_composer)
-
-    def numpy(self) -> np.ndarray:
-        return self.to_numpy()
-
-    def item(self) -> Any:
-        arr = self.to_numpy()
-        if arr.size != 1:
-            from ttjax.errors import ShapeMismatchError
-
-            raise ShapeMismatchError(
-                f"item() needs a one-element tensor; this one has shape {self.shape!r}.\n"
-                "fix: reduce it first, e.g. ttnn.sum(t)."
-            )
-        return arr.reshape(()).item()
-
-    def to_layout(self, layout: Layout, **kwargs: Any) -> Tensor:
-        from ttjax.ops import to_layout
-
-        return to_layout(self, layout, **kwargs)
-
-    def reshape(self, *shape: Any) -> Tensor:
-        from ttjax.ops import reshape
-
-        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
-            shape = tuple(shape[0])
-        return reshape(self, shape)
-
-    def permute(self, *dims: Any) -> Tensor:
-        from ttjax.ops import permute
-
-        if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
-            dims = tuple(dims[0])
-        return permute(self, dims)
-
-    # -- operators ---------------------------------------------------------------------------------
-
-    def __add__(self, other: Any) -> Tensor:
-        from ttjax.ops import add
-
-        return add(self, other)
-
-    def __radd__(self, other: Any) -> Tensor:
-        from ttjax.ops import add
-
-        return add(self, other)
-
-    def __sub__(self, other: Any) -> Tensor:
-        from ttjax.ops import subtract
-
-        return subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        from ttjax.ops import rsub
-
-        return rsub(self, other)
-
-    def __mul__(self, other: Any) -> Tensor:
-        from ttjax.ops import multiply
-
-        return multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        from ttjax.ops import multiply
-
-        return multiply(self, other)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        from ttjax.ops import divide
-
-        return divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        from ttjax.ops import divide
-
-        return divide(other, self)
-
-    def __neg__(self) -> Tensor:
-        from ttjax.ops import neg
-
-        return neg(self)
-
-    def __pow__(self, exponent: Any) -> Tensor:
-        from ttjax.ops import pow as _pow
-
-        return _pow(self, exponent)
-
-    def __matmul__(self, other: Tensor) -> Tensor:
-        from ttjax.ops import matmul
-
-        return matmul(self, other)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        from ttjax.ops import getitem
-
-        return getitem(self, index)
-
     def __len__(self) -> int:
         return self._shape[0] if self._shape else 0
 
     def __bool__(self) -> bool:
-        from ttjax.errors import TTJaxError
-
         raise TTJaxError(
             "The truth value of a ttjax Tensor is ambiguous (it lives on several devices).\n"
             "fix: read it back with ttnn.to_torch(t, mesh_composer=...) and test that."
@@ -348,17 +332,12 @@ class Tensor:
             )
 
     def _format(self) -> str:
-        if isinstance(self._data, jax.core.Tracer) or (
-            isinstance(self._data, _blockfloat.BlockFloatData)
-            and isinstance(self._data.mantissa, jax.core.Tracer)
-        ):
+        if is_traced(self):
             return (
                 f"ttnn.Tensor(<traced>, shape={self.shape!r}, dtype={self._dtype!r}, "
                 f"layout={self._layout!r}, placements={placements_str(self._placements)})"
             )
-        from ttjax.convert import _host_blocks
-
-        blocks = _host_blocks(self)
+        blocks = host_blocks(self)
         if self._mesh is None:
             return _format_shard(blocks.reshape(self._shape), self)
         ids = self._mesh.get_device_ids()
@@ -371,6 +350,64 @@ class Tensor:
         return "\n".join(parts)
 
     __str__ = __repr__
+
+
+# ---------------------------------------------------------------------------------------------
+# Liveness and reading data back to the host
+# ---------------------------------------------------------------------------------------------
+
+
+def is_traced(t: Tensor) -> bool:
+    """Whether ``t`` holds a JAX tracer (it is an argument or result inside ``jax.jit``)."""
+    return isinstance(_blockfloat.primary(t._data), jax.core.Tracer)
+
+
+def check_live(t: Tensor, what: str) -> None:
+    """A device tensor whose mesh was closed (or reshaped since) has no readable buffers."""
+    spec = t._spec
+    mesh = spec.mesh
+    if mesh is None or spec.storage is not StorageType.DEVICE or spec.gen == mesh._gen:
+        return
+    if is_traced(t):
+        return
+    if mesh._closed:
+        raise DeviceClosedError(
+            f"{what}: the tensor lives on {mesh!r}, which was closed.\n"
+            "fix: read tensors back (ttnn.to_torch / ttnn.from_device) before "
+            "ttnn.close_mesh_device, or re-create the tensor on an open mesh."
+        )
+    raise MeshMismatchError(
+        f"{what}: the tensor was created before {mesh!r} was reshaped, so its shards no longer "
+        "match the mesh.\nfix: read it back before mesh_device.reshape(...), or re-create it."
+    )
+
+
+def fetch(x: Any) -> np.ndarray:
+    """A JAX (or numpy) array as numpy; refuses tracers, whose values do not exist yet."""
+    if isinstance(x, jax.core.Tracer):
+        raise TTJaxError(
+            "Cannot read a tensor back to the host inside jax.jit (its values are not computed yet).\n"
+            "fix: return the tensor from the jitted function and convert it outside."
+        )
+    return np.asarray(x)
+
+
+def host_blocks(t: Tensor) -> np.ndarray:
+    """Every device's logical local tensor, as one numpy array of shape ``mesh_shape + shape``."""
+    spec = t._spec
+    if spec.mesh is None:
+        return fetch(t._data)
+    mesh_shape = tuple(spec.mesh.shape)
+    pl, shape = spec.placements, spec.shape
+    if spec.storage is StorageType.HOST:
+        return _specs.local_blocks(np, t._data, pl, mesh_shape, shape)
+    if spec.dtype.is_block_float:
+        m_shape, e_shape = _blockfloat.storage_shapes(spec.dtype, shape)
+        mant = _specs.local_blocks(np, fetch(t._data.mantissa), pl, mesh_shape, m_shape)
+        exp = _specs.local_blocks(np, fetch(t._data.exponent), pl, mesh_shape, e_shape)
+        data = _blockfloat.BlockFloatData(mant, exp)
+        return _blockfloat.decode(np, data, spec.dtype, mesh_shape + shape)
+    return _specs.local_blocks(np, fetch(t._data), pl, mesh_shape, shape)
 
 
 def _format_shard(arr: np.ndarray, t: Tensor) -> str:
@@ -392,41 +429,28 @@ def _format_shard(arr: np.ndarray, t: Tensor) -> str:
     return f"{prefix}{body}, shape={Shape(arr.shape)!r}, dtype={t._dtype!r}, layout={t._layout!r})"
 
 
-def make_tensor(
-    data: Any,
-    *,
-    mesh: MeshDevice | None,
-    placements: tuple[Placement, ...],
-    dtype: DataType,
-    layout: Layout,
-    shape: tuple[int, ...],
-    storage: StorageType,
-) -> Tensor:
-    """Build a Tensor from its parts (no validation; callers own the invariants)."""
-    t = object.__new__(Tensor)
-    t._data = data
-    t._mesh = mesh
-    t._placements = placements
-    t._dtype = dtype
-    t._layout = layout
-    t._shape = shape
-    t._storage = storage
-    t._gen = mesh._gen if mesh is not None else 0
-    return t
+def _flatten(t: Tensor) -> tuple[tuple[Any], TensorSpec]:
+    return (t._data,), t._spec
 
 
-def _flatten(t: Tensor) -> tuple[tuple[Any], tuple[Any, ...]]:
-    return (t._data,), (t._mesh, t._placements, t._dtype, t._layout, t._shape, t._storage, t._gen)
-
-
-def _unflatten(aux: tuple[Any, ...], children: Sequence[Any]) -> Tensor:
+def _unflatten(spec: TensorSpec, children: Sequence[Any]) -> Tensor:
     t = object.__new__(Tensor)
     t._data = children[0]
-    t._mesh, t._placements, t._dtype, t._layout, t._shape, t._storage, t._gen = aux
+    t._spec = spec
     return t
 
 
 jax.tree_util.register_pytree_node(Tensor, _flatten, _unflatten)
 
 
-__all__ = ["Shape", "Tensor", "TensorTopology", "make_tensor", "tile_padded"]
+__all__ = [
+    "Shape",
+    "Tensor",
+    "TensorSpec",
+    "TensorTopology",
+    "check_live",
+    "fetch",
+    "host_blocks",
+    "is_traced",
+    "tile_padded",
+]

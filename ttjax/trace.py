@@ -8,11 +8,14 @@ does. Inputs are refreshed between replays with ``copy_host_to_device_tensor``. 
 several submeshes (hybrid DP+TP) is replayed by one ``execute_trace``: each submesh's program is
 dispatched without waiting, so the submeshes run concurrently.
 
+>>> x = ttnn.from_torch(torch.zeros(1, 32), device=mesh)
 >>> tid = ttnn.begin_trace_capture(mesh, cq_id=0)
->>> out = model(x)                       # recorded (and run once)
+>>> out = ttnn.add(x, 1.0)               # recorded (and run once)
 >>> ttnn.end_trace_capture(mesh, tid, cq_id=0)
->>> ttnn.copy_host_to_device_tensor(next_x_host, x)
+>>> ttnn.copy_host_to_device_tensor(ttnn.from_torch(torch.ones(1, 32)), x)
 >>> ttnn.execute_trace(mesh, tid, cq_id=0, blocking=True)   # `out` now holds the new result
+>>> float(ttnn.to_torch(ttnn.get_device_tensors(out)[0]).max())
+2.0
 """
 
 from __future__ import annotations
@@ -26,12 +29,11 @@ from typing import Any
 
 import jax
 
-from ttjax import _blockfloat, _dispatch
-from ttjax._dispatch import Program, tensor_meta
+from ttjax import _blockfloat, _capture
+from ttjax._dispatch import Program
 from ttjax.errors import TraceError
 from ttjax.mesh import MeshDevice
-from ttjax.placements import placements_str
-from ttjax.tensor import Shape, Tensor
+from ttjax.tensor import Tensor, TensorSpec, is_traced
 
 
 class MeshTraceId(int):
@@ -60,7 +62,7 @@ class _Group:
     nodes: list[_Node]
     inputs: list[tuple[int, Tensor]]
     outputs: list[tuple[int, weakref.ref[Tensor]]]
-    signature: list[tuple[Any, ...]] = field(default_factory=list)
+    signature: list[TensorSpec] = field(default_factory=list)
     compiled: Any = None
 
 
@@ -97,7 +99,7 @@ class _Trace:
     ) -> None:
         if mesh.root() is not self.mesh.root():
             return
-        if any(_dispatch.is_traced(t) for t in (*tensors, *results)):
+        if any(is_traced(t) for t in (*tensors, *results)):
             raise TraceError(
                 f"trace {self.id!r}: a jax.jit-compiled function ran during trace capture.\n"
                 "fix: call the ttnn ops directly between begin_trace_capture and "
@@ -162,11 +164,6 @@ class _Trace:
         self.state = "captured"
 
 
-def _describe_sig(sig: tuple[Any, ...]) -> str:
-    placements, dtype, layout, shape = sig
-    return f"{Shape(shape)!r} {dtype!r} {layout!r} placements {placements_str(placements)}"
-
-
 def _program(group: _Group) -> Any:
     in_slots = [s for s, _ in group.inputs]
     out_slots = [s for _, s in group.outputs]
@@ -184,7 +181,7 @@ def _program(group: _Group) -> Any:
 
 
 def _compile(tid: MeshTraceId, group: _Group) -> None:
-    group.signature = [tensor_meta(t) for _, t in group.inputs]
+    group.signature = [t.spec for _, t in group.inputs]
     datas = [t._data for _, t in group.inputs]
     try:
         group.compiled = jax.jit(_program(group)).lower(*datas).compile()
@@ -228,15 +225,10 @@ def begin_trace_capture(mesh_device: MeshDevice, *, cq_id: int | None = 0) -> Me
     if _disabled():
         return MeshTraceId(0)
     mesh_device._check_open()
-    if _dispatch._capture is not None:
-        raise TraceError(
-            f"begin_trace_capture: trace {_dispatch._capture.id!r} is still being captured.\n"
-            "fix: call end_trace_capture for it first."
-        )
     tid = MeshTraceId(next(_next_id))
     tr = _Trace(tid, mesh_device)
+    _capture.begin(tr)
     _traces[int(tid)] = tr
-    _dispatch._capture = tr
     return tid
 
 
@@ -245,12 +237,12 @@ def end_trace_capture(mesh_device: MeshDevice, trace_id: Any, *, cq_id: int | No
     if _disabled():
         return
     tr = _lookup(mesh_device, trace_id, "end_trace_capture")
-    if tr.state != "capturing" or _dispatch._capture is not tr:
+    if tr.state != "capturing" or _capture.current() is not tr:
         raise TraceError(
             f"end_trace_capture: trace {tr.id!r} is not being captured (state: {tr.state}).\n"
             "fix: call begin_trace_capture first, and end each capture once."
         )
-    _dispatch._capture = None
+    _capture.end()
     try:
         tr.finish()
     except BaseException:
@@ -274,7 +266,7 @@ def execute_trace(
             f"execute_trace: trace {tr.id!r} is {tr.state}.\nfix: call end_trace_capture before "
             "execute_trace."
         )
-    if _dispatch._capture is not None:
+    if _capture.active():
         raise TraceError(
             "execute_trace inside another trace capture is not supported.\n"
             "fix: end the capture first."
@@ -284,11 +276,11 @@ def execute_trace(
         g.mesh._check_open()
         datas = []
         for (_, t), want in zip(g.inputs, g.signature):
-            got = tensor_meta(t)
+            got = t.spec
             if got != want:
                 raise TraceError(
                     f"execute_trace: trace {tr.id!r} was captured with an input "
-                    f"{_describe_sig(want)}, but that tensor is now {_describe_sig(got)}.\n"
+                    f"{want.describe()}, but that tensor is now {got.describe()}.\n"
                     "fix: refresh inputs with copy_host_to_device_tensor using a host tensor of the "
                     "same per-device shape, dtype, layout and mesh mapper; or capture a new trace."
                 )
@@ -297,10 +289,8 @@ def execute_trace(
         for (ref, _), data in zip(g.outputs, outs):
             obj = ref()
             if obj is not None:
-                obj._data = data
-        first = outs[0] if outs else None
-        if isinstance(first, _blockfloat.BlockFloatData):
-            first = first.mantissa
+                obj.assign(Tensor(data, obj.spec))
+        first = _blockfloat.primary(outs[0]) if outs else None
         if first is not None:
             g.mesh._last_outputs = (first,)
         pending.append(outs)
@@ -314,7 +304,7 @@ def release_trace(mesh_device: MeshDevice, trace_id: Any) -> None:
         return
     tr = _lookup(mesh_device, trace_id, "release_trace")
     if tr.state == "capturing":
-        _dispatch._capture = None
+        _capture.end()
     tr.state = "released"
     tr.groups = []
     _traces.pop(int(tr.id), None)
@@ -340,6 +330,12 @@ def trace_info(trace_id: Any) -> dict[str, Any]:
     }
 
 
+def trace_programs(trace_id: Any) -> list[tuple[MeshDevice, Any]]:
+    """``(mesh, compiled executable)`` for each program of a trace; raises for an unknown id."""
+    trace_info(trace_id)
+    return [(g.mesh, g.compiled) for g in _traces[int(trace_id)].groups]
+
+
 def compiled_programs(trace_id: Any) -> list[Any]:
     """The compiled XLA executables of a trace (one per mesh), for ``ttjax.inspect``."""
     tr = _traces.get(int(trace_id))
@@ -358,4 +354,5 @@ __all__ = [
     "execute_trace",
     "release_trace",
     "trace_info",
+    "trace_programs",
 ]

@@ -7,7 +7,10 @@ its layers stacked ([n_layers, ...] per device) and compile one layer body inste
 
 >>> def body(x, layer):
 ...     return ttnn.add(x, ttnn.linear(x, layer["w"])), None
->>> x, _ = ttjax.scan(body, x, {"w": stacked_w})   # stacked_w: [n_layers, d, d] per device
+>>> stacked_w = ttnn.from_torch(torch.rand(3, 32, 32) / 32, device=mesh)   # [n_layers, d, d]
+>>> h, _ = ttjax.scan(body, ttnn.from_torch(torch.rand(1, 32), device=mesh), {"w": stacked_w})
+>>> h.shape
+Shape([1, 32])
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import jax
 
 from ttjax.errors import ShardingError
 from ttjax.placements import Placement, PlacementLocal, PlacementShard
-from ttjax.tensor import Tensor, make_tensor
+from ttjax.tensor import Tensor, TensorSpec
 
 
 def _is_tensor(x: Any) -> bool:
@@ -53,8 +56,14 @@ def _check_stacked(t: Tensor, length: int | None, path: str) -> int:
     return t._shape[0]
 
 
-def _unstack_meta(t: Tensor) -> tuple[Any, ...]:
-    return (t._mesh, _shift(t._placements, -1), t._dtype, t._layout, t._shape[1:], t._storage)
+def _unstacked(spec: TensorSpec) -> TensorSpec:
+    """The spec of one slice along the leading (layer) axis."""
+    return spec.replace(placements=_shift(spec.placements, -1), shape=spec.shape[1:])
+
+
+def _stacked(spec: TensorSpec, n: int) -> TensorSpec:
+    """The spec of ``n`` slices stacked on a new leading axis."""
+    return spec.replace(placements=_shift(spec.placements, 1), shape=(n, *spec.shape))
 
 
 def scan(
@@ -72,12 +81,12 @@ def scan(
     """
     leaves, treedef = jax.tree_util.tree_flatten(xs, is_leaf=_is_tensor)
     n = length
-    metas: list[Any] = []
+    metas: list[TensorSpec | None] = []
     raw: list[Any] = []
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, Tensor):
             n = _check_stacked(leaf, n, f"xs leaf {i}")
-            metas.append(_unstack_meta(leaf))
+            metas.append(_unstacked(leaf.spec))
             raw.append(leaf._data)
         else:
             metas.append(None)
@@ -86,38 +95,20 @@ def scan(
 
     def body(carry: Any, raw_slice: list[Any]) -> tuple[Any, Any]:
         sliced = [
-            leaf if meta is None else _rebuild(leaf, meta) for leaf, meta in zip(raw_slice, metas)
+            leaf if meta is None else Tensor(leaf, meta) for leaf, meta in zip(raw_slice, metas)
         ]
         new_carry, ys = f(carry, jax.tree_util.tree_unflatten(treedef, sliced))
         y_leaves, y_def = jax.tree_util.tree_flatten(ys, is_leaf=_is_tensor)
         out_info["treedef"] = y_def
-        out_info["metas"] = [
-            (y._mesh, _shift(y._placements, 1), y._dtype, y._layout, y._shape, y._storage)
-            if isinstance(y, Tensor)
-            else None
-            for y in y_leaves
-        ]
+        out_info["metas"] = [y.spec if isinstance(y, Tensor) else None for y in y_leaves]
         return new_carry, [y._data if isinstance(y, Tensor) else y for y in y_leaves]
 
     carry, ys_raw = jax.lax.scan(body, init, raw, length=n, unroll=unroll)
     ys = [
-        y if meta is None else _rebuild(y, (*meta[:4], (n, *meta[4]), meta[5]))
+        y if meta is None else Tensor(y, _stacked(meta, n))
         for y, meta in zip(ys_raw, out_info["metas"])
     ]
     return carry, jax.tree_util.tree_unflatten(out_info["treedef"], ys)
-
-
-def _rebuild(data: Any, meta: tuple[Any, ...]) -> Tensor:
-    mesh, placements, dtype, layout, shape, storage = meta
-    return make_tensor(
-        data,
-        mesh=mesh,
-        placements=placements,
-        dtype=dtype,
-        layout=layout,
-        shape=tuple(shape),
-        storage=storage,
-    )
 
 
 __all__ = ["scan"]

@@ -15,6 +15,7 @@ so it is cheap on big tensors and works on a tensor inside ``jax.jit``.
 ┌──────────────────────────────┬──────────────────────────────┐
 │          Dev. ID: 0          │          Dev. ID: 1          │
 │            (0, 0)            │            (0, 1)            │
+│                              │                              │
 └──────────────────────────────┴──────────────────────────────┘
 """
 
@@ -29,7 +30,7 @@ import jax
 import numpy as np
 
 from ttjax import _specs
-from ttjax.errors import TTJaxError
+from ttjax.errors import MissingDependencyError, TTJaxError
 from ttjax.mesh import MeshDevice, MeshShape, available_devices, system_mesh_shape
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor
@@ -60,10 +61,6 @@ _SHARD_COLORS = (
 )
 # Foreground styles that keep replicated, sharded and per-device axes apart.
 _PLACEMENT_STYLES = {"R": "bold bright_cyan", "S": "bold bright_yellow", "L": "bold bright_magenta"}
-
-
-class MissingDependencyError(TTJaxError, ImportError):
-    """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,8 +120,9 @@ def mesh_layout(tensor: Tensor) -> list[dict[str, Any]]:
     the global tensor this device holds. ``global_shape`` and ``index`` are None when a mesh
     axis is ``PlacementLocal`` (per-device values are not slices of one tensor).
 
+    >>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
     >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 64), device=mesh,
-    ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))   # 1x2 mesh
+    ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
     >>> [d["index"][3] for d in ttnn.visualize.mesh_layout(x)]
     [(0, 32), (32, 64)]
     """
@@ -291,6 +289,8 @@ def visualize_mesh_device(mesh_device: MeshDevice, tensor: Tensor | None = None)
     boxes holding the same data share a colour. Errors are logged, never raised (TT-NN).
 
     >>> ttnn.visualize_mesh_device(mesh, tensor=x)
+    MeshDevice(rows=2, cols=4)
+    ...
     """
     try:
         from rich.text import Text
@@ -337,6 +337,8 @@ def visualize_tensor(tensor: Tensor) -> None:
     layout. Errors are logged, never raised (TT-NN).
 
     >>> ttnn.visualize_tensor(x)
+    ╭─────── Placement Configuration ────────╮
+    ...
     """
     try:
         from rich.panel import Panel

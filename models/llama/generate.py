@@ -226,14 +226,12 @@ class Generator:
 
     def decode_trace_reports(self, prompt: np.ndarray) -> list[Any]:
         """Capture one decode step (after a prefill of ``prompt``) and inspect its programs."""
-        from ttjax.inspect import inspect_trace
-
         self.prefill(prompt)
         self._set_buffers(np.zeros(len(prompt), np.uint32), prompt.shape[1])
         tid = ttnn.begin_trace_capture(self.root)
         self._step_ops(greedy=True)
         ttnn.end_trace_capture(self.root, tid)
         try:
-            return inspect_trace(self.root, tid)
+            return ttnn.inspect.inspect_trace(self.root, tid)
         finally:
             ttnn.release_trace(self.root, tid)

@@ -22,15 +22,11 @@ from typing import Any
 import numpy as np
 
 import ttjax as ttnn
-from models.llama.config import LlamaConfig, rope_tables
+from models.llama.config import LlamaConfig
+from models.llama.sharding import LlamaSharding
 
 
-def _t(a: Any) -> Any:
-    """torch/HF [out, in] -> TT-NN [in, out] (None stays None)."""
-    return None if a is None else np.asarray(a).T
-
-
-class TtLlama:
+class TtLlama(LlamaSharding):
     """A Llama (or Falcon-style) decoder on one mesh; ``mode`` is ``"tp"`` or ``"dp"``.
 
     >>> model = TtLlama(config, weights, mesh, mode="tp")
@@ -54,8 +50,9 @@ class TtLlama:
         transpose_weights: bool = False,
     ) -> None:
         if mode not in ("tp", "dp"):
-            raise ValueError(
-                f"mode={mode!r}: use 'tp' or 'dp' (hybrid = one 'tp' model per submesh)"
+            raise ttnn.errors.ConfigError(
+                f"TtLlama: mode={mode!r} is not a parallel mode.\n"
+                "fix: use 'tp' or 'dp' (hybrid = one 'tp' model per submesh)."
             )
         self.config = config
         self.mesh = mesh_device
@@ -80,222 +77,6 @@ class TtLlama:
         self.kv_heads = max(1, config.n_kv_heads // self.tp)
         self._load(weights or {})
         self.reset_cache()
-
-    # ------------------------------------------------------------------------------------------
-    # Parameters
-    # ------------------------------------------------------------------------------------------
-
-    def _check_divisible(self) -> None:
-        c = self.config
-        problems = []
-        if self.tp > 1:
-            for name, value in (
-                ("n_heads", c.n_heads),
-                ("ffn_dim", c.ffn_dim),
-                ("vocab_size", c.vocab_size),
-            ):
-                if value % self.tp:
-                    problems.append(f"{name}={value} is not divisible by {self.tp} devices")
-            if c.n_kv_heads % self.tp and self.tp % c.n_kv_heads:
-                problems.append(
-                    f"n_kv_heads={c.n_kv_heads} neither divides nor is divisible by {self.tp} devices"
-                )
-        if self.batch % self.dp:
-            problems.append(
-                f"batch={self.batch} is not divisible by {self.dp} data-parallel devices"
-            )
-        if problems:
-            raise ValueError(
-                f"{c.name} in mode {self.mode!r} on {self.mesh!r}: " + "; ".join(problems) + ".\n"
-                "fix: pick a mesh whose device count divides these, or use mode='dp'."
-            )
-
-    def _put(
-        self,
-        value: Any,
-        shape: tuple[int, ...],
-        shard_dim: int | None,
-        dtype: Any,
-        matrix: bool = False,
-    ) -> ttnn.Tensor:
-        """Host array (or just its shape when abstract) -> device tensor, sharded on ``shard_dim``.
-
-        ``matrix`` marks a linear weight given as TT-NN's [in, out]; with
-        ``transpose_weights`` it is stored [out, in] instead (and used with ``transpose_b``).
-        """
-        mesh = self.mesh
-        if matrix and self.transpose_weights:
-            value = None if value is None else np.swapaxes(np.asarray(value), -1, -2)
-            shape = (*shape[:-2], shape[-1], shape[-2])
-            if shard_dim is not None:
-                shard_dim = len(shape) - 2 if shard_dim == len(shape) - 1 else len(shape) - 1
-        mapper = (
-            ttnn.ShardTensorToMesh(mesh, dim=shard_dim)
-            if shard_dim is not None and self.tp > 1
-            else ttnn.ReplicateTensorToMesh(mesh)
-        )
-        layout = ttnn.TILE_LAYOUT
-        if self.abstract:
-            return ttnn.abstract_tensor(
-                shape, dtype, device=mesh, mesh_mapper=mapper, layout=layout
-            )
-        return ttnn.from_torch(
-            np.asarray(value, np.float32),
-            dtype=dtype,
-            layout=layout,
-            device=mesh,
-            mesh_mapper=mapper,
-        )
-
-    def _load(self, w: dict[str, np.ndarray]) -> None:
-        c, tp, ad = self.config, self.tp, self.dtype
-        layer_norm = c.norm == "layer"
-
-        def get(name: str) -> Any:
-            return None if self.abstract else w[name]
-
-        embed = get("model.embed_tokens.weight")
-        head = embed if c.tie_word_embeddings else get("lm_head.weight")
-        cos, sin = rope_tables(c, self.max_seq_len)
-        self.params: dict[str, Any] = {
-            "embed": self._put(embed, (c.vocab_size, c.dim), 1 if c.dim % tp == 0 else None, ad),
-            "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype, True),
-            "norm": self._put(get("model.norm.weight"), (c.dim,), None, ad),
-            "norm_bias": self._put(get("model.norm.bias"), (c.dim,), None, ad)
-            if layer_norm
-            else None,
-            "cos": self._put(cos, cos.shape, None, ad),
-            "sin": self._put(sin, sin.shape, None, ad),
-        }
-        specs = [self._layer_specs(w, i) for i in range(c.n_layers)]
-        if self.scan_layers:
-            # One stacked tensor per weight ([n_layers, ...] per device) for ttnn.scan.
-            self.params["layers"] = {
-                name: None
-                if spec[1] is None
-                else self._put(
-                    None if self.abstract else np.stack([s[name][0] for s in specs]),
-                    (c.n_layers, *spec[1]),
-                    None if spec[2] is None else spec[2] + 1,
-                    spec[3],
-                    spec[4],
-                )
-                for name, spec in specs[0].items()
-            }
-        else:
-            self.params["layers"] = [
-                {
-                    name: None if sh is None else self._put(v, sh, d, dt, mat)
-                    for name, (v, sh, d, dt, mat) in s.items()
-                }
-                for s in specs
-            ]
-
-    def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, tuple[Any, ...]]:
-        """Layer ``i``'s weights as ``name -> (host array or None, shape, shard dim, dtype, matrix)``.
-
-        Column-parallel weights are sharded on their last dim, row-parallel ones on their first;
-        norms are replicated. A ``None`` shape marks a weight this architecture does not have.
-        """
-        c, tp, hd = self.config, self.tp, self.config.head_dim
-        wd, ad = self.weight_dtype, self.dtype
-        p = f"model.layers.{i}."
-        layer_norm = c.norm == "layer"
-
-        def get(name: str) -> Any:
-            return None if self.abstract else w[p + name]
-
-        qkv_cols = tp * (self.q_heads + 2 * self.kv_heads) * hd
-        wqkv = None
-        if not self.abstract:
-            # Group columns per device, [q_0 k_0 v_0 | q_1 k_1 v_1 | ...], so a width shard gives
-            # each device whole heads of q, k and v.
-            q = _t(get("self_attn.q_proj.weight")).reshape(c.dim, tp, -1)
-            k = self._kv_columns(_t(get("self_attn.k_proj.weight")))
-            v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
-            wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
-        swiglu = c.mlp == "swiglu"
-        dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), (None, None, None, None, False)
-        specs: dict[str, tuple[Any, ...]] = {
-            "attn_norm": (get("input_layernorm.weight"), dim, None, ad, False),
-            "attn_norm_bias": (get("input_layernorm.bias"), dim, None, ad, False)
-            if layer_norm
-            else none,
-            "wqkv": (wqkv, (c.dim, qkv_cols), 1, wd, True),  # column-parallel
-            "wo": (_t(get("self_attn.o_proj.weight")), (c.n_heads * hd, c.dim), 0, wd, True),
-            "mlp_norm": none
-            if c.parallel_block
-            else (get("post_attention_layernorm.weight"), dim, None, ad, False),
-            "mlp_norm_bias": (get("post_attention_layernorm.bias"), dim, None, ad, False)
-            if layer_norm and not c.parallel_block
-            else none,
-            # gate (swiglu) or dense_h_to_4h (gelu): column-parallel
-            "w_in": (
-                _t(get("mlp.gate_proj.weight" if swiglu else "mlp.dense_h_to_4h.weight")),
-                ffn,
-                1,
-                wd,
-                True,
-            ),
-            "w_up": (_t(get("mlp.up_proj.weight")), ffn, 1, wd, True) if swiglu else none,
-            # down / dense_4h_to_h: row-parallel
-            "w_out": (
-                _t(get("mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight")),
-                (c.ffn_dim, c.dim),
-                0,
-                wd,
-                True,
-            ),
-        }
-        return specs
-
-    def _kv_columns(self, w: np.ndarray) -> np.ndarray:
-        """[dim, n_kv_heads * hd] -> [dim, tp, local kv heads * hd] (KV heads replicated if needed)."""
-        c = self.config
-        heads = w.reshape(c.dim, c.n_kv_heads, c.head_dim)
-        owner = np.arange(self.tp) * c.n_kv_heads // self.tp  # first KV head of each device
-        cols = [heads[:, o : o + self.kv_heads] for o in owner]
-        return np.stack(cols, axis=1).reshape(c.dim, self.tp, self.kv_heads * c.head_dim)
-
-    def _new_cache(self, layers: tuple[int, ...] = ()) -> list[ttnn.Tensor]:
-        """Zeroed K and V caches [*layers, B, kv heads, max_seq_len, hd] per device.
-
-        The KV heads (TP) or the users (DP) differ per device, so the cache is sharded on that
-        dim from the start; its per-device shape is what TT-NN allocates.
-        """
-        c = self.config
-        shape = [*layers, self.batch // self.dp, self.kv_heads, self.max_seq_len, c.head_dim]
-        n = self.mesh.get_num_devices()
-        mapper = None
-        if n > 1:
-            dim = len(layers) + (1 if self.tp > 1 else 0)
-            shape[dim] *= n
-            mapper = ttnn.ShardTensorToMesh(self.mesh, dim=dim)
-        if self.abstract:
-            make = lambda: ttnn.abstract_tensor(  # noqa: E731
-                shape,
-                self.cache_dtype,
-                device=self.mesh,
-                mesh_mapper=mapper,
-                layout=ttnn.TILE_LAYOUT,
-            )
-        else:
-            zeros = np.zeros(shape, np.float32)
-            make = lambda: ttnn.from_torch(  # noqa: E731
-                zeros,
-                dtype=self.cache_dtype,
-                layout=ttnn.TILE_LAYOUT,
-                device=self.mesh,
-                mesh_mapper=mapper,
-            )
-        return [make(), make()]
-
-    def reset_cache(self) -> None:
-        """Fresh zeroed KV caches (a list of [K, V] per layer, or one stacked [K, V] with scan)."""
-        if self.scan_layers:
-            self.caches: Any = self._new_cache((self.config.n_layers,))
-        else:
-            self.caches = [self._new_cache() for _ in range(self.config.n_layers)]
 
     # ------------------------------------------------------------------------------------------
     # Inputs
@@ -436,7 +217,7 @@ class TtLlama:
 
             x, new_caches = ttnn.scan(step, x, (p["layers"], list(caches)))
             for old, new in zip(caches, new_caches):  # caches are updated in place, as in TT-NN
-                old._data, old._placements = new._data, new._placements
+                ttnn.copy(new, old)
         else:
             for layer, cache in zip(p["layers"], caches):
                 x = block(x, layer, cache)

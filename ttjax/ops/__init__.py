@@ -15,6 +15,7 @@ from ttjax.ops.creation import (
 from ttjax.ops.data_movement import (
     chunk,
     concat,
+    copy,
     embedding,
     getitem,
     pad,
@@ -109,6 +110,7 @@ __all__ = [
     "clone",
     "concat",
     "concat_heads",
+    "copy",
     "cos",
     "divide",
     "embedding",

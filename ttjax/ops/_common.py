@@ -87,11 +87,4 @@ def write_output(result: Tensor, output_tensor: Tensor | None) -> Tensor:
             f" but the op produces {list(result._shape)} {result._dtype!r}.\n"
             "fix: preallocate output_tensor with the result's shape and dtype."
         )
-    from ttjax import _dispatch
-
-    output_tensor._data = result._data
-    output_tensor._placements = result._placements
-    output_tensor._layout = result._layout
-    if _dispatch._capture is not None:
-        _dispatch._capture.alias(result, output_tensor)
-    return output_tensor
+    return output_tensor.assign(result)

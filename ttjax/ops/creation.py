@@ -14,12 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ttjax._blockfloat import quantize
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import TTJaxError
 from ttjax.mesh import MeshDevice
 from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar
-from ttjax.tensor import Tensor, make_tensor
+from ttjax.tensor import Tensor, TensorSpec
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -50,18 +51,9 @@ def _create(
     if device is None:
         host = np.asarray(jax.jit(fn, static_argnums=())(*scalars))
         if dtype.is_block_float:
-            from ttjax._blockfloat import quantize
-
             host = quantize(np, host.astype(np.float32), dtype).astype(dtype.numpy_dtype)
-        return make_tensor(
-            host.astype(dtype.numpy_dtype),
-            mesh=None,
-            placements=(),
-            dtype=dtype,
-            layout=layout,
-            shape=shape,
-            storage=StorageType.HOST,
-        )
+        spec = TensorSpec(None, (), dtype, layout, shape, StorageType.HOST)
+        return Tensor(host.astype(dtype.numpy_dtype), spec)
     if not isinstance(device, MeshDevice):
         raise TTJaxError(
             f"device={device!r} is not a MeshDevice.\nfix: pass the mesh from ttnn.open_mesh_device."

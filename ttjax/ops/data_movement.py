@@ -347,6 +347,44 @@ def pad(
     return run_op("pad", fn, [input_tensor], static=key, scalars=(value,))
 
 
+def _same_placements(tensors: Sequence[Tensor], shapes: Any) -> list[tuple[Placement, ...]]:
+    return [tensors[0]._placements]
+
+
+def copy(input_a: Tensor, input_b: Tensor, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.copy``: write ``input_a``'s values into ``input_b``, in place.
+
+    Per-device shapes must match; values are cast to ``input_b``'s dtype and layout, and
+    ``input_b`` takes ``input_a``'s placements. An open trace capture records the copy, so a
+    replay writes into ``input_b`` again. Returns ``input_b``.
+
+    >>> a = ttnn.from_torch(torch.ones(2, 32), device=mesh)
+    >>> b = ttnn.zeros((2, 32), device=mesh)
+    >>> ttnn.copy(a, b) is b, float(ttnn.to_torch(b, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)).sum())
+    (True, 512.0)
+    """
+    check_hw_kwargs("copy", kwargs)
+    if not isinstance(input_b, Tensor):
+        raise TTJaxError(
+            f"ttnn.copy: input_b is a {type(input_b).__name__}, not a ttnn Tensor.\n"
+            "fix: preallocate the destination, e.g. ttnn.zeros_like(input_a)."
+        )
+    if input_b._shape != input_a._shape:
+        raise ShapeMismatchError(
+            f"ttnn.copy: input_a has per-device shape {list(input_a._shape)} but input_b has "
+            f"{list(input_b._shape)}.\nfix: copy into a tensor of the same per-device shape."
+        )
+    out = run_op(
+        "copy",
+        lambda a, b: a,
+        [input_a, input_b],
+        out_dtype=input_b._dtype,
+        out_layout=input_b._layout,
+        placement_rule=_same_placements,
+    )
+    return input_b.assign(out)
+
+
 def to_layout(
     input_tensor: Tensor,
     layout: Layout,

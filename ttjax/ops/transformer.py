@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from ttjax._dispatch import run_op
 from ttjax.errors import ShapeMismatchError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
 
 
@@ -232,8 +233,6 @@ def rotary_embedding(
 def _cache_rule(tensors: Any, shapes: Any) -> list[Any]:
     """A cache update keeps the cache's own layout; replicated axes become per-device only when
     the written values differ across them."""
-    from ttjax.placements import LOCAL, PlacementReplicate
-
     cache = tensors[0]
     out = []
     for i, p in enumerate(cache._placements):

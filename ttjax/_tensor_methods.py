@@ -1,0 +1,145 @@
+"""Tensor's operators and conversion methods, attached from above (as JAX attaches jax.Array's).
+
+``ttjax.tensor`` sits below the ops and host conversion that these methods call, so it cannot
+import them; this module imports both and sets the methods on :class:`~ttjax.tensor.Tensor` once,
+when ``ttjax`` is imported.
+
+>>> import ttjax as ttnn
+>>> device = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+>>> t = ttnn.from_torch(np.arange(3, dtype=np.float32), device=device)
+>>> (t * 2 + 1).to_numpy()
+array([1., 3., 5.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ttjax import convert, ops
+from ttjax.errors import ShapeMismatchError
+from ttjax.mesh import MeshDevice
+from ttjax.tensor import Tensor
+
+
+def _to(self: Tensor, device: MeshDevice, memory_config: Any = None) -> Tensor:
+    return convert.to_device(self, device, memory_config)
+
+
+def _cpu(self: Tensor, blocking: bool = True) -> Tensor:
+    return convert.from_device(self)
+
+
+def _to_torch(self: Tensor, mesh_composer: Any = None) -> Any:
+    return convert.to_torch(self, mesh_composer=mesh_composer)
+
+
+def _to_numpy(self: Tensor, mesh_composer: Any = None) -> np.ndarray:
+    return convert.to_numpy(self, mesh_composer=mesh_composer)
+
+
+def _numpy(self: Tensor) -> np.ndarray:
+    return convert.to_numpy(self)
+
+
+def _item(self: Tensor) -> Any:
+    arr = convert.to_numpy(self)
+    if arr.size != 1:
+        raise ShapeMismatchError(
+            f"item() needs a one-element tensor; this one has shape {self.shape!r}.\n"
+            "fix: reduce it first, e.g. ttnn.sum(t)."
+        )
+    return arr.reshape(()).item()
+
+
+def _to_layout(self: Tensor, layout: Any, **kwargs: Any) -> Tensor:
+    return ops.to_layout(self, layout, **kwargs)
+
+
+def _reshape(self: Tensor, *shape: Any) -> Tensor:
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = tuple(shape[0])
+    return ops.reshape(self, shape)
+
+
+def _permute(self: Tensor, *dims: Any) -> Tensor:
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = tuple(dims[0])
+    return ops.permute(self, dims)
+
+
+def _add(self: Tensor, other: Any) -> Tensor:
+    return ops.add(self, other)
+
+
+def _sub(self: Tensor, other: Any) -> Tensor:
+    return ops.subtract(self, other)
+
+
+def _rsub(self: Tensor, other: Any) -> Tensor:
+    return ops.rsub(self, other)
+
+
+def _mul(self: Tensor, other: Any) -> Tensor:
+    return ops.multiply(self, other)
+
+
+def _truediv(self: Tensor, other: Any) -> Tensor:
+    return ops.divide(self, other)
+
+
+def _rtruediv(self: Tensor, other: Any) -> Tensor:
+    return ops.divide(other, self)
+
+
+def _neg(self: Tensor) -> Tensor:
+    return ops.neg(self)
+
+
+def _pow(self: Tensor, exponent: Any) -> Tensor:
+    return ops.pow(self, exponent)
+
+
+def _matmul(self: Tensor, other: Tensor) -> Tensor:
+    return ops.matmul(self, other)
+
+
+def _getitem(self: Tensor, index: Any) -> Tensor:
+    return ops.getitem(self, index)
+
+
+METHODS = {
+    "to": _to,
+    "cpu": _cpu,
+    "to_torch": _to_torch,
+    "to_numpy": _to_numpy,
+    "numpy": _numpy,
+    "item": _item,
+    "to_layout": _to_layout,
+    "reshape": _reshape,
+    "permute": _permute,
+    "__add__": _add,
+    "__radd__": _add,
+    "__sub__": _sub,
+    "__rsub__": _rsub,
+    "__mul__": _mul,
+    "__rmul__": _mul,
+    "__truediv__": _truediv,
+    "__rtruediv__": _rtruediv,
+    "__neg__": _neg,
+    "__pow__": _pow,
+    "__matmul__": _matmul,
+    "__getitem__": _getitem,
+}
+
+
+def attach() -> None:
+    """Set every method above on ``Tensor`` (idempotent)."""
+    for name, fn in METHODS.items():
+        setattr(Tensor, name, fn)
+
+
+attach()
+
+__all__ = ["METHODS", "attach"]

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
+from jax import lax
+
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.mgd import MeshGraphDescriptor
 
@@ -15,4 +20,19 @@ def enable_fabric(num_devices: int) -> MeshGraphDescriptor:
     return AutoContext.get_instance().enable_fabric(num_devices)
 
 
-__all__ = ["enable_fabric"]
+def synchronize_gradients(grads: Any, axis: str | None) -> Any:
+    """DDP: average every gradient over the mesh axis ``axis`` (inside ``shard_map``).
+
+    TTML's algorithm: all_reduce (sum), then multiply by ``1 / size`` ("all_reduce Mean is not
+    supported"). The whole pytree goes in one call, so XLA may combine the per-parameter
+    all-reduces. ``axis=None`` (DDP off) returns ``grads`` unchanged.
+
+    >>> grads = synchronize_gradients(jax.grad(loss)(params, batch), "x")
+    """
+    if axis is None:
+        return grads
+    scale = 1.0 / lax.axis_size(axis)
+    return jax.tree_util.tree_map(lambda g: lax.psum(g, axis) * scale, grads)
+
+
+__all__ = ["enable_fabric", "synchronize_gradients"]

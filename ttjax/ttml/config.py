@@ -6,7 +6,7 @@ names the model file holding ``transformer_config``, as in tt-train's ``configs/
 
 >>> cfg = load_config("configs/training_nanogpt_tp_ddp.yaml")
 >>> cfg.training.batch_size, cfg.device.mesh_shape, cfg.model.num_blocks
-(8, (2, 4), 2)
+(16, (2, 4), 2)
 
 Every key is checked: an unknown key, a wrong type or a value outside the allowed set raises
 ``TrainingConfigError`` naming the file, the key and what is allowed. Relative paths inside a

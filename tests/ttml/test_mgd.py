@@ -65,23 +65,17 @@ def test_every_shipped_descriptor_parses(name: str) -> None:
 
 
 def test_generated_module_matches_the_schema(tmp_path: Path) -> None:
-    """The committed *_pb2.py is exactly what grpcio-tools' protoc makes from the shipped .proto."""
+    """The committed *_pb2.py(i) are exactly what grpcio-tools' protoc makes from the shipped .proto."""
     pytest.importorskip("grpc_tools")
     proto = "mesh_graph_descriptor.proto"
+    out = [f"--python_out={tmp_path}", f"--pyi_out={tmp_path}"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            f"-I{PROTO_DIR}",
-            f"--python_out={tmp_path}",
-            proto,
-        ],
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", *out, proto],
         check=True,
         timeout=60,
     )
-    fresh = (tmp_path / "mesh_graph_descriptor_pb2.py").read_text()
-    assert fresh == (PROTO_DIR / "mesh_graph_descriptor_pb2.py").read_text()
+    for name in ("mesh_graph_descriptor_pb2.py", "mesh_graph_descriptor_pb2.pyi"):
+        assert (tmp_path / name).read_text() == (PROTO_DIR / name).read_text(), name
 
 
 def test_both_spellings_of_dim_types() -> None:

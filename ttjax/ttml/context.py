@@ -70,7 +70,7 @@ def assign_axes(mesh_shape: Sequence[int], config: DistributedConfig) -> dict[st
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ParallelismContext:
     """The parallelism layout of an open mesh; made by ``AutoContext.initialize_parallelism_context``.
 

@@ -6,7 +6,7 @@ runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax th
 parameter pytree as global arrays, so the clipping norm is the norm of the whole gradient.
 Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
 
->>> step = TrainStep(model.loss, specs, par, make_optimizer(OptimizerConfig(3e-4)))
+>>> step = TrainStep(model.loss, specs, par, make_optimizer(OptimizerSettings(3e-4)))
 >>> state = step.init_state(params)
 >>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
 """
@@ -25,6 +25,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError, TTJaxError
+from ttjax.ttml.config import RunConfig
 from ttjax.ttml.core.distributed import synchronize_gradients
 from ttjax.ttml.parallel import Parallelism
 
@@ -37,7 +38,7 @@ class TrainingDivergedError(TTJaxError, FloatingPointError):
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
+class OptimizerSettings:
     """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``)."""
 
     learning_rate: float = 3e-4
@@ -48,15 +49,40 @@ class OptimizerConfig:
     scheduler_type: str = "warmup_cosine"
     warmup_steps: int = 0
     total_steps: int = 1000
-    min_lr_ratio: float = 0.1
+    min_lr: float = 0.0
     clip_grad_norm_max_norm: float | None = 1.0
 
     def __post_init__(self) -> None:
         if self.scheduler_type not in SCHEDULERS:
             raise ConfigError(
-                f"OptimizerConfig: scheduler_type={self.scheduler_type!r} is unknown.\n"
+                f"OptimizerSettings: scheduler_type={self.scheduler_type!r} is unknown.\n"
                 f"fix: one of {list(SCHEDULERS)}."
             )
+
+    @classmethod
+    def from_config(cls, run: RunConfig) -> OptimizerSettings:
+        """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys."""
+        t, opt, sched = run.training, run.training.optimizer, run.scheduler
+        lr = t.learning_rate if opt is None or opt.lr is None else opt.lr
+        if opt is not None and not opt.is_adamw:
+            raise ConfigError(
+                f"{run.path}: optimizer type {opt.type!r} is not trained by ttjax.ttml yet.\n"
+                "fix: type: AdamW (or AdamWFullPrecision / MorehAdamW, which run the same)."
+            )
+        return cls(
+            learning_rate=sched.max_lr or lr,
+            weight_decay=t.weight_decay
+            if opt is None or opt.weight_decay is None
+            else opt.weight_decay,
+            beta1=0.9 if opt is None else opt.beta1,
+            beta2=0.999 if opt is None else opt.beta2,
+            epsilon=1e-8 if opt is None else opt.epsilon,
+            scheduler_type=t.scheduler_type,
+            warmup_steps=sched.warmup_steps,
+            total_steps=t.max_steps,
+            min_lr=sched.min_lr,
+            clip_grad_norm_max_norm=t.clip_grad_norm_max_norm if t.use_clip_grad_norm else None,
+        )
 
     def schedule(self) -> optax.Schedule:
         lr, warm = self.learning_rate, self.warmup_steps
@@ -67,16 +93,14 @@ class OptimizerConfig:
             return optax.join_schedules(
                 [
                     optax.linear_schedule(0.0, lr, max(warm, 1)),
-                    optax.linear_schedule(lr, lr * self.min_lr_ratio, total - warm),
+                    optax.linear_schedule(lr, self.min_lr, total - warm),
                 ],
                 [max(warm, 1)],
             )
-        return optax.warmup_cosine_decay_schedule(
-            0.0 if warm else lr, lr, warm, total, lr * self.min_lr_ratio
-        )
+        return optax.warmup_cosine_decay_schedule(0.0 if warm else lr, lr, warm, total, self.min_lr)
 
 
-def make_optimizer(config: OptimizerConfig) -> optax.GradientTransformation:
+def make_optimizer(config: OptimizerSettings) -> optax.GradientTransformation:
     """Global-norm clipping (optional), then AdamW decaying only matrices (nanoGPT's rule)."""
     adamw = optax.adamw(
         config.schedule(),
@@ -139,6 +163,15 @@ class TrainStep:
             out_specs=(P(), param_specs),
             check_vma=False,
         )
+        self._eval = jax.jit(
+            jax.shard_map(
+                self._local_eval,
+                mesh=self.mesh,
+                in_specs=(param_specs, self.batch_spec),
+                out_specs=P(),
+                check_vma=False,
+            )
+        )
         self._step = jax.jit(self._global_step)
         self._state_shardings: Any = None
 
@@ -164,6 +197,21 @@ class TrainStep:
             loss = lax.psum(loss, ddp) / lax.axis_size(ddp)
         return loss, grads
 
+    def _local_eval(self, params: Any, tokens: Any) -> Any:
+        """Mean loss over the blocks of ``tokens`` [n, batch, seq + 1], no gradients."""
+        tp, ddp = self.par.tp, self.par.ddp
+
+        def one(total: Any, tok: Any) -> tuple[Any, None]:
+            return total + self.loss_fn(params, tok[:, :-1], tok[:, 1:], tp), None
+
+        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
+        loss = total / tokens.shape[0]
+        return loss if ddp is None else lax.psum(loss, ddp) / lax.axis_size(ddp)
+
+    def eval_loss(self, params: Any, tokens: Any) -> Any:
+        """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
+        return self._eval(params, self._put_batch(tokens, check_accum=False))
+
     # -- the whole step ------------------------------------------------------------------------
 
     def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
@@ -186,9 +234,9 @@ class TrainStep:
 
     # -- placing things on the mesh ------------------------------------------------------------
 
-    def _put_batch(self, tokens: Any) -> Any:
+    def _put_batch(self, tokens: Any, check_accum: bool = True) -> Any:
         shape = tuple(tokens.shape)
-        if len(shape) != 3 or shape[0] != self.accum:
+        if len(shape) != 3 or (check_accum and shape[0] != self.accum):
             raise ConfigError(
                 f"TrainStep: tokens of shape {list(shape)} are not [accum={self.accum}, batch, "
                 "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
@@ -223,7 +271,7 @@ class TrainStep:
 
 
 __all__ = [
-    "OptimizerConfig",
+    "OptimizerSettings",
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",

@@ -216,7 +216,8 @@ class TrainingConfig:
     """``training_config``: hyper-parameters with tt-train's keys and defaults (old C++ ``TrainingConfig``).
 
     ``optimizer`` is always set: the inline ``optimizer:`` block, or AdamW (MorehAdamW when
-    ``use_moreh_adamw``) built from ``learning_rate`` and ``weight_decay``.
+    ``use_moreh_adamw``) built from ``learning_rate`` and ``weight_decay``. An inline
+    ``transformer_config`` (the old layout) is read into ``RunConfig.model``.
     """
 
     project_name: str = _f("tt_train_nano_gpt", _str)
@@ -243,7 +244,7 @@ class TrainingConfig:
     checkpoint_dir: str = _f("checkpoints", _str)
     multihost_config: str | None = _f(None, _opt_str)
     optimizer: OptimizerConfig | None = field(default=None, metadata=_NESTED)
-    transformer_config: Any = field(default=None, metadata=_NESTED)
+    transformer_config: Any = field(default=None, repr=False, compare=False, metadata=_NESTED)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -25,6 +26,7 @@ from ttjax.ttml.errors import (
 
 DC = ttml.DistributedConfig
 GRID_4x8 = "bh_galaxy_4_8_line_line.textproto"
+REPO = Path(__file__).parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -248,7 +250,7 @@ def test_validate_batch(ctx) -> None:
     with pytest.raises(TrainingConfigError) as e:
         ttml.validate_batch(7, pc)
     assert str(e.value).startswith("batch_size (7) must be divisible by dp_size (2)")
-    cfg = ttml.load_config("configs/training_nanogpt_tp_ddp.yaml")
+    cfg = ttml.load_config(REPO / "configs" / "training_nanogpt_tp_ddp.yaml")
     assert ttml.validate_batch(cfg, pc) == cfg.training.batch_size // 2
     odd = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, batch_size=5))
     with pytest.raises(TrainingConfigError, match=r"tp_ddp.yaml: training_config.batch_size"):

@@ -15,7 +15,7 @@ from ttjax import ttml
 from ttjax.ttml import config as C
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
 
-CONFIGS = sorted(Path("configs").glob("training_*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("training_*.yaml"))
 
 BASE: dict[str, Any] = {
     "training_config": {

@@ -194,3 +194,10 @@ def test_line_topology_accepts_any_mesh_of_its_size() -> None:
         assert d.accepts(shape)
     with pytest.raises(TopologyMismatchError, match="it has 16 devices and the descriptor 32"):
         d.check_mesh_shape([4, 4])
+
+
+def test_one_dimensional_descriptor_is_a_line() -> None:
+    d = mgd.parse_mesh_graph_descriptor(text(dims="8"))
+    assert d.device_topology == (8,) and d.mesh.dim_types == ("LINE",)
+    assert all(d.accepts(s) for s in ([8], [1, 8], [2, 4], [4, 2], [2, 2, 2]))
+    assert not d.accepts([2, 2])

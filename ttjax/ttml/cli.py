@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             "final_val_loss": last.get("val_loss"),
         }
         log = trainer.write_summary(history, summary)
-        png = trainer.plot(history, f"{t.project_name}: {parts.description}, mesh {shape}")
+        png = trainer.plot(history, f"{t.project_name} on mesh {shape}\n{parts.description}")
         print(
             json.dumps(
                 {**summary, "unigram_val_loss": trainer.unigram, "log": str(log), "plot": str(png)}

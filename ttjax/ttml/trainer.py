@@ -177,7 +177,7 @@ class Trainer:
         ax.axhline(self.unigram, color="gray", ls="--", label="unigram baseline (validation)")
         ax.set_xlabel("step")
         ax.set_ylabel("cross-entropy (nats / token)")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
         ax.legend()
         ax.grid(alpha=0.3)
         fig.tight_layout()

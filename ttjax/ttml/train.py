@@ -219,7 +219,7 @@ class TrainStep:
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         params = jax.lax.with_sharding_constraint(params, self.param_shardings)
-        metrics = {"loss": loss, "grad_norm": optax.global_norm(grads)}
+        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
         if self.schedule is not None:
             metrics["lr"] = self.schedule(state.step)
         return TrainState(state.step + 1, params, opt_state), metrics

@@ -78,6 +78,7 @@ def test_resume_is_bit_exact_on_the_same_mesh(tmp_path, full_run):
     assert (tmp_path / "out" / "log.jsonl").read_text().count("\n") == 6
 
 
+@pytest.mark.slow
 def test_resume_on_another_mesh_shape(tmp_path, full_run):
     full_state, full = full_run
     _train(train_step("tp_ddp"), tmp_path, 3)  # saved on 2x4 (DDP 2 x TP 4)

@@ -30,7 +30,14 @@ def single() -> np.ndarray:
     return losses("single")
 
 
-@pytest.mark.parametrize("layout", ["ddp", "tp", "tp_ddp"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param("ddp", marks=pytest.mark.slow),
+        pytest.param("tp", marks=pytest.mark.slow),
+        "tp_ddp",
+    ],
+)
 def test_losses_equal_single_device(single, layout):
     got = losses(layout)
     assert single[-1] < single[0] - 0.3  # it learns
@@ -42,6 +49,7 @@ def test_losses_equal_single_device_4x8(single):
     np.testing.assert_allclose(losses("tp_ddp_4x8"), single, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_gradients_equal_single_device_jax_grad():
     p, tokens = params(), batches(1)[0]
     loss, grads = train_step("tp_ddp").grads(

@@ -6,7 +6,7 @@
 >>> ctx.initialize_parallelism_context(ttml.DistributedConfig(enable_ddp=True, enable_tp=True))
 """
 
-from ttjax.ttml import autograd, config, context, core, errors, mgd
+from ttjax.ttml import autograd, config, context, core, errors, mgd, modules, ops
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.config import (
     DeviceConfig,
@@ -33,10 +33,13 @@ from ttjax.ttml.errors import (
     TrainingConfigError,
 )
 from ttjax.ttml.mgd import MeshGraphDescriptor, load_mesh_graph_descriptor
+from ttjax.ttml.modules import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
+from ttjax.ttml.parallel import Parallelism
 
 __all__ = [
     "AutoContext",
     "AutoContextError",
+    "ColumnParallelLinear",
     "DeviceConfig",
     "DistributedConfig",
     "EvalConfig",
@@ -44,17 +47,20 @@ __all__ = [
     "MeshGraphDescriptorError",
     "MultihostConfig",
     "OptimizerConfig",
+    "Parallelism",
     "ParallelismConfigError",
     "ParallelismContext",
     "ParallelismContextError",
     "PipelineParallelConfig",
     "RopeScalingConfig",
+    "RowParallelLinear",
     "RunConfig",
     "SchedulerConfig",
     "TopologyMismatchError",
     "TrainingConfig",
     "TrainingConfigError",
     "TransformerConfig",
+    "VocabParallelEmbedding",
     "autograd",
     "config",
     "context",
@@ -64,5 +70,7 @@ __all__ = [
     "load_mesh_graph_descriptor",
     "load_model_config",
     "mgd",
+    "modules",
+    "ops",
     "validate_batch",
 ]

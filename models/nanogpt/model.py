@@ -1,0 +1,120 @@
+"""NanoGPT: a GPT-2 style decoder (learned positions, tied embeddings), like karpathy's model.py.
+
+The compute only. Every function runs on one device's local parameters inside ``shard_map``;
+``tp`` is the tensor-parallel mesh axis name (``None`` on one device or under DDP only). Under TP
+each attention block and each MLP is a Megatron pair (``ColumnParallelLinear`` then
+``RowParallelLinear``: heads and MLP columns split, one all-reduce each), and the vocabulary is
+split for both the embedding and the tied LM head, so the logits are never gathered.
+
+>>> model = GPT(GPTConfig(vocab_size=512, block_size=64, n_layer=4, n_head=4, n_embd=128))
+>>> loss = model.loss(params, idx, targets, tp=None)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ttjax.ttml.modules import (
+    ColumnParallelLinear,
+    LayerNorm,
+    RowParallelLinear,
+    VocabParallelEmbedding,
+)
+from ttjax.ttml.ops.loss import cross_entropy_loss
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """GPT-2 hyper-parameters (nanoGPT's names); ``vocab_size`` must divide by the TP size."""
+
+    vocab_size: int = 512
+    block_size: int = 64
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    bias: bool = True
+
+
+@dataclass(frozen=True)
+class Block:
+    """``x + attn(ln_1(x))`` then ``x + mlp(ln_2(x))``.
+
+    ``c_attn``'s output columns are ordered per head as (q, k, v), so a column split over TP
+    hands each device whole heads.
+    """
+
+    config: GPTConfig
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        c = self.config
+        proj_std = 0.02 / math.sqrt(2 * c.n_layer)  # GPT-2's scaled init of residual projections
+        return {
+            "ln_1": LayerNorm(c.n_embd),
+            "c_attn": ColumnParallelLinear(c.n_embd, 3 * c.n_embd, c.bias),
+            "attn_proj": RowParallelLinear(c.n_embd, c.n_embd, c.bias, std=proj_std),
+            "ln_2": LayerNorm(c.n_embd),
+            "c_fc": ColumnParallelLinear(c.n_embd, 4 * c.n_embd, c.bias),
+            "mlp_proj": RowParallelLinear(4 * c.n_embd, c.n_embd, c.bias, std=proj_std),
+        }
+
+    def attn(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+        m, hs = self.layers, self.config.n_embd // self.config.n_head
+        B, T, _ = x.shape
+        qkv = m["c_attn"](p["c_attn"], x, tp)  # [B, T, local heads * 3 * hs]
+        q, k, v = jnp.moveaxis(qkv.reshape(B, T, -1, 3, hs), 3, 0)  # each [B, T, nh, hs]
+        att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hs)
+        causal = jnp.tril(jnp.ones((T, T), bool))
+        att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
+        y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, -1)
+        return m["attn_proj"](p["attn_proj"], y, tp)
+
+    def mlp(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+        m = self.layers
+        h = jax.nn.gelu(m["c_fc"](p["c_fc"], x, tp), approximate=True)
+        return m["mlp_proj"](p["mlp_proj"], h, tp)
+
+    def __call__(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+        m = self.layers
+        x = x + self.attn(p, m["ln_1"](p["ln_1"], x), tp)
+        return x + self.mlp(p, m["ln_2"](p["ln_2"], x), tp)
+
+
+@dataclass(frozen=True)
+class GPT:
+    """Token + position embeddings, ``n_layer`` blocks, a final LayerNorm, the tied LM head."""
+
+    config: GPTConfig
+
+    @property
+    def wte(self) -> VocabParallelEmbedding:
+        return VocabParallelEmbedding(self.config.vocab_size, self.config.n_embd)
+
+    @property
+    def block(self) -> Block:
+        return Block(self.config)
+
+    @property
+    def ln_f(self) -> LayerNorm:
+        return LayerNorm(self.config.n_embd)
+
+    def __call__(self, params: dict[str, Any], idx: Any, tp: str | None) -> Any:
+        """Logits ``[B, T, vocab / tp]``: this device's slice of the vocabulary."""
+        T = idx.shape[-1]
+        x = self.wte(params["wte"], idx, tp) + params["wpe"][:T]
+        for p in params["blocks"]:
+            x = self.block(p, x, tp)
+        x = self.ln_f(params["ln_f"], x)
+        return self.wte.attend(params["wte"], x, tp)
+
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any, tp: str | None) -> Any:
+        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP)."""
+        return cross_entropy_loss(self(params, idx, tp), targets, tp)
+
+
+__all__ = ["GPT", "Block", "GPTConfig"]

@@ -1,0 +1,61 @@
+"""Train NanoGPT from a TTML YAML file on the ttjax mesh (DDP, TP or TP+DDP from device_config).
+
+python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml
+python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml --resume
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+
+from models.nanogpt.model import GPT, GPTConfig
+from models.nanogpt.weights import init_params, param_specs
+from ttjax.errors import ConfigError
+from ttjax.ttml.cli import ModelParts, main
+from ttjax.ttml.config import RunConfig
+from ttjax.ttml.parallel import Parallelism
+
+
+def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
+    """NanoGPT's config from the model file's ``transformer_config``."""
+    m = run.model
+    unsupported = {
+        "weight_tying": (m.weight_tying, "enabled"),
+        "positional_embedding_type": (m.positional_embedding_type, "trainable"),
+        "dropout_prob": (m.dropout_prob, 0.0),
+    }
+    for key, (value, supported) in unsupported.items():
+        if value != supported:
+            raise ConfigError(
+                f"{run.path}: transformer_config.{key}={value!r} is not supported by ttjax's "
+                f"NanoGPT.\nfix: {key}: {supported} (dropout would make meshes differ)."
+            )
+    return GPTConfig(
+        vocab_size=vocab_size,
+        block_size=m.max_sequence_length,
+        n_layer=m.num_blocks,
+        n_head=m.num_heads,
+        n_embd=m.embedding_dim,
+    )
+
+
+def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
+    config = gpt_config(run, vocab_size)
+    model = GPT(config)
+    params = init_params(config, run.training.seed)
+    n = sum(int(p.size) for p in jax.tree_util.tree_leaves(params))
+    desc = (
+        f"NanoGPT {n / 1e6:.2f}M params ({config.n_layer} blocks, {config.n_head} heads, "
+        f"dim {config.n_embd}, vocab {config.vocab_size}, context {config.block_size})"
+    )
+    return ModelParts(model.loss, params, param_specs(config, par), desc)
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    return main(argv, build=build, prog="python -m models.nanogpt.train")
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

@@ -1,0 +1,74 @@
+"""A tiny NanoGPT training set-up shared by the training and checkpoint tests (cached per mesh)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import ttjax as ttnn
+from models.nanogpt.model import GPT, GPTConfig
+from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
+
+CONFIG = GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=8, n_embd=32)
+SEED = 5489
+ACCUM, BATCH, SEQ = 2, 8, 8
+OPT = OptimizerSettings(
+    learning_rate=3e-3, warmup_steps=3, total_steps=20, min_lr=3e-4, clip_grad_norm_max_norm=1.0
+)
+# name -> (mesh shape, DDP axis, TP axis), TTML's axis order.
+LAYOUTS = {
+    "single": ((1, 1), None, None),
+    "ddp": ((1, 8), 1, None),
+    "tp": ((1, 8), None, 1),
+    "tp_ddp": ((2, 4), 0, 1),
+    "tp_ddp_4x8": ((4, 8), 0, 1),
+    "ddp_2": ((1, 2), 1, None),
+}
+
+
+@functools.cache
+def mesh(shape: tuple[int, int]) -> ttnn.MeshDevice:
+    return ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+
+
+@functools.cache
+def train_step(layout: str, opt: OptimizerSettings = OPT) -> TrainStep:
+    shape, ddp, tp = LAYOUTS[layout]
+    par = Parallelism(mesh(shape), ddp, tp)
+    return TrainStep(
+        GPT(CONFIG).loss,
+        param_specs(CONFIG, par),
+        par,
+        make_optimizer(opt),
+        accum=ACCUM,
+        schedule=opt.schedule(),
+    )
+
+
+def params() -> dict:
+    return init_params(CONFIG, SEED)
+
+
+def batches(steps: int, seed: int = 0) -> np.ndarray:
+    """[steps, accum, batch, seq + 1] learnable sequences: t[i + 1] = (5 t[i] + k) mod vocab."""
+    rng = np.random.default_rng(seed)
+    shape = (steps, ACCUM, BATCH, 1)
+    start = rng.integers(0, CONFIG.vocab_size, shape)
+    k = rng.integers(1, 3, shape)
+    toks = [start]
+    for _ in range(SEQ):
+        toks.append((5 * toks[-1] + k) % CONFIG.vocab_size)
+    return np.concatenate(toks, axis=-1).astype(np.int32)
+
+
+def losses(layout: str, steps: int = 20) -> np.ndarray:
+    step = train_step(layout)
+    state = step.init_state(params())
+    out = []
+    for tokens in batches(steps):
+        state, metrics = step(state, tokens)
+        out.append(float(metrics["loss"]))
+    return np.asarray(out)

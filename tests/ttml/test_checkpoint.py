@@ -1,0 +1,151 @@
+"""Orbax checkpoints of a training run: bit-exact resume, resume on another mesh shape, a save
+cut short keeps the last good checkpoint, and a NaN loss stops training naming the step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from _tiny import ACCUM, BATCH, CONFIG, SEQ, params, train_step
+
+from models.nanogpt.model import GPT
+from models.nanogpt.weights import param_specs
+from ttjax.ttml.checkpoint import Checkpointer
+from ttjax.ttml.data import CharTokenizer, TokenDataset
+from ttjax.ttml.train import TrainingDivergedError, TrainStep
+from ttjax.ttml.trainer import LoopSettings, Trainer
+
+
+def _data() -> TokenDataset:
+    rng = np.random.default_rng(1)
+    stream = [int(rng.integers(CONFIG.vocab_size))]
+    for _ in range(4000):
+        stream.append((5 * stream[-1] + int(rng.integers(1, 3))) % CONFIG.vocab_size)
+    ids = np.asarray(stream, np.int32)
+    chars = "".join(chr(48 + i) for i in range(CONFIG.vocab_size))
+    return TokenDataset(ids[:3600], ids[3600:], CharTokenizer(chars))
+
+
+def _settings(max_steps: int) -> LoopSettings:
+    return LoopSettings(
+        batch_size=BATCH,
+        seq_len=SEQ,
+        max_steps=max_steps,
+        eval_every=3,
+        eval_batches=2,
+        model_save_interval=3,
+        progress=False,
+    )
+
+
+def _train(step, folder, max_steps, resume=False):
+    trainer = Trainer(
+        step,
+        _data(),
+        _settings(max_steps),
+        folder / "out",
+        checkpointer=Checkpointer(folder / "ckpt"),
+    )
+    if resume:
+        state, history = trainer.resume(params())
+    else:
+        state, history = step.init_state(params()), []
+    state, history = trainer.run(state, history)
+    trainer.checkpointer.close()
+    return state, history
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("full")
+    return _train(train_step("tp_ddp"), folder, 6)
+
+
+def test_resume_is_bit_exact_on_the_same_mesh(tmp_path, full_run):
+    _, full = full_run
+    _train(train_step("tp_ddp"), tmp_path, 3)
+    assert Checkpointer(tmp_path / "ckpt").all_steps() == [3]
+    _, resumed = _train(train_step("tp_ddp"), tmp_path, 6, resume=True)
+    assert [r["step"] for r in resumed] == list(range(1, 7))
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in full]  # bit for bit
+    assert [r.get("val_loss") for r in resumed] == [r.get("val_loss") for r in full]
+    assert (tmp_path / "out" / "log.jsonl").read_text().count("\n") == 6
+
+
+@pytest.mark.slow
+def test_resume_on_another_mesh_shape(tmp_path, full_run):
+    full_state, full = full_run
+    _train(train_step("tp_ddp"), tmp_path, 3)  # saved on 2x4 (DDP 2 x TP 4)
+    tp8 = train_step("tp")  # resumed on 1x8 (TP 8)
+    trainer = Trainer(
+        tp8, _data(), _settings(6), tmp_path / "out8", checkpointer=Checkpointer(tmp_path / "ckpt")
+    )
+    state, history = trainer.resume(params())
+    assert int(state.step) == 3 and len(history) == 3
+    w = state.params["wte"]["weight"]
+    assert w.sharding.spec == tp8.param_shardings["wte"]["weight"].spec
+    state, history = trainer.run(state, history)
+    np.testing.assert_allclose([r["loss"] for r in history], [r["loss"] for r in full], rtol=2e-5)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(state.params), jax.tree_util.tree_leaves(full_state.params)
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+INTERRUPTED_SAVE = """
+import os, sys
+import numpy as np
+from ttjax.ttml.checkpoint import Checkpointer
+ckpt = Checkpointer(sys.argv[1])
+ckpt.save(1, {"w": np.arange(1000, dtype=np.float32)})
+ckpt.wait()
+ckpt.save(2, {"w": np.arange(1000, dtype=np.float32) + 1,
+              "big": np.ones((64, 1024, 1024), np.float32)})
+os._exit(3)  # the process dies while step 2 is being written
+"""
+
+
+def test_interrupted_save_keeps_the_last_good_checkpoint(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(INTERRUPTED_SAVE), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "TTJAX_NUM_DEVICES": "1"},
+    )
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert not (tmp_path / "2").exists()  # never renamed into place
+    ckpt = Checkpointer(tmp_path)
+    assert ckpt.all_steps() == [1] and ckpt.latest_step() == 1
+    state, _ = ckpt.restore(1, {"w": jnp.zeros(1000, jnp.float32)})
+    np.testing.assert_array_equal(np.asarray(state["w"]), np.arange(1000, dtype=np.float32))
+    ckpt.close()
+
+
+def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    good = train_step("ddp_2")
+    # A learning rate that turns infinite after three updates: the 4th update makes the
+    # parameters inf/NaN, so the loss of step 5 is NaN.
+    sgd = optax.sgd(lambda count: jnp.where(count >= 3, jnp.inf, 1e-3))
+    step = TrainStep(GPT(CONFIG).loss, param_specs(CONFIG, good.par), good.par, sgd, accum=ACCUM)
+    trainer = Trainer(
+        step, _data(), _settings(8), tmp_path / "out", checkpointer=Checkpointer(tmp_path / "ckpt")
+    )
+    state = step.init_state(params())
+    with pytest.raises(
+        TrainingDivergedError,
+        match=r"the loss is nan at step 5; the last good checkpoint \(step 3\)",
+    ):
+        trainer.run(state)
+    ckpt = Checkpointer(tmp_path / "ckpt")
+    assert ckpt.all_steps() == [3]
+    restored, meta = ckpt.restore(3, step.init_state(params()))
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(restored))
+    assert [r["step"] for r in meta["history"]] == [1, 2, 3]
+    ckpt.close()

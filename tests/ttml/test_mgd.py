@@ -1,0 +1,203 @@
+"""Mesh graph descriptors: schema, shipped files, selection by environment or device count, mesh rule."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ttjax.ttml import mgd
+from ttjax.ttml.errors import MeshGraphDescriptorError, TopologyMismatchError
+
+PROTO_DIR = Path(mgd.__file__).parent / "proto"
+
+# Independent table (ttml_api.md section 1.2): file -> (arch, dims, channels, policy).
+SHIPPED = {
+    "n150_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (1, 1), 1, "RELAXED"),
+    "n300_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (1, 2), 2, "RELAXED"),
+    "t3k_1x8_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (1, 8), 2, "STRICT"),
+    "t3k_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (2, 4), 2, "RELAXED"),
+    "galaxy_1x32_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (1, 32), 4, "RELAXED"),
+    "single_galaxy_mesh_graph_descriptor.textproto": ("WORMHOLE_B0", (8, 4), 4, "RELAXED"),
+    "bh_galaxy_4_8_line_line.textproto": ("BLACKHOLE", (4, 8), 2, "RELAXED"),
+}
+
+MESH = """mesh_descriptors {{
+  name: "M0"
+  arch: {arch}
+  device_topology {{ dims: [ {dims} ]{extra} }}
+  host_topology {{ dims: [ 1, 1 ] }}
+  channels {{ count: 2 }}
+}}
+top_level_instance {{ mesh {{ mesh_descriptor: "M0" mesh_id: 0 }} }}
+"""
+
+
+def text(dims: str = "2, 4", extra: str = "", arch: str = "WORMHOLE_B0") -> str:
+    return MESH.format(dims=dims, extra=extra, arch=arch)
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in mgd.ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_shipped_set_is_the_documented_one() -> None:
+    assert set(mgd.shipped_descriptors()) == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_descriptor_parses(name: str) -> None:
+    d = mgd.load_mesh_graph_descriptor(mgd.shipped_descriptors()[name])
+    arch, dims, channels, policy = SHIPPED[name]
+    assert (d.mesh.arch, d.device_topology, d.mesh.channels, d.mesh.policy) == (
+        arch,
+        dims,
+        channels,
+        policy,
+    )
+    assert d.mesh.dim_types == ("LINE",) * len(dims)
+    assert d.num_devices == dims[0] * dims[1]
+
+
+def test_generated_module_matches_the_schema(tmp_path: Path) -> None:
+    """The committed *_pb2.py(i) are exactly what grpcio-tools' protoc makes from the shipped .proto."""
+    pytest.importorskip("grpc_tools")
+    proto = "mesh_graph_descriptor.proto"
+    out = [f"--python_out={tmp_path}", f"--pyi_out={tmp_path}"]
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", *out, proto],
+        check=True,
+        timeout=60,
+    )
+    for name in ("mesh_graph_descriptor_pb2.py", "mesh_graph_descriptor_pb2.pyi"):
+        assert (tmp_path / name).read_text() == (PROTO_DIR / name).read_text(), name
+
+
+def test_both_spellings_of_dim_types() -> None:
+    old = mgd.parse_mesh_graph_descriptor(text(extra=" types: [ RING ]"))
+    new = mgd.parse_mesh_graph_descriptor(text(extra=" dim_types: [ RING, LINE ]"))
+    assert old.mesh.dim_types == new.mesh.dim_types == ("RING", "LINE")
+    with pytest.raises(MeshGraphDescriptorError, match="both `types` and `dim_types`"):
+        mgd.parse_mesh_graph_descriptor(text(extra=" types: [ RING ] dim_types: [ RING ]"))
+
+
+def test_default_policy_is_strict_and_graph_top_level() -> None:
+    t = text().replace("top_level_instance", "#")
+    t += (
+        'graph_descriptors { name: "G0" type: "FABRIC" '
+        'instances { mesh { mesh_descriptor: "M0" mesh_id: 0 } } '
+        'instances { mesh { mesh_descriptor: "M0" mesh_id: 1 } } }\n'
+        'top_level_instance { graph { graph_descriptor: "G0" graph_id: 0 } }\n'
+    )
+    d = mgd.parse_mesh_graph_descriptor(t)
+    assert (d.top_level, d.device_topology, d.mesh.policy) == ("M0", (2, 4), "STRICT")
+
+
+def test_malformed_file_names_file_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.textproto"
+    bad.write_text(text().replace("  arch: WORMHOLE_B0", "  arhc: WORMHOLE_B0"))
+    with pytest.raises(MeshGraphDescriptorError) as e:
+        mgd.load_mesh_graph_descriptor(bad)
+    assert str(e.value).startswith(f"{bad}:3:3: malformed mesh graph descriptor (line 3, column 3)")
+    assert 'no field named "arhc"' in str(e.value) and "\nfix:" in str(e.value)
+
+    bad.write_text(text().replace("[ 2, 4 ]", "[ 2, 4 "))
+    with pytest.raises(MeshGraphDescriptorError, match=re.escape(f"{bad}:4:")):
+        mgd.load_mesh_graph_descriptor(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (text(dims="1, 2, 4"), "Mesh has 3 dimensions but arch WORMHOLE_B0 supports at most 2."),
+        (text(dims="0, 4"), "dims [0, 4]"),
+        (text(arch="INVALID_ARCHITECTURE"), "arch INVALID_ARCHITECTURE"),
+        (text().replace("count: 2", "count: 0"), "channels count 0"),
+        (text().split("top_level_instance")[0], "top_level_instance is missing"),
+        (text().replace('mesh_descriptor: "M0"', 'mesh_descriptor: "M9"'), "mesh 'M9'"),
+        ("", "no mesh_descriptors"),
+    ],
+)
+def test_invalid_descriptor(source: str, message: str) -> None:
+    with pytest.raises(MeshGraphDescriptorError, match=re.escape(message)):
+        mgd.parse_mesh_graph_descriptor(source, "x.textproto")
+
+
+def test_blackhole_allows_three_dims() -> None:
+    assert mgd.parse_mesh_graph_descriptor(text("2, 2, 2", arch="BLACKHOLE")).num_devices == 8
+
+
+def test_defaults_by_device_count() -> None:
+    assert mgd.select_mesh_graph_descriptor(8).device_topology == (1, 8)
+    assert mgd.select_mesh_graph_descriptor(32).device_topology == (1, 32)
+    with pytest.raises(MeshGraphDescriptorError) as e:
+        mgd.select_mesh_graph_descriptor(4)
+    msg = str(e.value)
+    assert "No default mesh graph descriptor for 4 devices" in msg
+    assert "TT_MESH_GRAPH_DESC_PATH" in msg and "TTJAX_MESH_GRAPH_DESC_PATH" in msg
+    assert all(name in msg for name in SHIPPED)
+
+
+def test_environment_selects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    shipped = mgd.shipped_descriptors()
+    monkeypatch.setenv(
+        "TT_MESH_GRAPH_DESC_PATH", str(shipped["t3k_mesh_graph_descriptor.textproto"])
+    )
+    assert mgd.select_mesh_graph_descriptor(8).device_topology == (2, 4)
+    # Any count: the variable wins over the defaults.
+    assert mgd.select_mesh_graph_descriptor(4).device_topology == (2, 4)
+    # ttjax's own variable wins over TT-Metal's, and a bare shipped name is enough.
+    monkeypatch.setenv("TTJAX_MESH_GRAPH_DESC_PATH", "n300_mesh_graph_descriptor.textproto")
+    assert mgd.select_mesh_graph_descriptor(8).device_topology == (1, 2)
+    custom = tmp_path / "mine.textproto"
+    custom.write_text(text("4, 2"))
+    monkeypatch.setenv("TTJAX_MESH_GRAPH_DESC_PATH", str(custom))
+    assert mgd.select_mesh_graph_descriptor(8).path == str(custom)
+
+
+def test_missing_file_names_path_and_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope.textproto"
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", str(missing))
+    with pytest.raises(MeshGraphDescriptorError) as e:
+        mgd.select_mesh_graph_descriptor(8)
+    assert str(missing) in str(e.value)
+    assert f"TT_MESH_GRAPH_DESC_PATH={missing}" in str(e.value)
+
+
+GRID_4x8 = "bh_galaxy_4_8_line_line.textproto"
+
+
+def test_grid_topology_opens_only_its_shape() -> None:
+    d = mgd.load_mesh_graph_descriptor(mgd.shipped_descriptors()[GRID_4x8])
+    assert d.accepts([4, 8])
+    d.check_mesh_shape([4, 8])
+    for shape in ([1, 32], [32, 1], [8, 4], [2, 16], [4, 4]):
+        assert not d.accepts(shape)
+        with pytest.raises(TopologyMismatchError) as e:
+            d.check_mesh_shape(shape)
+        assert f"Requested mesh shape: {shape}" in str(e.value)
+        assert "MGD device_topology dims: [4, 8]" in str(e.value)
+
+
+def test_line_topology_accepts_any_mesh_of_its_size() -> None:
+    d = mgd.load_mesh_graph_descriptor(
+        mgd.shipped_descriptors()["galaxy_1x32_mesh_graph_descriptor.textproto"]
+    )
+    for shape in ([1, 32], [32, 1], [4, 8], [8, 4], [2, 16]):
+        assert d.accepts(shape)
+    with pytest.raises(TopologyMismatchError, match="it has 16 devices and the descriptor 32"):
+        d.check_mesh_shape([4, 4])
+
+
+def test_one_dimensional_descriptor_is_a_line() -> None:
+    d = mgd.parse_mesh_graph_descriptor(text(dims="8"))
+    assert d.device_topology == (8,) and d.mesh.dim_types == ("LINE",)
+    assert all(d.accepts(s) for s in ([8], [1, 8], [2, 4], [4, 2], [2, 2, 2]))
+    assert not d.accepts([2, 2])

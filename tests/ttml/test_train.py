@@ -1,0 +1,109 @@
+"""The jitted train step: DDP, TP and TP+DDP follow the single-device run step for step.
+
+Same data, same seed: per-step losses over 20 AdamW steps (warmup + cosine, clipping, gradient
+accumulation) equal the 1x1 run within float32 tolerance, and the gradients equal plain
+single-device ``jax.grad`` of the model's loss (no shard_map, no collectives).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from _tiny import CONFIG, OPT, batches, losses, params, train_step
+
+from models.nanogpt.model import GPT
+from ttjax.errors import ConfigError
+from ttjax.ttml.config import load_config
+from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.train import OptimizerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def single() -> np.ndarray:
+    return losses("single")
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param("ddp", marks=pytest.mark.slow),
+        pytest.param("tp", marks=pytest.mark.slow),
+        "tp_ddp",
+    ],
+)
+def test_losses_equal_single_device(single, layout):
+    got = losses(layout)
+    assert single[-1] < single[0] - 0.3  # it learns
+    np.testing.assert_allclose(got, single, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.slow
+def test_losses_equal_single_device_4x8(single):
+    np.testing.assert_allclose(losses("tp_ddp_4x8"), single, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.slow
+def test_gradients_equal_single_device_jax_grad():
+    p, tokens = params(), batches(1)[0]
+    loss, grads = train_step("tp_ddp").grads(
+        jax.device_put(p, train_step("tp_ddp").param_shardings), tokens
+    )
+
+    def plain(p):  # the mean over micro-batches of the whole-batch loss, on one device
+        model = GPT(CONFIG)
+        per = [model.loss(p, t[:, :-1], t[:, 1:], None) for t in jnp.asarray(tokens)]
+        return sum(per) / len(per)
+
+    want_loss, want = jax.jit(jax.value_and_grad(plain))(p)
+    assert abs(float(loss) - float(want_loss)) < 1e-5
+    flat_got, flat_want = jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(want)
+    assert len(flat_got) == len(flat_want)
+    for g, w in zip(flat_got, flat_want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=2e-6)
+    # And the whole step's update equals optax on the single-device gradients.
+    assert float(optax.tree.norm(grads)) == pytest.approx(float(optax.tree.norm(want)), 1e-5)
+
+
+def test_same_init_on_every_mesh():
+    a = train_step("tp_ddp").init_state(params())
+    b = train_step("ddp").init_state(params())
+    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_batch_not_divisible_by_ddp_size():
+    step = train_step("tp_ddp")
+    state = step.init_state(params())
+    bad = np.zeros((2, 3, 9), np.int32)
+    with pytest.raises(ConfigError, match=r"batch_size=3 must be divisible by the DDP size 2"):
+        step(state, bad)
+
+
+def test_heads_and_vocab_must_divide_tp():
+    from _tiny import mesh
+
+    from models.nanogpt.weights import param_specs
+
+    par = Parallelism(mesh((1, 8)), None, 1)
+    with pytest.raises(ConfigError, match="n_head=4 must be divisible by the TP size 8"):
+        param_specs(CONFIG.__class__(n_head=4, n_embd=32, vocab_size=64), par)
+    with pytest.raises(ConfigError, match="Vocabulary size = 60, TP size = 8"):
+        param_specs(CONFIG.__class__(n_head=8, n_embd=32, vocab_size=60), par)
+
+
+def test_optimizer_settings_from_ttml_yaml():
+    run = load_config(ROOT / "configs" / "training_nanogpt_tp_ddp.yaml")
+    opt = OptimizerSettings.from_config(run)
+    assert (opt.learning_rate, opt.beta2, opt.warmup_steps, opt.min_lr) == (0.003, 0.95, 20, 0.0003)
+    assert opt.clip_grad_norm_max_norm == 1.0 and opt.scheduler_type == "warmup_cosine"
+    lr = opt.schedule()
+    assert float(lr(0)) == 0.0 and float(lr(20)) == pytest.approx(0.003)
+    assert float(lr(opt.total_steps)) == pytest.approx(0.0003)
+    assert OPT.total_steps == 20

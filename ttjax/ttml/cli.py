@@ -1,0 +1,138 @@
+"""The shared command line of the training scripts (``python -m models.nanogpt.train``, Llama's).
+
+TTML's order: read the YAML, ``open_device(mesh_shape)``, ``initialize_parallelism_context``,
+build the model from the seed, then train. ``--max-steps`` stops earlier without changing the
+learning-rate schedule (so a stopped run and its ``--resume`` follow one trajectory).
+
+>>> raise SystemExit(main(argv, build=build_nanogpt, name="nanogpt"))
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ttjax.errors import ConfigError
+from ttjax.ttml.autograd import AutoContext
+from ttjax.ttml.checkpoint import Checkpointer
+from ttjax.ttml.config import RunConfig, load_config, validate_batch
+from ttjax.ttml.context import DistributedConfig
+from ttjax.ttml.data import TokenDataset, load_dataset
+from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.trainer import LoopSettings, Trainer
+
+VOCAB_MULTIPLE = 64  # vocab rounded up to this (TTML rounds to a TP multiple): equal on every mesh
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """What a model script hands the trainer: its loss, whole parameters and their mesh specs."""
+
+    loss_fn: Callable[..., Any]
+    params: Any
+    specs: Any
+    description: str
+
+
+Build = Callable[[RunConfig, Parallelism, int], ModelParts]
+
+
+def padded_vocab(data: TokenDataset) -> int:
+    """The tokenizer's vocabulary rounded up to a multiple of 64 (any TP size up to 64 divides it)."""
+    return -(-data.vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description="Train with TTML's configs on a ttjax mesh.")
+    p.add_argument("--config", required=True, help="training YAML (configs/training_*.yaml)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this step")
+    p.add_argument("--mesh-shape", default=None, help="override device_config.mesh_shape, e.g. 1x8")
+    p.add_argument("--out", default=None, help="log/plot folder (default runs/<project_name>)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
+    """Run one training from a TTML YAML file; returns the exit code."""
+    args = parse_args(argv, prog)
+    run = load_config(args.config)
+    t, dev = run.training, run.device
+    shape = list(dev.mesh_shape)
+    if args.mesh_shape:
+        shape = [int(x) for x in args.mesh_shape.lower().split("x")]
+    ctx = AutoContext.get_instance()
+    ctx.set_seed(t.seed)
+    mesh = ctx.open_device(shape, list(dev.device_ids) or None)
+    try:
+        pctx = ctx.initialize_parallelism_context(
+            DistributedConfig(enable_ddp=dev.enable_ddp, enable_tp=dev.enable_tp)
+        )
+        validate_batch(run, pctx)
+        par = Parallelism.from_context(pctx, mesh)
+        data = load_dataset(
+            t.tokenizer_type, vocab_size=run.model.vocab_size, data_path=t.data_path
+        )
+        parts = build(run, par, padded_vocab(data))
+        opt = OptimizerSettings.from_config(run)
+        step = TrainStep(
+            parts.loss_fn,
+            parts.specs,
+            par,
+            make_optimizer(opt),
+            accum=t.gradient_accumulation_steps,
+            schedule=opt.schedule(),
+        )
+        loop = LoopSettings(
+            batch_size=t.batch_size,
+            seq_len=run.model.max_sequence_length,
+            max_steps=min(t.max_steps, args.max_steps or t.max_steps),
+            seed=t.seed,
+            eval_every=t.eval_every,
+            model_save_interval=t.model_save_interval,
+            progress=not args.no_progress,
+        )
+        ckpt = Checkpointer(t.checkpoint_dir)
+        out = Path(args.out or Path("runs") / t.project_name)
+        trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
+        if args.resume:
+            state, history = trainer.resume(parts.params)
+        else:
+            if ckpt.all_steps():
+                raise ConfigError(
+                    f"checkpoint_dir {str(ckpt.directory)!r} already holds steps "
+                    f"{ckpt.all_steps()}.\nfix: pass --resume to continue, or remove the folder."
+                )
+            state, history = step.init_state(parts.params), []
+        print(
+            f"{prog}: {parts.description} on {par!r}; {data.tokenizer!r}, "
+            f"unigram val loss {trainer.unigram:.4f}"
+        )
+        state, history = trainer.run(state, history)
+        ckpt.close()
+        last = history[-1] if history else {}
+        summary = {
+            "config": str(args.config),
+            "mesh_shape": shape,
+            "model": parts.description,
+            "final_loss": last.get("loss"),
+            "final_val_loss": last.get("val_loss"),
+        }
+        log = trainer.write_summary(history, summary)
+        png = trainer.plot(history, f"{t.project_name} on mesh {shape}\n{parts.description}")
+        print(
+            json.dumps(
+                {**summary, "unigram_val_loss": trainer.unigram, "log": str(log), "plot": str(png)}
+            )
+        )
+    finally:
+        ctx.close_device()
+    return 0
+
+
+__all__ = ["ModelParts", "main", "padded_vocab"]

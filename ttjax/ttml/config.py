@@ -1,0 +1,695 @@
+"""TTML's YAML training configs, read with ``yaml.safe_load`` into validated frozen dataclasses.
+
+A training file holds ``training_config`` and ``device_config`` (and optionally
+``scheduler_config``, ``eval_config``, ``multihost_config``); ``training_config.model_config``
+names the model file holding ``transformer_config``, as in tt-train's ``configs/``.
+
+>>> cfg = load_config("configs/training_nanogpt_tp_ddp.yaml")
+>>> cfg.training.batch_size, cfg.device.mesh_shape, cfg.model.num_blocks
+(16, (2, 4), 2)
+
+Every key is checked: an unknown key, a wrong type or a value outside the allowed set raises
+``TrainingConfigError`` naming the file, the key and what is allowed. Relative paths inside a
+file (``model_config``, ``multihost_config``) resolve against the file's folder, then its parent
+folders, then the working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
+from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
+
+# ---------------------------------------------------------------------------------------------
+# Value checks: each takes (value, where) and returns the clean value or raises.
+# ---------------------------------------------------------------------------------------------
+
+Check = Callable[[Any, str], Any]
+
+
+def _bad(where: str, value: Any, allowed: str) -> TrainingConfigError:
+    return TrainingConfigError(
+        f"{where} = {value!r} is not allowed: it must be {allowed}.\n"
+        f"fix: set {where.rsplit(': ', 1)[-1]} to {allowed}, or remove it to use the default."
+    )
+
+
+def _int(minimum: int) -> Check:
+    def check(v: Any, where: str) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise _bad(where, v, f"an integer >= {minimum}")
+        return v
+
+    return check
+
+
+def _float(minimum: float, *, strict: bool = False, maximum: float | None = None) -> Check:
+    lo = f"> {minimum}" if strict else f">= {minimum}"
+    allowed = f"a number {lo}" + (f" and <= {maximum}" if maximum is not None else "")
+
+    def check(v: Any, where: str) -> float:
+        # PyYAML reads 3e-4 (no dot) as a string; accept any text float() reads.
+        if isinstance(v, str):
+            try:
+                v = float(v)
+            except ValueError:
+                raise _bad(where, v, allowed) from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise _bad(where, v, allowed)
+        if (v <= minimum if strict else v < minimum) or (maximum is not None and v > maximum):
+            raise _bad(where, v, allowed)
+        return float(v)
+
+    return check
+
+
+def _bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise _bad(where, v, "true or false")
+    return v
+
+
+def _str(v: Any, where: str) -> str:
+    if not isinstance(v, str):
+        raise _bad(where, v, "a string")
+    return v
+
+
+def _opt_str(v: Any, where: str) -> str | None:
+    return None if v is None else _str(v, where)
+
+
+def _choice(*allowed: str) -> Check:
+    def check(v: Any, where: str) -> str:
+        if v not in allowed:
+            raise _bad(where, v, "one of " + ", ".join(allowed))
+        return v
+
+    return check
+
+
+def _opt(check: Check) -> Check:
+    return lambda v, where: None if v is None else check(v, where)
+
+
+def _false_only(reason: str) -> Check:
+    def check(v: Any, where: str) -> bool:
+        if _bool(v, where):
+            raise _bad(where, v, f"false ({reason})")
+        return False
+
+    return check
+
+
+def _int_list(v: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v
+    ):
+        raise _bad(where, v, "a list of integers >= 0")
+    return tuple(v)
+
+
+def _mesh_shape(v: Any, where: str) -> tuple[int, ...]:
+    ok = isinstance(v, list) and len(v) in (2, 3)
+    if not ok or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in v):
+        raise _bad(where, v, "a list of 2 positive integers [rows, cols] (or 3: [ddp, tp, pp])")
+    return tuple(v)
+
+
+def _key(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get("key", f.name)
+
+
+def _build(cls: type, raw: Any, where: str, **extra: Any) -> Any:
+    """``cls`` from the mapping ``raw``: unknown keys and bad values raise, missing keys default."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise TrainingConfigError(
+            f"{where} is {raw!r} ({type(raw).__name__}); it must be a mapping of keys.\n"
+            f"fix: write `{where.rsplit(': ', 1)[-1]}:` followed by indented `key: value` lines."
+        )
+    fields = {_key(f): f for f in dataclasses.fields(cls) if "check" in f.metadata}
+    for k in raw:
+        if k not in fields:
+            near = difflib.get_close_matches(str(k), list(fields), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TrainingConfigError(
+                f"{where}: unknown key {k!r}{hint}. Allowed keys: {', '.join(sorted(fields))}.\n"
+                f"fix: remove or rename {k!r}."
+            )
+    values = {
+        f.name: f.metadata["check"](raw[k], f"{where}.{k}") for k, f in fields.items() if k in raw
+    }
+    return cls(**values, **extra)
+
+
+def _nested(v: Any, where: str) -> Any:
+    """Sections inside sections are built by their own builders; the field only lists the key."""
+    return v
+
+
+_NESTED: dict[str, Any] = {"check": _nested}
+
+
+def _f(default: Any, check: Check, *, key: str | None = None) -> Any:
+    meta: dict[str, Any] = {"check": check}
+    if key:
+        meta["key"] = key
+    return field(default=default, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------
+
+ADAMW_TYPES = ("AdamW", "AdamWFullPrecision", "MorehAdamW", "AdamWComposite")
+SGD_TYPES = ("SGD", "SGDComposite")
+OPTIMIZER_TYPES = (*ADAMW_TYPES, *SGD_TYPES, "NoOp")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """``training_config.optimizer``; ``lr``/``weight_decay`` default to the training config's.
+
+    All AdamW types run optax AdamW (the variants differ in TT kernels only); SGD types run optax SGD.
+    """
+
+    type: str = _f("AdamW", _choice(*OPTIMIZER_TYPES))
+    lr: float | None = _f(None, _opt(_float(0.0, strict=True)))
+    beta1: float = _f(0.9, _float(0.0, maximum=1.0))
+    beta2: float = _f(0.999, _float(0.0, maximum=1.0))
+    epsilon: float = _f(1e-8, _float(0.0, strict=True))
+    weight_decay: float | None = _f(None, _opt(_float(0.0)))
+    amsgrad: bool = _f(False, _bool)
+    stochastic_rounding: bool = _f(False, _bool)
+    kahan_summation: bool = _f(False, _bool)
+    momentum: float = _f(0.0, _float(0.0))
+    dampening: float = _f(0.0, _float(0.0))
+    nesterov: bool = _f(False, _bool)
+
+    @property
+    def is_adamw(self) -> bool:
+        return self.type in ADAMW_TYPES
+
+    @property
+    def is_sgd(self) -> bool:
+        return self.type in SGD_TYPES
+
+
+_ADAMW_ONLY = ("beta1", "beta2", "epsilon", "amsgrad")
+_SGD_ONLY = ("momentum", "dampening", "nesterov")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """``training_config``: hyper-parameters with tt-train's keys and defaults (old C++ ``TrainingConfig``).
+
+    ``optimizer`` is always set: the inline ``optimizer:`` block, or AdamW (MorehAdamW when
+    ``use_moreh_adamw``) built from ``learning_rate`` and ``weight_decay``. An inline
+    ``transformer_config`` (the old layout) is read into ``RunConfig.model``.
+    """
+
+    project_name: str = _f("tt_train_nano_gpt", _str)
+    model_type: str = _f("gpt2", _choice("gpt2", "llama"))
+    seed: int = _f(5489, _int(0))
+    model_save_interval: int = _f(500, _int(0))
+    batch_size: int = _f(64, _int(1))
+    num_epochs: int = _f(1, _int(1))
+    max_steps: int = _f(5000, _int(1))
+    learning_rate: float = _f(3e-4, _float(0.0, strict=True))
+    weight_decay: float = _f(1e-2, _float(0.0))
+    use_moreh_adamw: bool = _f(False, _bool)
+    use_kahan_summation: bool = _f(False, _bool)
+    gradient_accumulation_steps: int = _f(1, _int(1))
+    model_config: str | None = _f(None, _opt_str)
+    model_path: str = _f("", _str)
+    data_path: str = _f("", _str)
+    tokenizer_type: str = _f("char", _choice("char", "bpe"))
+    tokenizer_path: str = _f("", _str)
+    scheduler_type: str = _f("identity", _choice("identity", "warmup_linear", "warmup_cosine"))
+    use_clip_grad_norm: bool = _f(False, _bool)
+    clip_grad_norm_max_norm: float = _f(1.0, _float(0.0, strict=True))
+    eval_every: int = _f(200, _int(0))
+    checkpoint_dir: str = _f("checkpoints", _str)
+    multihost_config: str | None = _f(None, _opt_str)
+    optimizer: OptimizerConfig | None = field(default=None, metadata=_NESTED)
+    transformer_config: Any = field(default=None, repr=False, compare=False, metadata=_NESTED)
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """``device_config``: the mesh and the parallelism strategies (DDP, TP, PP on axes 0, 1, 2)."""
+
+    mesh_shape: tuple[int, ...] = _f((1, 1), _mesh_shape)
+    device_ids: tuple[int, ...] = _f((), _int_list)
+    enable_ddp: bool = _f(False, _bool)
+    enable_tp: bool = _f(False, _bool)
+    enable_pp: bool = _f(False, _bool)
+    enable_fsdp: bool = _f(False, _false_only("ttjax does not implement FSDP"))
+
+    def total_devices(self) -> int:
+        return math.prod(self.mesh_shape)
+
+    def distributed_config(self) -> DistributedConfig:
+        """The ``DistributedConfig`` for ``initialize_parallelism_context``."""
+        return DistributedConfig(
+            enable_ddp=self.enable_ddp, enable_tp=self.enable_tp, enable_pp=self.enable_pp
+        )
+
+
+@dataclass(frozen=True)
+class RopeScalingConfig:
+    """``transformer_config.rope_scaling`` (Llama 3); applied only when factor and length are non-zero."""
+
+    scaling_factor: float = _f(0.0, _float(0.0))
+    high_freq_factor: float = _f(4.0, _float(0.0))
+    low_freq_factor: float = _f(1.0, _float(0.0))
+    original_context_length: int = _f(0, _int(0))
+
+    @property
+    def enabled(self) -> bool:
+        return self.scaling_factor != 0.0 and self.original_context_length != 0
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The model file's ``transformer_config`` (GPT-2 and Llama keys of tt-train)."""
+
+    model_type: str = _f("gpt2", _choice("gpt2", "llama"))
+    num_heads: int = _f(6, _int(1))
+    num_groups: int = _f(3, _int(1))
+    embedding_dim: int = _f(384, _int(1))
+    intermediate_dim: int | None = _f(None, _opt(_int(1)))
+    num_blocks: int = _f(6, _int(1))
+    vocab_size: int = _f(96, _int(1))
+    max_sequence_length: int = _f(128, _int(1))
+    dropout_prob: float = _f(0.2, _float(0.0, maximum=1.0))
+    runner_type: str = _f("default", _choice("default", "memory_efficient"))
+    weight_tying: str = _f("disabled", _choice("disabled", "enabled"))
+    positional_embedding_type: str = _f("trainable", _choice("trainable", "fixed"))
+    theta: float = _f(500000.0, _float(0.0, strict=True))
+    rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig, metadata=_NESTED)
+    use_composite_layernorm: bool = _f(False, _nested, key="experimental")
+    model_path: str = _f("", _str)
+
+    @property
+    def head_dim(self) -> int:
+        return self.embedding_dim // self.num_heads
+
+
+@dataclass(frozen=True)
+class PipelineParallelConfig:
+    """``multihost_config.pipeline_parallel_config``: rank r owns ``blocks_per_rank[r]`` blocks in order."""
+
+    num_blocks: int = _f(6, _int(1))
+    blocks_per_rank: tuple[int, ...] = _f((), _nested)
+    num_microbatches: int = _f(1, _int(1))
+    schedule: str = _f("gpipe", _choice("gpipe", "1f1b"))
+
+    def block_range(self, rank: int) -> range:
+        """The global block indices rank ``rank`` builds (``llama_block_{i}``)."""
+        start = sum(self.blocks_per_rank[:rank])
+        return range(start, start + self.blocks_per_rank[rank])
+
+
+@dataclass(frozen=True)
+class MultihostConfig:
+    """``multihost_config``: off by default; with a pipeline config it is pipeline-parallel training."""
+
+    enabled: bool = _f(False, _bool)
+    num_workers: int = _f(0, _int(0))
+    socket_type: str = _f("mpi", _choice("mpi", "fabric"))
+    pipeline_parallel_config: PipelineParallelConfig | None = field(default=None, metadata=_NESTED)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """``scheduler_config`` (tt-train's Python ``SchedulerConfig``); ``max_lr`` defaults to the lr."""
+
+    max_lr: float | None = _f(None, _opt(_float(0.0, strict=True)))
+    min_lr: float = _f(0.0, _float(0.0))
+    warmup_steps: int = _f(100, _int(0))
+    hold_steps: int = _f(0, _int(0))
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """``eval_config``: sampling settings for generation after training."""
+
+    repetition_penalty: float = _f(1.0, _float(0.0, strict=True))
+    temperature: float = _f(1.0, _float(0.0))
+    top_k: int = _f(0, _int(0))
+    top_p: float = _f(1.0, _float(0.0, strict=True, maximum=1.0))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run reads: ``load_config(path)`` gives ``.training``, ``.device``, ``.model``, ..."""
+
+    path: str
+    training: TrainingConfig
+    device: DeviceConfig
+    model: TransformerConfig
+    scheduler: SchedulerConfig
+    eval: EvalConfig
+    multihost: MultihostConfig
+    model_path: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Section builders with cross-key checks
+# ---------------------------------------------------------------------------------------------
+
+
+def _optimizer(raw: Any, where: str, training: dict[str, Any]) -> OptimizerConfig:
+    if raw is None:
+        kind = "MorehAdamW" if training.get("use_moreh_adamw") else "AdamW"
+        return OptimizerConfig(
+            type=kind,
+            lr=training["learning_rate"],
+            weight_decay=training["weight_decay"],
+            kahan_summation=training.get("use_kahan_summation", False),
+        )
+    opt = _build(OptimizerConfig, raw, where)
+    wrong = _SGD_ONLY if opt.is_adamw else _ADAMW_ONLY if opt.is_sgd else ()
+    given = [k for k in wrong if k in raw]
+    if given:
+        raise TrainingConfigError(
+            f"{where}: {', '.join(given)} do(es) not apply to optimizer type {opt.type!r}.\n"
+            f"fix: remove {', '.join(given)}, or pick a type they belong to "
+            f"({'SGD' if opt.is_adamw else 'AdamW'})."
+        )
+    return dataclasses.replace(
+        opt,
+        lr=training["learning_rate"] if opt.lr is None else opt.lr,
+        weight_decay=training["weight_decay"] if opt.weight_decay is None else opt.weight_decay,
+    )
+
+
+def _training(raw: Any, where: str) -> TrainingConfig:
+    raw = {} if raw is None else raw
+    base = _build(TrainingConfig, raw, where)
+    values = dataclasses.asdict(base)
+    opt = _optimizer(raw.get("optimizer"), f"{where}.optimizer", values)
+    return dataclasses.replace(base, optimizer=opt)
+
+
+def _device(raw: Any, where: str) -> DeviceConfig:
+    dev = _build(DeviceConfig, raw, where)
+    n = dev.total_devices()
+    if dev.device_ids and (len(dev.device_ids) != n or len(set(dev.device_ids)) != n):
+        raise TrainingConfigError(
+            f"{where}.device_ids = {list(dev.device_ids)} must list {n} distinct ids for "
+            f"mesh_shape {list(dev.mesh_shape)}.\nfix: give one id per device, or [] for the first {n}."
+        )
+    try:
+        assign_axes(dev.mesh_shape, dev.distributed_config())
+    except ParallelismConfigError as e:
+        first, _, rest = str(e).partition("\n")
+        raise ParallelismConfigError(f"{first} ({where})\n{rest}") from None
+    return dev
+
+
+def _transformer(raw: Any, where: str) -> TransformerConfig:
+    raw = {} if raw is None else raw
+    rope = _build(RopeScalingConfig, raw.get("rope_scaling"), f"{where}.rope_scaling")
+    exp = _build(_Experimental, raw.get("experimental"), f"{where}.experimental")
+    model = _build(
+        TransformerConfig,
+        {k: v for k, v in raw.items() if k not in ("rope_scaling", "experimental")},
+        where,
+        rope_scaling=rope,
+        use_composite_layernorm=exp.use_composite_layernorm,
+    )
+    if model.embedding_dim % model.num_heads:
+        raise TrainingConfigError(
+            f"{where}: embedding_dim = {model.embedding_dim} is not divisible by num_heads = "
+            f"{model.num_heads}.\nfix: pick embedding_dim a multiple of num_heads."
+        )
+    if model.model_type == "llama" and model.num_heads % model.num_groups:
+        raise TrainingConfigError(
+            f"{where}: num_heads = {model.num_heads} is not divisible by num_groups = "
+            f"{model.num_groups} (key/value heads).\nfix: pick num_groups dividing num_heads."
+        )
+    return model
+
+
+@dataclass(frozen=True)
+class _Experimental:
+    use_composite_layernorm: bool = _f(False, _bool)
+
+
+def _blocks_per_rank(v: Any, where: str) -> tuple[int, ...]:
+    if isinstance(v, list):
+        v = dict(enumerate(v))
+    if not isinstance(v, Mapping) or not v:
+        raise _bad(where, v, "a mapping {rank: blocks} such as {0: 16, 1: 16}")
+    if set(v) != set(range(len(v))):
+        raise _bad(where, v, f"a mapping with ranks 0..{len(v) - 1}, each once")
+    check = _int(1)
+    return tuple(check(v[r], f"{where}[{r}]") for r in range(len(v)))
+
+
+def _pipeline(raw: Any, where: str) -> PipelineParallelConfig:
+    raw = {} if raw is None else raw
+    blocks = _blocks_per_rank(raw.get("blocks_per_rank"), f"{where}.blocks_per_rank")
+    pp = _build(
+        PipelineParallelConfig,
+        {k: v for k, v in raw.items() if k != "blocks_per_rank"},
+        where,
+        blocks_per_rank=blocks,
+    )
+    if sum(blocks) != pp.num_blocks:
+        raise TrainingConfigError(
+            f"Number of blocks must match number of blocks per rank. ({where}: num_blocks = "
+            f"{pp.num_blocks}, blocks_per_rank {list(blocks)} sum to {sum(blocks)})\n"
+            "fix: make the blocks per rank add up to num_blocks."
+        )
+    return pp
+
+
+def _multihost(raw: Any, where: str) -> MultihostConfig:
+    raw = {} if raw is None else raw
+    pp_raw = raw.get("pipeline_parallel_config") if isinstance(raw, Mapping) else None
+    pp = None if pp_raw is None else _pipeline(pp_raw, f"{where}.pipeline_parallel_config")
+    mh = _build(
+        MultihostConfig,
+        {k: v for k, v in raw.items() if k != "pipeline_parallel_config"},
+        where,
+        pipeline_parallel_config=pp,
+    )
+    if pp is not None and mh.num_workers and len(pp.blocks_per_rank) != mh.num_workers:
+        raise TrainingConfigError(
+            f"{where}: num_workers = {mh.num_workers} but pipeline_parallel_config.blocks_per_rank "
+            f"names {len(pp.blocks_per_rank)} ranks.\nfix: give one entry per worker."
+        )
+    return mh
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+# yaml.safe_load's loader, in libyaml's C build when PyYAML has it (same safe tag set, faster).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise TrainingConfigError(
+            f"config file {str(path)!r} does not exist.\nfix: pass the path of a YAML file, e.g. "
+            "configs/training_nanogpt_tp_ddp.yaml."
+        )
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        pos = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise TrainingConfigError(
+            f"{path}{pos}: not valid YAML: {e.problem}.\nfix: correct the YAML syntax there "
+            "(one document per file)."
+        ) from None
+    except yaml.YAMLError as e:
+        raise TrainingConfigError(f"{path}: not valid YAML: {e}.\nfix: correct the YAML.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise TrainingConfigError(
+            f"{path}: the top level is a {type(data).__name__}; it must be a mapping of sections.\n"
+            "fix: start the file with `training_config:`."
+        )
+    return data
+
+
+def _resolve(ref: str, base: Path, where: str) -> Path:
+    p = Path(os.path.expanduser(ref))
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = [d / p for d in (base.parent, *base.parent.parents)] + [Path.cwd() / p]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise TrainingConfigError(
+        f"{where} = {ref!r}: no such file (looked beside {base} and in its parent folders, "
+        f"and in {Path.cwd()}).\nfix: give a path relative to the config file or an absolute path."
+    )
+
+
+def _check_top(data: Mapping[str, Any], allowed: tuple[str, ...], path: Path) -> None:
+    for k in data:
+        if k not in allowed:
+            near = difflib.get_close_matches(str(k), allowed, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TrainingConfigError(
+                f"{path}: unknown section {k!r}{hint}. Allowed sections: {', '.join(allowed)}.\n"
+                f"fix: remove or rename {k!r}."
+            )
+
+
+def load_model_config(path: str | os.PathLike[str]) -> TransformerConfig:
+    """The ``transformer_config`` of a model YAML file."""
+    p = Path(path)
+    data = _read_yaml(p)
+    _check_top(data, ("transformer_config",), p)
+    return _transformer(data.get("transformer_config"), f"{p}: transformer_config")
+
+
+_SECTIONS = (
+    "training_config",
+    "device_config",
+    "transformer_config",
+    "scheduler_config",
+    "eval_config",
+    "multihost_config",
+)
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    """Read a training YAML file (and the model and multihost files it names) into a ``RunConfig``."""
+    p = Path(path)
+    data = _read_yaml(p)
+    _check_top(data, _SECTIONS, p)
+    training = _training(data.get("training_config"), f"{p}: training_config")
+    device = _device(data.get("device_config"), f"{p}: device_config")
+
+    inline = [
+        s
+        for s, v in (
+            ("transformer_config", data.get("transformer_config")),
+            ("training_config.transformer_config", training.transformer_config),
+        )
+        if v is not None
+    ]
+    if len(inline) + (training.model_config is not None) > 1:
+        given = inline + ["training_config.model_config"] * (training.model_config is not None)
+        raise TrainingConfigError(
+            f"{p}: the model is given more than once ({', '.join(given)}).\n"
+            "fix: keep one: `model_config: <model yaml>` inside training_config (tt-train's layout)."
+        )
+    model_path: str | None = None
+    if training.model_config is not None:
+        mp = _resolve(training.model_config, p, f"{p}: training_config.model_config")
+        model = load_model_config(mp)
+        model_path = str(mp)
+    elif inline:
+        raw = data.get("transformer_config") or training.transformer_config
+        model = _transformer(raw, f"{p}: {inline[0]}")
+    else:
+        model = TransformerConfig()
+    if (
+        "model_type" in (data.get("training_config") or {})
+        and model.model_type != training.model_type
+    ):
+        if model_path is not None or inline:
+            raise TrainingConfigError(
+                f"{p}: training_config.model_type = {training.model_type!r} but the model's "
+                f"transformer_config.model_type = {model.model_type!r}.\nfix: make them agree "
+                "(or drop training_config.model_type, the old place for it)."
+            )
+
+    if training.multihost_config is not None and data.get("multihost_config") is not None:
+        raise TrainingConfigError(
+            f"{p}: multihost_config is given both as a section and as training_config."
+            "multihost_config.\nfix: keep one."
+        )
+    if training.multihost_config is not None:
+        mp = _resolve(training.multihost_config, p, f"{p}: training_config.multihost_config")
+        mdata = _read_yaml(mp)
+        _check_top(mdata, ("multihost_config",), mp)
+        multihost = _multihost(mdata.get("multihost_config"), f"{mp}: multihost_config")
+    else:
+        multihost = _multihost(data.get("multihost_config"), f"{p}: multihost_config")
+    if multihost.enabled and training.use_clip_grad_norm:
+        raise TrainingConfigError(
+            f"{p}: Gradient clipping is not supported with multihost training "
+            "(training_config.use_clip_grad_norm is true and multihost_config.enabled is true).\n"
+            "fix: set use_clip_grad_norm: false, or disable multihost_config."
+        )
+    return RunConfig(
+        path=str(p),
+        training=dataclasses.replace(training, transformer_config=None),
+        device=device,
+        model=model,
+        scheduler=_build(SchedulerConfig, data.get("scheduler_config"), f"{p}: scheduler_config"),
+        eval=_build(EvalConfig, data.get("eval_config"), f"{p}: eval_config"),
+        multihost=multihost,
+        model_path=model_path,
+    )
+
+
+def validate_batch(
+    config: RunConfig | TrainingConfig | int, ctx: ParallelismContext | None = None
+) -> int:
+    """The batch each DDP group gets; raises when ``batch_size`` does not split over the DDP axis.
+
+    >>> validate_batch(8, ctx_with_ddp_size_2)
+    4
+    """
+    where = ""
+    if isinstance(config, RunConfig):
+        where, batch = f" ({config.path}: training_config.batch_size)", config.training.batch_size
+    elif isinstance(config, TrainingConfig):
+        where, batch = " (training_config.batch_size)", config.batch_size
+    else:
+        batch = config
+    dp = 1 if ctx is None else ctx.get_ddp_size()
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % dp:
+        raise TrainingConfigError(
+            f"batch_size ({batch!r}) must be divisible by dp_size ({dp}){where}.\n"
+            f"fix: use a batch_size that is a positive multiple of {dp}, the DDP size of mesh "
+            f"{list(ctx.mesh_shape) if ctx else [1, 1]}."
+        )
+    return batch // dp
+
+
+__all__ = [
+    "ADAMW_TYPES",
+    "OPTIMIZER_TYPES",
+    "SGD_TYPES",
+    "DeviceConfig",
+    "EvalConfig",
+    "MultihostConfig",
+    "OptimizerConfig",
+    "PipelineParallelConfig",
+    "RopeScalingConfig",
+    "RunConfig",
+    "SchedulerConfig",
+    "TrainingConfig",
+    "TransformerConfig",
+    "load_config",
+    "load_model_config",
+    "validate_batch",
+]

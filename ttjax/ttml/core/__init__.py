@@ -1,0 +1,5 @@
+"""TTML's ``ttml.core``."""
+
+from ttjax.ttml.core import distributed
+
+__all__ = ["distributed"]

@@ -1,0 +1,164 @@
+"""Training text with no download: the Python documentation that ships with the interpreter.
+
+``pydoc_data.topics`` holds ~465k characters of English reference text. It is tokenised by
+characters or by a byte-level BPE trained here with Hugging Face ``tokenizers`` (cached on disk,
+keyed by the text and vocabulary size), split 90/10 into train and validation, and served as
+random windows chosen by ``(seed, step)`` so a resumed run sees exactly the same batches.
+
+>>> data = load_dataset("bpe", vocab_size=512)
+>>> tokens = data.batch(step=0, accum=1, batch=16, seq=64, seed=5489)   # [1, 16, 65]
+>>> data.unigram_loss()                                                  # the baseline to beat
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ttjax.errors import ConfigError
+
+TOKENIZERS = ("char", "bpe")
+
+
+def load_corpus(path: str | os.PathLike[str] | None = None) -> str:
+    """The text at ``path``, or (empty/None) every topic of the stdlib's ``pydoc_data``."""
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(
+                f"data_path {str(p)!r} is not a file.\nfix: point data_path at a UTF-8 text file, "
+                "or leave it empty for the Python documentation text."
+            )
+        return p.read_text(encoding="utf-8")
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[k] for k in sorted(topics))
+
+
+@dataclass(frozen=True)
+class CharTokenizer:
+    """One token per distinct character of the corpus (sorted), like nanoGPT's shakespeare_char."""
+
+    chars: str
+
+    @classmethod
+    def train(cls, text: str) -> CharTokenizer:
+        return cls("".join(sorted(set(text))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> np.ndarray:
+        index = {c: i for i, c in enumerate(self.chars)}
+        return np.fromiter((index[c] for c in text), np.int32, len(text))
+
+    def decode(self, ids: Any) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+@dataclass(frozen=True)
+class BPETokenizer:
+    """A byte-level BPE (GPT-2's scheme) trained on the corpus with ``tokenizers``."""
+
+    tokenizer: Any = field(repr=False)
+    path: str
+
+    @classmethod
+    def train(cls, text: str, vocab_size: int, cache_dir: str | None = None) -> BPETokenizer:
+        from tokenizers import ByteLevelBPETokenizer, Tokenizer
+
+        digest = hashlib.sha256(f"{vocab_size}\0{text}".encode()).hexdigest()[:16]
+        folder = Path(cache_dir or os.environ.get("TTJAX_CACHE_DIR") or tempfile.gettempdir())
+        path = folder / "ttjax-tokenizers" / f"bpe-{vocab_size}-{digest}.json"
+        if path.is_file():
+            return cls(Tokenizer.from_file(str(path)), str(path))
+        tok = ByteLevelBPETokenizer()
+        tok.train_from_iterator([text], vocab_size=vocab_size, min_frequency=2, show_progress=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tok.save(str(tmp))
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+        return cls(Tokenizer.from_file(str(path)), str(path))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tokenizer.get_vocab_size())
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.asarray(self.tokenizer.encode(text).ids, np.int32)
+
+    def decode(self, ids: Any) -> str:
+        return str(self.tokenizer.decode([int(i) for i in ids]))
+
+
+@dataclass(frozen=True)
+class TokenDataset:
+    """Train and validation token streams plus the tokenizer that made them."""
+
+    train: np.ndarray = field(repr=False)
+    val: np.ndarray = field(repr=False)
+    tokenizer: Any
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tokenizer.vocab_size)
+
+    def batch(self, step: int, accum: int, batch: int, seq: int, seed: int) -> np.ndarray:
+        """``[accum, batch, seq + 1]`` random training windows; the same for the same (seed, step)."""
+        rng = np.random.default_rng([seed, step])
+        starts = rng.integers(0, len(self.train) - seq - 1, size=(accum, batch))
+        return self.train[starts[..., None] + np.arange(seq + 1)]
+
+    def val_batches(self, n: int, batch: int, seq: int) -> np.ndarray:
+        """``[n, batch, seq + 1]`` validation windows spread evenly over the validation text."""
+        count = n * batch
+        starts = np.linspace(0, len(self.val) - seq - 1, count).astype(np.int64)
+        return self.val[starts[:, None] + np.arange(seq + 1)].reshape(n, batch, seq + 1)
+
+    def unigram_loss(self) -> float:
+        """Validation cross-entropy (nats/token) of the train unigram distribution (add-one)."""
+        counts = np.bincount(self.train, minlength=self.vocab_size) + 1.0
+        logp = np.log(counts / counts.sum())
+        return float(-logp[self.val].mean())
+
+
+def load_dataset(
+    tokenizer_type: str = "char",
+    *,
+    vocab_size: int = 512,
+    data_path: str | None = None,
+    val_fraction: float = 0.1,
+    cache_dir: str | None = None,
+) -> TokenDataset:
+    """Tokenise the corpus (``"char"`` or ``"bpe"`` of ``vocab_size``) and split off validation."""
+    if tokenizer_type not in TOKENIZERS:
+        raise ConfigError(
+            f"Unknown tokenizer type: {tokenizer_type!r}.\nfix: tokenizer_type one of {TOKENIZERS}."
+        )
+    text = load_corpus(data_path)
+    if tokenizer_type == "char":
+        tok: Any = CharTokenizer.train(text)
+    else:
+        tok = BPETokenizer.train(text, vocab_size, cache_dir)
+    ids = tok.encode(text)
+    cut = int(len(ids) * (1.0 - val_fraction))
+    return TokenDataset(ids[:cut], ids[cut:], tok)
+
+
+__all__ = [
+    "BPETokenizer",
+    "CharTokenizer",
+    "TokenDataset",
+    "load_corpus",
+    "load_dataset",
+]

@@ -1,0 +1,279 @@
+"""One jitted SPMD train step, TTML's algorithm: forward, cross-entropy, backward per device,
+``synchronize_gradients`` over DDP, then optax AdamW (warmup + cosine) with global-norm clipping.
+
+The per-device part (forward, loss, ``jax.grad`` over ``accum`` micro-batches, the DDP average)
+runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax then updates the
+parameter pytree as global arrays, so the clipping norm is the norm of the whole gradient.
+Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
+
+>>> step = TrainStep(model.loss, specs, par, make_optimizer(OptimizerSettings(3e-4)))
+>>> state = step.init_state(params)
+>>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ttjax.errors import ConfigError, TTJaxError
+from ttjax.ttml.config import RunConfig
+from ttjax.ttml.core.distributed import synchronize_gradients
+from ttjax.ttml.parallel import Parallelism
+
+LossFn = Callable[[Any, Any, Any, "str | None"], Any]
+SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
+
+
+class TrainingDivergedError(TTJaxError, FloatingPointError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``)."""
+
+    learning_rate: float = 3e-4
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.999
+    epsilon: float = 1e-8
+    scheduler_type: str = "warmup_cosine"
+    warmup_steps: int = 0
+    total_steps: int = 1000
+    min_lr: float = 0.0
+    clip_grad_norm_max_norm: float | None = 1.0
+
+    def __post_init__(self) -> None:
+        if self.scheduler_type not in SCHEDULERS:
+            raise ConfigError(
+                f"OptimizerSettings: scheduler_type={self.scheduler_type!r} is unknown.\n"
+                f"fix: one of {list(SCHEDULERS)}."
+            )
+
+    @classmethod
+    def from_config(cls, run: RunConfig) -> OptimizerSettings:
+        """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys."""
+        t, opt, sched = run.training, run.training.optimizer, run.scheduler
+        lr = t.learning_rate if opt is None or opt.lr is None else opt.lr
+        if opt is not None and not opt.is_adamw:
+            raise ConfigError(
+                f"{run.path}: optimizer type {opt.type!r} is not trained by ttjax.ttml yet.\n"
+                "fix: type: AdamW (or AdamWFullPrecision / MorehAdamW, which run the same)."
+            )
+        return cls(
+            learning_rate=sched.max_lr or lr,
+            weight_decay=t.weight_decay
+            if opt is None or opt.weight_decay is None
+            else opt.weight_decay,
+            beta1=0.9 if opt is None else opt.beta1,
+            beta2=0.999 if opt is None else opt.beta2,
+            epsilon=1e-8 if opt is None else opt.epsilon,
+            scheduler_type=t.scheduler_type,
+            warmup_steps=sched.warmup_steps,
+            total_steps=t.max_steps,
+            min_lr=sched.min_lr,
+            clip_grad_norm_max_norm=t.clip_grad_norm_max_norm if t.use_clip_grad_norm else None,
+        )
+
+    def schedule(self) -> optax.Schedule:
+        lr, warm = self.learning_rate, self.warmup_steps
+        total = max(self.total_steps, warm + 1)
+        if self.scheduler_type == "identity":
+            return optax.constant_schedule(lr)
+        if self.scheduler_type == "warmup_linear":
+            return optax.join_schedules(
+                [
+                    optax.linear_schedule(0.0, lr, max(warm, 1)),
+                    optax.linear_schedule(lr, self.min_lr, total - warm),
+                ],
+                [max(warm, 1)],
+            )
+        return optax.warmup_cosine_decay_schedule(0.0 if warm else lr, lr, warm, total, self.min_lr)
+
+
+def make_optimizer(config: OptimizerSettings) -> optax.GradientTransformation:
+    """Global-norm clipping (optional), then AdamW decaying only matrices (nanoGPT's rule)."""
+    adamw = optax.adamw(
+        config.schedule(),
+        b1=config.beta1,
+        b2=config.beta2,
+        eps=config.epsilon,
+        weight_decay=config.weight_decay,
+        mask=lambda params: jax.tree_util.tree_map(lambda p: p.ndim >= 2, params),
+    )
+    if config.clip_grad_norm_max_norm is None:
+        return adamw
+    return optax.chain(optax.clip_by_global_norm(config.clip_grad_norm_max_norm), adamw)
+
+
+class TrainState(NamedTuple):
+    """What a checkpoint holds: the step count, the parameters and the optimizer state."""
+
+    step: Any
+    params: Any
+    opt_state: Any
+
+
+def _is_spec(x: Any) -> bool:
+    return isinstance(x, P)
+
+
+class TrainStep:
+    """The jitted step of ``loss_fn(params, inputs, targets, tp) -> mean loss`` on ``par``'s mesh.
+
+    ``param_specs`` is a pytree of ``PartitionSpec`` matching the parameters (TP splits);
+    ``accum`` micro-batches are averaged per step (gradient accumulation).
+    """
+
+    def __init__(
+        self,
+        loss_fn: LossFn,
+        param_specs: Any,
+        par: Parallelism,
+        optimizer: optax.GradientTransformation,
+        *,
+        accum: int = 1,
+        schedule: optax.Schedule | None = None,
+    ) -> None:
+        if accum < 1:
+            raise ConfigError(
+                f"TrainStep: gradient_accumulation_steps={accum} must be >= 1.\nfix: use 1 or more."
+            )
+        self.loss_fn, self.param_specs, self.par = loss_fn, param_specs, par
+        self.optimizer, self.accum, self.schedule = optimizer, accum, schedule
+        self.mesh = par.mesh.jax_mesh
+        self.batch_spec = P(None, par.ddp_name, None)
+        self.param_shardings = jax.tree_util.tree_map(
+            lambda s: NamedSharding(self.mesh, s), param_specs, is_leaf=_is_spec
+        )
+        self._replicated = NamedSharding(self.mesh, P())
+        self._grads = jax.shard_map(
+            self._local_grads,
+            mesh=self.mesh,
+            in_specs=(param_specs, self.batch_spec),
+            out_specs=(P(), param_specs),
+            check_vma=False,
+        )
+        self._eval = jax.jit(
+            jax.shard_map(
+                self._local_eval,
+                mesh=self.mesh,
+                in_specs=(param_specs, self.batch_spec),
+                out_specs=P(),
+                check_vma=False,
+            )
+        )
+        self._step = jax.jit(self._global_step)
+        self._state_shardings: Any = None
+
+    # -- the per-device part -------------------------------------------------------------------
+
+    def _local_grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
+        """Loss and DDP-averaged gradients of this device's micro-batches (inside shard_map)."""
+        tp, ddp = self.par.tp, self.par.ddp
+        grad_fn = jax.value_and_grad(self.loss_fn)
+
+        def micro(acc: Any, tok: Any) -> tuple[Any, None]:
+            loss, grads = grad_fn(params, tok[:, :-1], tok[:, 1:], tp)
+            return jax.tree_util.tree_map(jnp.add, acc, (loss, grads)), None
+
+        zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
+        if self.accum == 1:
+            total, _ = micro(zeros, tokens[0])
+        else:
+            total, _ = lax.scan(micro, zeros, tokens)
+        loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
+        grads = synchronize_gradients(grads, ddp)
+        if ddp is not None:
+            loss = lax.psum(loss, ddp) / lax.axis_size(ddp)
+        return loss, grads
+
+    def _local_eval(self, params: Any, tokens: Any) -> Any:
+        """Mean loss over the blocks of ``tokens`` [n, batch, seq + 1], no gradients."""
+        tp, ddp = self.par.tp, self.par.ddp
+
+        def one(total: Any, tok: Any) -> tuple[Any, None]:
+            return total + self.loss_fn(params, tok[:, :-1], tok[:, 1:], tp), None
+
+        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
+        loss = total / tokens.shape[0]
+        return loss if ddp is None else lax.psum(loss, ddp) / lax.axis_size(ddp)
+
+    def eval_loss(self, params: Any, tokens: Any) -> Any:
+        """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
+        return self._eval(params, self._put_batch(tokens, check_accum=False))
+
+    # -- the whole step ------------------------------------------------------------------------
+
+    def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
+        loss, grads = self._grads(state.params, tokens)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        params = jax.lax.with_sharding_constraint(params, self.param_shardings)
+        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
+        if self.schedule is not None:
+            metrics["lr"] = self.schedule(state.step)
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
+        """(loss, gradients) of one step, without the update: what the tests compare."""
+        return jax.jit(self._grads)(params, self._put_batch(tokens))
+
+    def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
+        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
+        return self._step(state, self._put_batch(tokens))
+
+    # -- placing things on the mesh ------------------------------------------------------------
+
+    def _put_batch(self, tokens: Any, check_accum: bool = True) -> Any:
+        shape = tuple(tokens.shape)
+        if len(shape) != 3 or (check_accum and shape[0] != self.accum):
+            raise ConfigError(
+                f"TrainStep: tokens of shape {list(shape)} are not [accum={self.accum}, batch, "
+                "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
+            )
+        if shape[1] % self.par.ddp_size:
+            raise ConfigError(
+                f"TrainStep: batch_size={shape[1]} must be divisible by the DDP size "
+                f"{self.par.ddp_size} (mesh {tuple(self.par.mesh.shape)}).\n"
+                f"fix: use a batch_size that is a multiple of {self.par.ddp_size}."
+            )
+        return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
+
+    def state_shardings(self, params: Any) -> TrainState:
+        """Shardings of a whole ``TrainState`` (optimizer moments lie like their parameters)."""
+        abstract = jax.eval_shape(self.optimizer.init, params)
+        opt = optax.tree_map_params(
+            self.optimizer,
+            lambda _, s: s,
+            abstract,
+            self.param_shardings,
+            transform_non_params=lambda _: self._replicated,
+        )
+        return TrainState(self._replicated, self.param_shardings, opt)
+
+    def init_state(self, params: Any) -> TrainState:
+        """Shard whole parameters onto the mesh and create the optimizer state beside them."""
+        shardings = self.state_shardings(params)
+        params = jax.device_put(params, self.param_shardings)
+        opt_state = jax.jit(self.optimizer.init, out_shardings=shardings.opt_state)(params)
+        step = jax.device_put(jnp.zeros((), jnp.int32), self._replicated)
+        return TrainState(step, params, opt_state)
+
+
+__all__ = [
+    "OptimizerSettings",
+    "TrainState",
+    "TrainStep",
+    "TrainingDivergedError",
+    "make_optimizer",
+]

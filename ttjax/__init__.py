@@ -15,7 +15,7 @@ from ttjax import _config
 # Must run before JAX starts its backend: XLA reads the host-device count only once.
 _config.configure_virtual_devices()
 
-from ttjax import experimental, model_preprocessing, transformer, visualize  # noqa: E402
+from ttjax import experimental, model_preprocessing, numerics, transformer, visualize  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
 from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402
@@ -308,6 +308,7 @@ __all__ = [
     "init_device_compute_kernel_config",
     "int32",
     "model_preprocessing",
+    "numerics",
     "open_device",
     "open_mesh_device",
     "parse_mesh_shape",

@@ -63,8 +63,18 @@ class Collective:
 
 
 def _parse_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """``{{0,1},{2,3}}`` or iota ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` -> tuple of groups."""
+    """``{{0,1},{2,3}}``, iota ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` or Shardy's
+    ``mesh['x'=2,'y'=4] {'y'}`` -> tuple of groups."""
     text = text.strip()
+    mesh = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", text)
+    if mesh:  # Shardy's form: mesh['a'=2,'b'=4] {'b'} = groups varying along the listed axes
+        sizes = dict((k, int(v)) for k, v in re.findall(r"'([^']+)'=(\d+)", mesh.group(1)))
+        names = list(sizes)
+        picked = [names.index(a) for a in re.findall(r"'([^']+)'", mesh.group(2))]
+        ids = np.arange(int(np.prod(list(sizes.values())))).reshape(list(sizes.values()))
+        rest = [i for i in range(len(names)) if i not in picked]
+        ids = ids.transpose(rest + picked).reshape(-1, int(np.prod([ids.shape[i] for i in picked])))
+        return tuple(tuple(int(v) for v in row) for row in ids)
     if text.startswith("{"):
         inner = re.findall(r"\{([0-9,\s]*)\}", text)
         return tuple(tuple(int(v) for v in g.split(",") if v.strip()) for g in inner)
@@ -95,7 +105,7 @@ def _attr(attrs: str, key: str) -> str | None:
             if depth == 0:
                 return attrs[j : k + 1]
         return attrs[j:]
-    m = re.match(r"[^,\s]+(?:T\([0-9,]+\))?", attrs[j:])
+    m = re.match(r"mesh\[[^\]]*\]\s*\{[^}]*\}|[^,\s]+(?:T\([0-9,]+\))?", attrs[j:])
     return m.group(0) if m else None
 
 

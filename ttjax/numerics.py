@@ -131,6 +131,13 @@ def _ordered_scatter(x: Any, axes: tuple[Any, ...], n: int) -> Any:
     return ordered_sum(received)
 
 
+def _varying(x: Any) -> set[Any]:
+    """Mesh axes along which shard_map types ``x`` as varying (empty without check_vma)."""
+    aval = jax.typeof(x)
+    mat = getattr(aval, "manual_axis_type", None)
+    return set(getattr(mat, "varying", None) or getattr(aval, "vma", None) or ())
+
+
 def _ordered_psum_leaf(x: Any, axes: tuple[Any, ...]) -> Any:
     n = group_size(axes)
     if n == 1:
@@ -140,10 +147,14 @@ def _ordered_psum_leaf(x: Any, axes: tuple[Any, ...]) -> Any:
     if pad:
         flat = jnp.pad(flat, (0, pad))
     mine = _ordered_scatter(jnp.reshape(flat, (n, -1)), axes, n)  # [m]
-    # Share the reduced pieces: each element has one non-zero contributor, so the sum is exact.
-    idx = lax.axis_index(axes)
-    onehot = jnp.zeros((n, mine.shape[0]), mine.dtype)
-    full = lax.psum(lax.dynamic_update_index_in_dim(onehot, mine, idx, 0), axes)
+    if set(axes) & _varying(mine):
+        # shard_map checks replication (check_vma): share the reduced pieces with a psum in which
+        # each element has one non-zero contributor (exact), so the result is typed replicated.
+        idx = lax.axis_index(axes)
+        onehot = jnp.zeros((n, mine.shape[0]), mine.dtype)
+        full = lax.psum(lax.dynamic_update_index_in_dim(onehot, mine, idx, 0), axes)
+    else:  # no replication typing (check_vma=False, as ttjax's ops run): a cheaper all-gather
+        full = lax.all_gather(mine, axes, axis=0, tiled=False)
     full = jnp.reshape(full, (-1,))
     return jnp.reshape(full[: full.shape[0] - pad] if pad else full, x.shape)
 

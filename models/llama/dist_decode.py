@@ -1,9 +1,10 @@
 """One Llama decode step written with Tessera's names (``ttjax.dist``): named ``tp`` axis, shard
 specs on the weights and KV cache, a per-device region with ``all_reduce(axis="tp")``.
 
-q/k/v/gate/up are split by output rows (``partition=("row",)``), o/down by input columns
-(``("col",)``), the KV cache by KV heads; embedding, norms and the LM head are replicated. Each
-layer does two all-reduces (attention and MLP), as Megatron TP does. RMSNorm + SwiGLU Llamas only.
+q/k/v/gate/up and the LM head are split by output rows (``partition=("row",)``), o/down by input
+columns (``("col",)``), the KV cache by KV heads; embedding and norms are replicated. Each layer
+does two all-reduces (attention and MLP), as Megatron TP does; the logits come back as one global
+array split over ``tp`` by vocabulary (no gather inside the step). RMSNorm + SwiGLU Llamas only.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ttjax.dist import op
 COLUMN = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))  # [out, in]: split out features
 ROW = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))  # split in features
 KV = dist.ShardSpec(partition=(1,), mesh_axes=("tp",))  # cache [B, n_kv, S, hs]: split KV heads
+VOCAB = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))  # logits [B, 1, V]: split vocab
 
 
 def layouts(config: LlamaConfig) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def layouts(config: LlamaConfig) -> dict[str, Any]:
     out: dict[str, Any] = {
         "embed": dist.REPLICATED,
         "norm": dist.REPLICATED,
-        "head": dist.REPLICATED,
+        "head": COLUMN,
     }
     out["cos"] = out["sin"] = dist.REPLICATED
     for i in range(config.n_layers):
@@ -128,12 +130,12 @@ def decode_step(config: LlamaConfig, mesh: dist.Mesh) -> Any:
             x = x + dist.all_reduce(op.matmul(m, p[f"{i}.down"].T), axis="tp")
         x = _rms(x, p["norm"], eps)
         logits = jnp.einsum("btc,vc->btv", x, p["head"], preferred_element_type=jnp.float32)
-        return logits, new_k, new_v
+        return logits, new_k, new_v  # [B, 1, V / tp]: the vocab-parallel head's slice
 
     cache = [KV] * c.n_layers
     return dist.local(
         local,
         mesh=mesh,
         in_layouts=(layouts(c), None, None, cache, cache),
-        out_layouts=(None, cache, cache),
+        out_layouts=(VOCAB, cache, cache),
     )

@@ -78,9 +78,9 @@ def decode_step(model: LlamaReference, mesh: xs.Mesh, batch: int) -> tuple[Any, 
     """``(fn, args)`` of one jitted decode step over the annotated model (for ttjax.inspect)."""
     graphdef, state = nnx.split(model)
     cache = model.init_cache(batch)
-    cache = jax.tree.map(
-        lambda c: xs.mark_sharding(c, mesh, ("batch" if batch_spec(mesh)[0] else None,)), cache
-    )
+    # The KV cache [B, n_kv, S, hs] is annotated too: split by KV head over "model".
+    cache_spec = (batch_spec(mesh)[0], "model", None, None)
+    cache = jax.tree.map(lambda c: xs.mark_sharding(c, mesh, cache_spec), cache)
     tokens = xs.mark_sharding(np.zeros((batch, 1), np.int32), mesh, batch_spec(mesh))
     pos = xs.mark_sharding(np.zeros((batch,), np.int32), mesh, batch_spec(mesh)[:1])
 

@@ -204,7 +204,10 @@ def reduce_scatter(x: Any, axis: Any, dim: int = 0) -> Any:
 
 
 def all_gather(x: Any, axis: Any, dim: int = 0) -> Any:
-    """Concatenate the blocks of the devices along ``axis`` on ``dim`` (device order)."""
+    """Concatenate the blocks of the devices along ``axis`` on ``dim`` (device order).
+
+    JAX types the result as per-device: return it with an out layout sharded over ``axis``, or
+    use it inside the region (only sums, ``all_reduce``, come back as replicated)."""
     axes = _region("all_gather", axis)
     return lax.all_gather(x, axes, axis=dim, tiled=True)
 

@@ -157,3 +157,20 @@ def test_nnx_variable_is_annotated_in_place(mesh24: xs.Mesh) -> None:
     np.testing.assert_array_equal(np.asarray(lin.kernel[...]), before)
     x = np.ones((2, 16), np.float32)
     np.testing.assert_allclose(np.asarray(lin(x)), x @ before, rtol=1e-5)
+
+
+def test_inspect_maps_partitioner_collectives_to_mesh_axes(mesh24: xs.Mesh) -> None:
+    """Column- then row-parallel: XLA inserts one all-reduce over 'model' (groups of 4)."""
+    rng = np.random.default_rng(3)
+    w1 = xs.mark_sharding(rng.standard_normal((32, 16)).astype(np.float32), mesh24, ("model", None))
+    w2 = xs.mark_sharding(rng.standard_normal((16, 32)).astype(np.float32), mesh24, (None, "model"))
+    x = xs.mark_sharding(rng.standard_normal((4, 16)).astype(np.float32), mesh24, (None, None))
+
+    def mlp(w1, w2, x):
+        return xs.mark_sharding(jax.nn.relu(x @ w1.T) @ w2.T, mesh24, (None, None))
+
+    report = ttnn.inspect.inspect(mlp, w1, w2, x, mesh=mesh24.jax_mesh)
+    reduces = [c for c in report.collectives if c.kind == "all-reduce"]
+    assert len(reduces) == 1 and reduces[0].mesh_axes == ("model",)
+    assert reduces[0].replica_groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert reduces[0].bytes_per_device > 0

@@ -84,48 +84,53 @@ def test_policy_is_part_of_the_jit_cache_key() -> None:
 
 @functools.lru_cache
 def _ddp_step(mesh_shape, reduced: bool):
-    """Per-device gradients of a least-squares loss on each batch shard; with ``reduced``, their
-    sum and mean over every device (``numerics.psum`` / ``pmean``), else the 8 unreduced ones."""
+    """Per-device gradients of a least-squares loss on each batch shard (one model per dtype);
+    with ``reduced``, their sum and mean over every device (``numerics.psum`` / ``pmean``), else
+    the 8 unreduced ones."""
     mesh = mesh_of(mesh_shape).jax_mesh
     axes = tuple(mesh.axis_names)
 
-    def local(w, x):
-        g = jax.grad(lambda w: jnp.sum(jnp.square(x @ w)))(w)
-        if not reduced:
-            return g[None]
-        return ttnn.numerics.psum(g, axes), ttnn.numerics.pmean(g, axes)
+    def local(data):
+        out = {}
+        for name, (w, x) in data.items():
+            g = jax.grad(lambda w, x=x: jnp.sum(jnp.square(x @ w)))(w)
+            out[name] = (
+                (ttnn.numerics.psum(g, axes), ttnn.numerics.pmean(g, axes)) if reduced else g[None]
+            )
+        return out
 
-    out = (P(), P()) if reduced else P(axes)
-    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(axes)), out_specs=out))
+    spec = {k: (P(), P(axes)) for k in DTYPES}
+    out = {k: (P(), P()) if reduced else P(axes) for k in DTYPES}
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(spec,), out_specs=out))
 
 
-def _ddp_data(dtype):
+def _ddp_data():
     rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((16, 24)).astype(dtype))
-    w = jnp.asarray(rng.standard_normal((24, 6)).astype(dtype))
-    return w, x
+    x = rng.standard_normal((16, 24))
+    w = rng.standard_normal((24, 6))
+    return {k: (jnp.asarray(w.astype(d)), jnp.asarray(x.astype(d))) for k, d in DTYPES.items()}
 
 
-@pytest.mark.parametrize("dtype", sorted(DTYPES))
-def test_ddp_all_reduce_is_bitwise_equal_across_meshes_and_runs(dtype: str) -> None:
-    np_dtype = DTYPES[dtype]
-    w, x = _ddp_data(np_dtype)
-    per_device = list(np.asarray(_ddp_step((1, 8), False)(w, x)))  # 8 unreduced gradients
-    want = left_fold(per_device, np_dtype)
+def test_ddp_all_reduce_is_bitwise_equal_across_meshes_and_runs() -> None:
+    data = _ddp_data()
+    per_device = _ddp_step((1, 8), False)(data)  # 8 unreduced gradients per dtype
     with ttnn.numerics("deterministic"):
-        runs = [_ddp_step(s, True)(w, x) for s in SAME_8]
-        runs.append(_ddp_step((2, 4), True)(w, x))  # a repeated run
-    for total, mean in runs:
-        total, mean = np.asarray(total), np.asarray(mean)
-        assert total.dtype == np_dtype
-        np.testing.assert_array_equal(total.view(np.uint8), want.view(np.uint8))
-        np.testing.assert_array_equal(mean.view(np.uint8), (want / np_dtype(8)).view(np.uint8))
+        runs = [_ddp_step(s, True)(data) for s in SAME_8]
+        runs.append(_ddp_step((2, 4), True)(data))  # a repeated run
+    for name, np_dtype in DTYPES.items():
+        want = left_fold(list(np.asarray(per_device[name])), np_dtype)
+        for run in runs:
+            total, mean = (np.asarray(a) for a in run[name])
+            assert total.dtype == np_dtype
+            np.testing.assert_array_equal(total.view(np.uint8), want.view(np.uint8))
+            want_mean = (want / np_dtype(8)).astype(np_dtype)
+            np.testing.assert_array_equal(mean.view(np.uint8), want_mean.view(np.uint8))
 
 
 def test_fast_mode_is_lax_psum() -> None:
-    w, x = _ddp_data(np.float32)
-    per_device = np.asarray(_ddp_step((1, 8), False)(w, x))
-    total, mean = _ddp_step((1, 8), True)(w, x)  # traced again: the policy is in the jit key
+    data = _ddp_data()
+    per_device = np.asarray(_ddp_step((1, 8), False)(data)["float32"])
+    total, mean = _ddp_step((1, 8), True)(data)["float32"]  # traced again: the policy is in the key
     np.testing.assert_allclose(total, per_device.sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(mean, per_device.mean(0), rtol=1e-5, atol=1e-5)
 

@@ -1,9 +1,8 @@
 """The Llama decode step written with ttjax.dist (named tp axis) equals the single-device Flax
-reference's decode step, eager and under jax.jit."""
+reference's decode step (jit of dist.local itself is covered in tests/dist)."""
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from models.llama.config import get_config
@@ -37,5 +36,3 @@ def test_dist_decode_matches_reference() -> None:
     np.testing.assert_allclose(np.asarray(logits), np.asarray(want), rtol=1e-4, atol=1e-4)
     assert k2[0].addressable_shards[0].data.shape == (2, TINY.n_kv_heads // 8, 16, TINY.head_dim)
     np.testing.assert_array_equal(np.asarray(k2[0])[:, :, :6], k_host[0][:, :, :6])
-    jitted, *_ = jax.jit(step)(params, nxt, pos, k, v)
-    np.testing.assert_allclose(np.asarray(jitted), np.asarray(want), rtol=1e-4, atol=1e-4)

@@ -19,6 +19,7 @@ SUITES = {
     "trace": ("benchmarks.bench_trace", (2, 4)),
     "models": ("benchmarks.bench_models", None),
     "train": ("benchmarks.bench_train", (2, 4)),
+    "numerics": ("benchmarks.bench_numerics", (2, 4)),
 }
 
 

@@ -35,6 +35,7 @@ from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
     experimental,
     model_preprocessing,
+    numerics,
     transformer,
     visualize,
 )
@@ -330,6 +331,7 @@ __all__ = [
     "init_device_compute_kernel_config",
     "int32",
     "model_preprocessing",
+    "numerics",
     "open_device",
     "open_mesh_device",
     "parse_mesh_shape",

@@ -62,9 +62,38 @@ class Collective:
         return 2 if self.source_target_pairs else 1
 
 
+_MESH_GROUPS = re.compile(
+    r"mesh\[([^\]]*)\]"
+    r"(?:,\s*device_ids=\((\[[0-9,]+\](?:T\([0-9,]+\))?|[0-9,\s]+)\))?"
+    r"\s*\{([^}]*)\}"
+)
+
+
 def _parse_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """``{{0,1},{2,3}}`` or iota ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` -> tuple of groups."""
+    """``{{0,1},{2,3}}``, iota ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` or Shardy's
+    ``mesh['x'=2,'y'=4] {'y'}`` -> tuple of groups."""
     text = text.strip()
+    mesh = _MESH_GROUPS.match(text)
+    if mesh:  # Shardy's form: mesh['a'=2,'b'=4][, device_ids=(...)] {'b'}: vary along 'b'
+        sizes = dict((k, int(v)) for k, v in re.findall(r"'([^']+)'=(\d+)", mesh.group(1)))
+        names, dims = list(sizes), list(sizes.values())
+        ids = np.arange(int(np.prod(dims)))
+        order = mesh.group(2)
+        if order and order.startswith("["):
+            iota = re.match(r"\[([0-9,]+)\](?:T\(([0-9,]+)\))?", order)
+            assert iota is not None
+            ids = ids.reshape([int(v) for v in iota.group(1).split(",")])
+            if iota.group(2):
+                ids = ids.transpose([int(v) for v in iota.group(2).split(",")])
+        elif order:
+            ids = np.array([int(v) for v in order.split(",") if v.strip()])
+        ids = ids.reshape(dims)
+        picked = [names.index(a) for a in re.findall(r"'([^']+)'", mesh.group(3))]
+        rest = [i for i in range(len(names)) if i not in picked]
+        size = int(np.prod([dims[i] for i in picked]))
+        return tuple(
+            tuple(int(v) for v in row) for row in ids.transpose(rest + picked).reshape(-1, size)
+        )
     if text.startswith("{"):
         inner = re.findall(r"\{([0-9,\s]*)\}", text)
         return tuple(tuple(int(v) for v in g.split(",") if v.strip()) for g in inner)
@@ -95,6 +124,9 @@ def _attr(attrs: str, key: str) -> str | None:
             if depth == 0:
                 return attrs[j : k + 1]
         return attrs[j:]
+    mesh = _MESH_GROUPS.match(attrs[j:])
+    if mesh:
+        return mesh.group(0)
     m = re.match(r"[^,\s]+(?:T\([0-9,]+\))?", attrs[j:])
     return m.group(0) if m else None
 

@@ -18,7 +18,8 @@ collective per column (the devices sharing a column index), ``cluster_axis=1`` o
 ``Topology.Ring`` and ``Topology.Linear`` give identical values. ``lowering="topology"`` (or the
 :func:`ccl_lowering` context) swaps XLA's native collective for the topology's own schedule built
 from ``ppermute`` steps (ring: N-1 steps; line: bidirectional, N-1 steps) so it can be inspected
-and costed.
+and costed. Sums follow the numerics policy (:mod:`ttjax.numerics`): under
+``ttjax.numerics("deterministic")`` they add in device-index order whatever the lowering.
 
 >>> gathered = ttnn.all_gather(x, dim=3, cluster_axis=0, mesh_device=mesh,
 ...                            topology=ttnn.Topology.Linear)
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ttjax import _specs
+from ttjax import _specs, numerics
 from ttjax._dispatch import run_op
 from ttjax.enums import ReduceType, Topology
 from ttjax.errors import CCLError, MeshMismatchError
@@ -422,7 +423,13 @@ def reduce_scatter(
         )
     if n == 1:
         return write_output(c.t, output_tensor)
-    if c.mode == "topology":
+    policy = numerics.mode() if rop is ReduceType.Sum else None
+    if policy == "deterministic":  # the numerics policy wins over the lowering for sums
+
+        def fn(x: Any) -> Any:
+            return numerics.psum_scatter(x, names, scatter_dimension=d, tiled=True)
+
+    elif c.mode == "topology":
         sched = _ring_reduce_scatter if c.ring else _line_reduce_scatter
 
         def fn(x: Any) -> Any:
@@ -440,7 +447,7 @@ def reduce_scatter(
             return _chunk(reducer(x, names), lax.axis_index(names), n, d)
 
     rule = _rule(c.axes, PlacementShard(d))
-    out = run_op(op, fn, [c.t], static=(d, rop, *c.key), placement_rule=rule)
+    out = run_op(op, fn, [c.t], static=(d, rop, policy, *c.key), placement_rule=rule)
     return write_output(out, output_tensor)
 
 
@@ -467,7 +474,13 @@ def all_reduce(
     if c.n == 1:
         return write_output(c.t, output_tensor)
     names, n, ring = c.names, c.n, c.ring
-    if c.mode == "topology":
+    policy = numerics.mode() if rop is ReduceType.Sum else None
+    if policy == "deterministic":  # the numerics policy wins over the lowering for sums
+
+        def fn(x: Any) -> Any:
+            return numerics.psum(x, names)
+
+    elif c.mode == "topology":
 
         def fn(x: Any) -> Any:
             return _topology_all_reduce(x, names, n, rop, ring)
@@ -479,7 +492,8 @@ def all_reduce(
         def fn(x: Any) -> Any:
             return reduce_fn(x, names)
 
-    out = run_op(op, fn, [c.t], static=(rop, *c.key), placement_rule=_rule(c.axes, REPLICATE))
+    rule = _rule(c.axes, REPLICATE)
+    out = run_op(op, fn, [c.t], static=(rop, policy, *c.key), placement_rule=rule)
     return write_output(out, output_tensor)
 
 

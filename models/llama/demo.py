@@ -3,6 +3,7 @@
     python -m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace
     python -m models.llama.demo --mesh t3000 --mode tp --config tiny
     python -m models.llama.demo --mesh 1x4 --mode dp --checkpoint path/to/hf-llama
+    python -m models.llama.demo --frontend spmd --config tiny   # torch-xla's mark_sharding
 
 It prints the mesh layout, the generated text per user, tokens/s and tokens/s/user, the PCC of
 the logits against the single-device Flax reference, and the collectives of one decode step.
@@ -22,6 +23,7 @@ from rich.table import Table
 import ttjax as ttnn
 from models.llama.config import LlamaConfig, get_config
 from models.llama.generate import GenerationResult, Generator
+from models.llama.spmd import run_demo as run_spmd_demo
 from models.llama.tokenizer import load_tokenizer
 from models.llama.weights import load_hf_checkpoint, random_weights
 
@@ -109,8 +111,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--no-reference", action="store_true", help="skip the Flax reference check")
+    p.add_argument(
+        "--frontend",
+        default="ttnn",
+        choices=["ttnn", "spmd"],
+        help="ttnn: explicit TT-NN model; spmd: torch-xla mark_sharding annotations (8 devices)",
+    )
     ns = p.parse_args(argv)
     console = Console(width=120)
+    if ns.frontend == "spmd":
+        if ns.checkpoint:
+            config, weights = load_hf_checkpoint(ns.checkpoint)
+        else:
+            config = get_config(ns.config)
+            weights = random_weights(config, seed=0)
+        console.rule(f"ttjax Llama demo: mark_sharding (torch-xla SPMD), config {config.name}")
+        prompt = np.random.default_rng(0).integers(0, config.vocab_size, (ns.batch or 2, 8))
+        run_spmd_demo(config, weights, prompt, min(ns.max_new_tokens, 4), console)
+        return 0
 
     mesh = ttnn.open_mesh_device(ttnn.parse_mesh_shape(ns.mesh))
     console.rule(f"ttjax Llama demo: {ns.mode} on {mesh!r}")

@@ -1,0 +1,49 @@
+"""Tessera's distributed names on JAX: named-axis meshes, shard specs, per-device regions and
+collectives by axis name.
+
+>>> from ttjax import dist
+>>> from ttjax.dist import op
+>>> mesh = dist.Mesh(axes=["tp", "dp"], devices=range(16))
+>>> print(mesh.topology)
+tp × dp mesh, 4 × 4
+>>> W = dist.tensor((1024, 1024), mesh=mesh, dtype="bf16",
+...                 layout=dist.ShardSpec(partition=("row", "col"), mesh_axes=("tp", "dp")))
+>>> @dist.local(mesh=mesh)
+... def f(W_local, X_local):
+...     return dist.all_reduce(op.matmul(W_local, X_local), axis="dp")
+
+Everything lowers to ``jax.sharding`` (``NamedSharding``, ``shard_map``, ``jax.lax``
+collectives); sums follow ``ttjax.numerics``.
+"""
+
+from ttjax.dist import op
+from ttjax.dist.layout import REPLICATED, ShardSpec, as_dtype, tensor
+from ttjax.dist.mesh import Mesh, balanced_shape
+from ttjax.dist.region import (
+    all_gather,
+    all_reduce,
+    axis_index,
+    local,
+    per_replica,
+    recv,
+    reduce_scatter,
+    send,
+)
+
+__all__ = [
+    "REPLICATED",
+    "Mesh",
+    "ShardSpec",
+    "all_gather",
+    "all_reduce",
+    "as_dtype",
+    "axis_index",
+    "balanced_shape",
+    "local",
+    "op",
+    "per_replica",
+    "recv",
+    "reduce_scatter",
+    "send",
+    "tensor",
+]

@@ -1,0 +1,228 @@
+"""The numerics policy: how every sum across devices (all-reduce, reduce-scatter) is ordered.
+
+``"fast"`` (the default) lets XLA pick the reduction order (``lax.psum``). ``"deterministic"``
+fixes it by device index, as Tessera's policy does: each device receives the pieces it owns from
+every device of the group (one all-to-all), adds them in device order 0, 1, ..., n-1 (float16 and
+bfloat16 accumulate in float32), and the reduced pieces are shared again. Results are then
+bitwise identical run to run, on every mesh shape that reduces the same devices (1x8, 2x4 over
+both axes, 8x1), and equal to a single-device left-to-right sum of the per-device arrays.
+
+>>> with ttjax.numerics("deterministic"):       # a context manager ...
+...     y = ttjax.all_reduce(grads)
+>>> ttjax.numerics("deterministic")             # ... or a setter for this thread
+>>> g = ttjax.numerics.pmean(g, "dp")           # inside shard_map: honours the policy
+
+The policy is part of JAX's jit cache key (``jax.make_user_context``): a jitted function traced
+under one policy is traced again under the other. Bottom layer: imports only jax and ttjax.errors.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ttjax.errors import CCLError, ConfigError
+
+MODES = ("fast", "deterministic")
+
+# Thread-local when set through Policy; part of every jit/trace cache key.
+_context = jax.make_user_context("fast")
+
+
+def _check_mode(mode: Any) -> str:
+    if mode not in MODES:
+        raise ConfigError(
+            f"ttjax.numerics({mode!r}): unknown numerics policy.\n"
+            f"fix: one of {MODES} (default 'fast')."
+        )
+    return str(mode)
+
+
+class Policy:
+    """The handle ``ttjax.numerics(mode)`` returns: the mode is already set for this thread;
+    leaving a ``with`` block restores the previous mode."""
+
+    __slots__ = ("_ctx", "mode")
+
+    def __init__(self, mode: str) -> None:
+        self.mode = _check_mode(mode)
+        self._ctx = _context(self.mode)
+        self._ctx.__enter__()
+
+    def __enter__(self) -> Policy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+
+    def __repr__(self) -> str:
+        return f"ttjax.numerics({self.mode!r})"
+
+
+def set_numerics(mode: str) -> Policy:
+    """Set this thread's policy (``"fast"`` or ``"deterministic"``); usable as a context manager."""
+    return Policy(mode)
+
+
+def mode() -> str:
+    """The policy in effect in this thread: ``"fast"`` or ``"deterministic"``."""
+    return str(_context.value)
+
+
+def deterministic() -> bool:
+    """True when sums across devices use the fixed device-index order."""
+    return mode() == "deterministic"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions inside shard_map
+# ---------------------------------------------------------------------------------------------
+
+
+def _axes(axis_name: Any) -> tuple[Any, ...]:
+    """``axis_name`` as a tuple, sorted into mesh order (so 2x4 over both axes = row-major)."""
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    names = tuple(jax.sharding.get_abstract_mesh().axis_names)
+    unknown = [a for a in axes if a not in names]
+    if unknown:
+        raise CCLError(
+            f"ttjax.numerics: axis name(s) {unknown} are not axes of the enclosing shard_map "
+            f"(its mesh has {names}).\nfix: reduce over one of {names}, inside jax.shard_map."
+        )
+    return tuple(sorted(axes, key=names.index))
+
+
+def group_size(axes: Sequence[Any]) -> int:
+    """Devices in the group spanned by mesh ``axes`` (inside shard_map)."""
+    return int(np.prod([lax.axis_size(a) for a in axes], dtype=np.int64))
+
+
+def _acc_dtype(dtype: Any) -> Any:
+    d = jnp.dtype(dtype)
+    if jnp.issubdtype(d, jnp.floating) and d.itemsize < 4:
+        return jnp.float32
+    return d
+
+
+def ordered_sum(rows: Any, dtype: Any = None) -> Any:
+    """``rows[0] + rows[1] + ... + rows[n-1]``, left to right, over the leading axis.
+
+    float16/bfloat16 accumulate in float32 and round once at the end. This is the order the
+    deterministic policy uses; tests compare against it computed on one device.
+    """
+    out_dtype = rows.dtype if dtype is None else dtype
+    acc_dtype = _acc_dtype(rows.dtype)
+    acc = rows[0].astype(acc_dtype)
+    for i in range(1, rows.shape[0]):
+        acc = acc + rows[i].astype(acc_dtype)
+    return acc.astype(out_dtype)
+
+
+def _ordered_scatter(x: Any, axes: tuple[Any, ...], n: int) -> Any:
+    """x [n, m] per device -> [m]: row j of the result lives on device j, summed in device order."""
+    received = lax.all_to_all(x, axes, 0, 0, tiled=True)  # row i = device i's piece for me
+    return ordered_sum(received)
+
+
+def _varying(x: Any) -> set[Any]:
+    """Mesh axes along which shard_map types ``x`` as varying (empty without check_vma)."""
+    aval = jax.typeof(x)
+    mat = getattr(aval, "manual_axis_type", None)
+    return set(getattr(mat, "varying", None) or getattr(aval, "vma", None) or ())
+
+
+def _ordered_psum_leaf(x: Any, axes: tuple[Any, ...]) -> Any:
+    n = group_size(axes)
+    if n == 1:
+        return x
+    flat = jnp.reshape(x, (-1,))
+    pad = (-flat.shape[0]) % n
+    if pad:
+        flat = jnp.pad(flat, (0, pad))
+    mine = _ordered_scatter(jnp.reshape(flat, (n, -1)), axes, n)  # [m]
+    if set(axes) & _varying(mine):
+        # shard_map checks replication (check_vma): share the reduced pieces with a psum in which
+        # each element has one non-zero contributor (exact), so the result is typed replicated.
+        idx = lax.axis_index(axes)
+        onehot = jnp.zeros((n, mine.shape[0]), mine.dtype)
+        full = lax.psum(lax.dynamic_update_index_in_dim(onehot, mine, idx, 0), axes)
+    else:  # no replication typing (check_vma=False, as ttjax's ops run): a cheaper all-gather
+        full = lax.all_gather(mine, axes, axis=0, tiled=False)
+    full = jnp.reshape(full, (-1,))
+    return jnp.reshape(full[: full.shape[0] - pad] if pad else full, x.shape)
+
+
+def psum(x: Any, axis_name: Any) -> Any:
+    """``lax.psum`` under the numerics policy (deterministic: summed in device-index order).
+
+    ``x`` may be a pytree (e.g. gradients). Call inside ``jax.shard_map``.
+    """
+    axes = _axes(axis_name)
+    if not deterministic():
+        return lax.psum(x, axes)
+    return jax.tree.map(lambda leaf: _ordered_psum_leaf(leaf, axes), x)
+
+
+reduce_sum = psum
+
+
+def pmean(x: Any, axis_name: Any) -> Any:
+    """The mean over the group under the numerics policy: the DDP gradient average.
+
+    >>> grads = ttjax.numerics.pmean(grads, "dp")
+    """
+    axes = _axes(axis_name)
+    n = group_size(axes)
+    return jax.tree.map(lambda s: (s / n).astype(s.dtype), psum(x, axes))
+
+
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
+    """``lax.psum_scatter`` under the numerics policy (same arguments and shapes)."""
+    axes = _axes(axis_name)
+    if not deterministic():
+        return lax.psum_scatter(x, axes, scatter_dimension=scatter_dimension, tiled=tiled)
+    n = group_size(axes)
+    d = scatter_dimension % x.ndim
+    size = x.shape[d]
+    if (tiled and size % n) or (not tiled and size != n):
+        raise CCLError(
+            f"ttjax.numerics.psum_scatter: dim {d} of shape {list(x.shape)} has size {size}, "
+            f"which does not split over the {n} devices of axes {axes}.\n"
+            f"fix: make dim {d} {'a multiple of' if tiled else 'equal to'} {n}."
+        )
+    moved = jnp.moveaxis(x, d, 0)
+    rows = jnp.reshape(moved, (n, size // n, *moved.shape[1:]))
+    out = _ordered_scatter(rows, axes, n)  # [size // n, *rest]
+    out = jnp.moveaxis(out, 0, d)
+    return out if tiled else jnp.squeeze(out, d)
+
+
+class _NumericsModule(types.ModuleType):
+    """Makes ``ttjax.numerics`` callable: ``ttjax.numerics("deterministic")``."""
+
+    def __call__(self, mode: str) -> Policy:
+        return Policy(mode)
+
+
+sys.modules[__name__].__class__ = _NumericsModule
+
+__all__ = [
+    "MODES",
+    "Policy",
+    "deterministic",
+    "group_size",
+    "mode",
+    "ordered_sum",
+    "pmean",
+    "psum",
+    "psum_scatter",
+    "reduce_sum",
+    "set_numerics",
+]

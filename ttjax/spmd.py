@@ -1,0 +1,369 @@
+"""torch-xla's SPMD annotations (``torch_xla.distributed.spmd``) on ``jax.sharding``.
+
+Annotate tensors with a partition spec over a named device mesh and let XLA insert the
+collectives (GSPMD), instead of writing them as TT-NN's CCL calls:
+
+>>> import ttjax.spmd as xs
+>>> mesh = xs.Mesh(np.arange(8), (1, 8), ("batch", "model"))
+>>> w = xs.mark_sharding(w, mesh, ("model", None))     # column-parallel weight
+>>> y = jax.jit(lambda w, x: x @ w.T)(w, x)            # XLA adds the all-gather / all-reduce
+
+Entries of a partition spec are mesh-axis names, integer mesh-axis indices, ``None``
+(replicated) or tuples of those (one tensor dim over several mesh axes). On a concrete array
+``mark_sharding`` places it (``NamedSharding``) and returns it; inside ``jax.jit`` it constrains
+it (``with_sharding_constraint``). It also takes ttjax mesh tensors (returned with the matching
+TT-NN placements) and Flax ``nnx`` variables (updated in place, like torch-xla's in-place
+annotation).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+import ttjax
+from ttjax.errors import MeshMismatchError, MeshShapeError, ShardingError
+from ttjax.mesh import available_devices
+from ttjax.placements import PlacementReplicate, PlacementShard
+from ttjax.tensor import make_tensor
+
+_state = threading.local()
+
+
+def _ints(values: Any, what: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in np.asarray(values).reshape(-1))
+    except (TypeError, ValueError):
+        raise MeshShapeError(
+            f"spmd.Mesh: {what}={values!r} is not a sequence of ints.\nfix: e.g. {what}=(2, 4)."
+        ) from None
+    return out
+
+
+class Mesh:
+    """torch-xla's ``Mesh(device_ids, mesh_shape, axis_names)``: a logical grid of device ids.
+
+    >>> mesh = Mesh(np.arange(8), (2, 4), ("batch", "model"))
+    >>> mesh.shape()          # OrderedDict([('batch', 2), ('model', 4)])
+    """
+
+    def __init__(
+        self,
+        device_ids: Sequence[int] | np.ndarray,
+        mesh_shape: Sequence[int],
+        axis_names: Sequence[str] | None = None,
+    ) -> None:
+        ids = _ints(device_ids, "device_ids")
+        shape = _ints(mesh_shape, "mesh_shape")
+        if any(s <= 0 for s in shape) or int(np.prod(shape)) != len(ids):
+            raise MeshShapeError(
+                f"spmd.Mesh: mesh_shape={shape} holds {int(np.prod(shape))} devices but "
+                f"device_ids has {len(ids)}.\nfix: make the product of mesh_shape equal "
+                f"len(device_ids), e.g. mesh_shape=(1, {len(ids)})."
+            )
+        if len(set(ids)) != len(ids):
+            dups = sorted({i for i in ids if ids.count(i) > 1})
+            raise MeshShapeError(
+                f"spmd.Mesh: device_ids names {dups} more than once.\nfix: list each id once."
+            )
+        by_id = {d.id: d for d in available_devices()}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise MeshShapeError(
+                f"spmd.Mesh: device ids {missing} do not exist; this process has "
+                f"{len(by_id)} devices with ids {sorted(by_id)[:8]}{'...' if len(by_id) > 8 else ''}."
+                "\nfix: use ids from ttjax.get_device_ids(), or raise TTJAX_NUM_DEVICES."
+            )
+        names = (
+            tuple(f"axis{i}" for i in range(len(shape)))
+            if axis_names is None
+            else tuple(axis_names)
+        )
+        if len(names) != len(shape) or len(set(names)) != len(names):
+            raise MeshShapeError(
+                f"spmd.Mesh: axis_names={names!r} must hold {len(shape)} distinct names, one per "
+                f"dim of mesh_shape={shape}.\nfix: e.g. axis_names=('batch', 'model')."
+            )
+        self.device_ids = np.asarray(ids).reshape(shape)
+        self.mesh_shape = shape
+        self.axis_names = names
+        devices = np.array([by_id[i] for i in ids], dtype=object).reshape(shape)
+        self.jax_mesh = jax.sharding.Mesh(devices, names, axis_types=(AxisType.Auto,) * len(shape))
+
+    def shape(self) -> collections.OrderedDict[str, int]:
+        """Axis name -> size, in mesh order."""
+        return collections.OrderedDict(zip(self.axis_names, self.mesh_shape))
+
+    def size(self) -> int:
+        """Number of devices."""
+        return int(self.device_ids.size)
+
+    def get_logical_mesh(self) -> np.ndarray:
+        """The device ids laid out in ``mesh_shape``."""
+        return self.device_ids.copy()
+
+    def get_axis_name_idx(self, name: str) -> int:
+        """Mesh-axis index of ``name``."""
+        if name not in self.axis_names:
+            raise ShardingError(
+                f"axis name {name!r} is not in mesh axes {self.axis_names}.\n"
+                f"fix: use one of {self.axis_names}."
+            )
+        return self.axis_names.index(name)
+
+    @classmethod
+    def from_mesh_device(cls, mesh_device: ttjax.MeshDevice) -> Mesh:
+        """The spmd view of a ttjax ``MeshDevice`` (same devices, shape and axis names)."""
+        return cls(
+            mesh_device.get_device_ids(),
+            tuple(mesh_device.shape),
+            tuple(mesh_device.jax_mesh.axis_names),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Mesh)
+            and self.axis_names == other.axis_names
+            and np.array_equal(self.device_ids, other.device_ids)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.axis_names, self.device_ids.tobytes(), self.mesh_shape))
+
+    def __repr__(self) -> str:
+        return f"Mesh(device_ids={self.device_ids.ravel().tolist()}, mesh_shape={self.mesh_shape}, axis_names={self.axis_names})"
+
+
+def set_global_mesh(mesh: Mesh | None) -> None:
+    """Make ``mesh`` the default of ``mark_sharding(..., mesh=None)`` in this thread."""
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise ShardingError(
+            f"set_global_mesh: expected an spmd.Mesh, got {type(mesh).__name__}.\n"
+            "fix: build one with ttjax.spmd.Mesh(device_ids, mesh_shape, axis_names)."
+        )
+    _state.mesh = mesh
+
+
+def get_global_mesh() -> Mesh | None:
+    """The mesh set by :func:`set_global_mesh` (None if none)."""
+    return getattr(_state, "mesh", None)
+
+
+def _as_mesh(mesh: Any) -> Mesh:
+    if mesh is None:
+        mesh = get_global_mesh()
+        if mesh is None:
+            raise ShardingError(
+                "mark_sharding: mesh=None and no global mesh is set.\n"
+                "fix: pass a mesh, or call ttjax.spmd.set_global_mesh(mesh) first."
+            )
+    if isinstance(mesh, ttjax.MeshDevice):
+        return Mesh.from_mesh_device(mesh)
+    if not isinstance(mesh, Mesh):
+        raise ShardingError(
+            f"mark_sharding: mesh={mesh!r} is not an spmd.Mesh or ttjax.MeshDevice.\n"
+            "fix: ttjax.spmd.Mesh(device_ids, mesh_shape, axis_names)."
+        )
+    return mesh
+
+
+@dataclass(frozen=True)
+class ShardingSpec:
+    """A validated partition spec: mesh axis names per tensor dim (resolved from names/indices)."""
+
+    dims: tuple[tuple[str, ...], ...]
+
+    def partition_spec(self) -> PartitionSpec:
+        return PartitionSpec(*(None if not a else (a[0] if len(a) == 1 else a) for a in self.dims))
+
+
+def _axis(mesh: Mesh, entry: Any, spec: Any) -> str:
+    if isinstance(entry, str):
+        if entry not in mesh.axis_names:
+            raise ShardingError(
+                f"mark_sharding: axis name {entry!r} in partition spec {spec!r} is not in the "
+                f"mesh's axes {mesh.axis_names}.\nfix: use one of {mesh.axis_names} (or an index "
+                f"in 0..{len(mesh.axis_names) - 1})."
+            )
+        return entry
+    if isinstance(entry, (int, np.integer)) and not isinstance(entry, bool):
+        if not 0 <= int(entry) < len(mesh.axis_names):
+            raise ShardingError(
+                f"mark_sharding: mesh-axis index {entry} in partition spec {spec!r} is out of "
+                f"range for a {len(mesh.axis_names)}-D mesh {mesh.axis_names}.\n"
+                f"fix: use an index in 0..{len(mesh.axis_names) - 1} or an axis name."
+            )
+        return mesh.axis_names[int(entry)]
+    raise ShardingError(
+        f"mark_sharding: partition spec entry {entry!r} in {spec!r} is not an axis name, an "
+        "index, None or a tuple of those.\nfix: e.g. ('model', None)."
+    )
+
+
+def resolve_spec(mesh: Mesh, partition_spec: Any, shape: Sequence[int]) -> ShardingSpec:
+    """Check ``partition_spec`` against ``mesh`` and a tensor ``shape``; names per dim.
+
+    Raises ``ShardingError`` naming the bad entry (unknown axis, spec longer than the rank, a
+    mesh axis used twice, a dim that does not divide by its axes' size) and the fix.
+    """
+    spec = tuple(partition_spec) if isinstance(partition_spec, (tuple, list)) else None
+    if spec is None:
+        raise ShardingError(
+            f"mark_sharding: partition_spec={partition_spec!r} is not a tuple.\n"
+            "fix: one entry per tensor dim, e.g. ('model', None)."
+        )
+    rank = len(shape)
+    if len(spec) > rank:
+        raise ShardingError(
+            f"mark_sharding: partition spec {spec!r} has {len(spec)} entries but the tensor has "
+            f"rank {rank} (shape {tuple(shape)}).\nfix: give at most {rank} entries, one per "
+            "dim (None replicates a dim)."
+        )
+    dims: list[tuple[str, ...]] = []
+    used: dict[str, int] = {}
+    for d, entry in enumerate((*spec, *([None] * (rank - len(spec))))):
+        group = () if entry is None else entry if isinstance(entry, (tuple, list)) else (entry,)
+        names = tuple(_axis(mesh, e, spec) for e in group if e is not None)
+        for name in names:
+            if name in used:
+                raise ShardingError(
+                    f"mark_sharding: mesh axis {name!r} shards both dim {used[name]} and dim {d} "
+                    f"in {spec!r}.\nfix: use each mesh axis at most once."
+                )
+            used[name] = d
+        n = int(np.prod([mesh.shape()[a] for a in names], dtype=np.int64))
+        if shape[d] % n:
+            raise ShardingError(
+                f"mark_sharding: dim {d} of shape {tuple(shape)} has size {shape[d]}, which does "
+                f"not divide by the size {n} of mesh axes {names} (partition spec {spec!r}).\n"
+                f"fix: pad dim {d} to a multiple of {n}, or replicate it (None)."
+            )
+        dims.append(names)
+    return ShardingSpec(tuple(dims))
+
+
+def _is_tracer(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _place(x: Any, mesh: Mesh, spec: ShardingSpec) -> Any:
+    sharding = NamedSharding(mesh.jax_mesh, spec.partition_spec())
+    if _is_tracer(x):
+        return jax.lax.with_sharding_constraint(x, sharding)
+    return jax.device_put(x, sharding)
+
+
+def _mark_tensor(t: ttjax.Tensor, mesh: Any, partition_spec: Any) -> ttjax.Tensor:
+    md = t.mesh_device
+    if md is None:
+        raise ShardingError(
+            "mark_sharding: this ttjax Tensor is on the host.\n"
+            "fix: put it on a mesh first (ttjax.from_torch(..., device=mesh_device))."
+        )
+    m = Mesh.from_mesh_device(md) if mesh is None or mesh is md else _as_mesh(mesh)
+    if not np.array_equal(m.get_logical_mesh(), np.asarray(md.get_device_ids()).reshape(md.shape)):
+        raise MeshMismatchError(
+            f"mark_sharding: {m!r} is not the mesh the tensor lives on ({md!r}, device ids "
+            f"{md.get_device_ids()}).\nfix: pass the tensor's own mesh device, or move the tensor."
+        )
+    if any(p.is_local() for p in t.placements) or t.dtype.is_block_float:
+        raise ShardingError(
+            f"mark_sharding: the tensor's placements {t.placements} / dtype {t.dtype} do not hold "
+            "one global array.\nfix: all_reduce partial values (or typecast block floats to "
+            "bfloat16) first."
+        )
+    value = t.value
+    spec = resolve_spec(m, partition_spec, value.shape)
+    placements = []
+    for name in m.axis_names:
+        dim = next((d for d, names in enumerate(spec.dims) if name in names), None)
+        placements.append(PlacementReplicate() if dim is None else PlacementShard(dim))
+    for d, names in enumerate(spec.dims):
+        if list(names) != sorted(names, key=m.axis_names.index):
+            raise ShardingError(
+                f"mark_sharding: dim {d} is split over mesh axes {names}, not in mesh order; a "
+                f"ttjax Tensor's placements always split major axis first.\nfix: write "
+                f"{tuple(sorted(names, key=m.axis_names.index))}."
+            )
+    local = tuple(
+        s // int(np.prod([m.shape()[a] for a in names], dtype=np.int64))
+        for s, names in zip(value.shape, spec.dims)
+    )
+    return make_tensor(
+        _place(value, m, spec),
+        mesh=md,
+        placements=tuple(placements),
+        dtype=t.dtype,
+        layout=t.layout,
+        shape=local,
+        storage=t.storage_type(),
+    )
+
+
+def _as_array(x: Any) -> Any:
+    if type(x).__module__.startswith("torch"):  # a torch tensor: convert on the host
+        return np.asarray(x.detach().cpu().float().numpy() if x.dtype.is_floating_point else x)
+    return x
+
+
+def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: Any) -> Any:
+    """Shard ``x`` over ``mesh`` by ``partition_spec``; returns the placed (or constrained) array.
+
+    ``nnx`` variables are updated in place and returned; ttjax Tensors come back with the
+    TT-NN placements of the spec.
+
+    >>> w = mark_sharding(w, mesh, ("model", None))    # split dim 0 over 'model'
+    >>> x = mark_sharding(x, mesh, (None, None))       # replicated
+    """
+    if isinstance(x, nnx.Variable):
+        x.set_value(mark_sharding(x.get_value(), mesh, partition_spec))
+        return x
+    if isinstance(x, ttjax.Tensor):
+        return _mark_tensor(x, mesh, partition_spec)
+    m = _as_mesh(mesh)
+    x = _as_array(x)
+    return _place(x, m, resolve_spec(m, partition_spec, np.shape(x)))
+
+
+def clear_sharding(x: Any) -> Any:
+    """Drop ``x``'s annotation: a concrete array comes back replicated on its mesh (torch-xla
+    treats an unannotated tensor as replicated); inside ``jax.jit`` the constraint is dropped."""
+    if isinstance(x, nnx.Variable):
+        x.set_value(clear_sharding(x.get_value()))
+        return x
+    if isinstance(x, ttjax.Tensor):
+        return _mark_tensor(x, None, ())
+    if _is_tracer(x):
+        return x
+    sharding = getattr(x, "sharding", None)
+    if isinstance(sharding, NamedSharding):
+        return jax.device_put(x, NamedSharding(sharding.mesh, PartitionSpec()))
+    return x
+
+
+def get_partition_spec(x: Any) -> PartitionSpec | None:
+    """The ``PartitionSpec`` a concrete array (or nnx variable) is placed with, else None."""
+    if isinstance(x, nnx.Variable):
+        x = x.get_value()
+    sharding = getattr(x, "sharding", None)
+    return sharding.spec if isinstance(sharding, NamedSharding) else None
+
+
+__all__ = [
+    "Mesh",
+    "ShardingSpec",
+    "clear_sharding",
+    "get_global_mesh",
+    "get_partition_spec",
+    "mark_sharding",
+    "resolve_spec",
+    "set_global_mesh",
+]

@@ -15,7 +15,7 @@ from ttjax import _config
 # Must run before JAX starts its backend: XLA reads the host-device count only once.
 _config.configure_virtual_devices()
 
-from ttjax import experimental, model_preprocessing, transformer, visualize  # noqa: E402
+from ttjax import distributed, experimental, model_preprocessing, transformer, visualize  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
 from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402
@@ -165,6 +165,10 @@ from ttjax.visualize import (  # noqa: E402
 )
 
 
+# Under ttjax-run, the first device query (open_mesh_device) starts the jax.distributed job.
+distributed.install_launcher_hook()
+
+
 def __getattr__(name: str) -> object:
     # ttjax.inspect is imported lazily so that `python -m ttjax.inspect` runs it fresh.
     if name == "inspect":
@@ -293,6 +297,7 @@ __all__ = [
     "create_mesh_mapper",
     "create_sharded_memory_config",
     "distribute",
+    "distributed",
     "end_trace_capture",
     "execute_trace",
     "experimental",

@@ -164,7 +164,6 @@ from ttjax.visualize import (  # noqa: E402
     visualize_tensor,
 )
 
-
 # Under ttjax-run, the first device query (open_mesh_device) starts the jax.distributed job.
 distributed.install_launcher_hook()
 

@@ -69,9 +69,7 @@ def plan(
     init_timeout_s: int = runtime.DEFAULT_INIT_TIMEOUT_S,
 ) -> list[RankLaunch]:
     """Every rank's command and environment (the launcher's variables only, in a fixed order)."""
-    table = runtime.format_rank_table(
-        tuple((r.mesh_id, r.visible_devices) for r in bindings.ranks)
-    )
+    table = runtime.format_rank_table(tuple((r.mesh_id, r.visible_devices) for r in bindings.ranks))
     host = socket.gethostname()
     out = []
     for r in bindings.ranks:
@@ -240,8 +238,10 @@ def launch_local(
             if timeout_s and time.monotonic() - start > timeout_s:
                 running = [r.launch.rank for r, c in zip(ranks, codes) if c is None]
                 _stop(ranks)
-                err.write(f"ttjax-run: ranks {running} still running after --timeout "
-                          f"{timeout_s:g} s; stopped every rank.\n")
+                err.write(
+                    f"ttjax-run: ranks {running} still running after --timeout "
+                    f"{timeout_s:g} s; stopped every rank.\n"
+                )
                 return 124
             time.sleep(POLL_S)
     except KeyboardInterrupt:
@@ -261,19 +261,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Start one process per rank of a tt-run rank-binding file over jax.distributed.",
     )
     p.add_argument("--rank-binding", required=True, help="tt-run rank-binding YAML file")
-    p.add_argument("--mpi-args", default=None, help='extra mpirun arguments, e.g. "--rankfile hosts"')
-    p.add_argument("--dry-run", action="store_true", help="print each rank's command, start nothing")
+    p.add_argument(
+        "--mpi-args", default=None, help='extra mpirun arguments, e.g. "--rankfile hosts"'
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print each rank's command, start nothing"
+    )
     p.add_argument("--verbose", action="store_true", help="print the plan before starting")
-    p.add_argument("--coordinator", default=None,
-                   help="HOST:PORT of rank 0's coordinator (default 127.0.0.1:<free port>, or this "
-                        "host's name with --mpi-args)")
-    p.add_argument("--cache-root", default="~/.cache/ttjax",
-                   help="per-rank cache directories go under it (HOST_rankN)")
-    p.add_argument("--heartbeat-timeout", type=int, default=runtime.DEFAULT_HEARTBEAT_S,
-                   help="seconds after which a rank whose peer vanished aborts")
-    p.add_argument("--init-timeout", type=int, default=runtime.DEFAULT_INIT_TIMEOUT_S,
-                   help="seconds a rank waits for the others to join")
-    p.add_argument("--timeout", type=float, default=0, help="stop every rank after this many seconds")
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        help="HOST:PORT of rank 0's coordinator (default 127.0.0.1:<free port>, or this "
+        "host's name with --mpi-args)",
+    )
+    p.add_argument(
+        "--cache-root",
+        default="~/.cache/ttjax",
+        help="per-rank cache directories go under it (HOST_rankN)",
+    )
+    p.add_argument(
+        "--heartbeat-timeout",
+        type=int,
+        default=runtime.DEFAULT_HEARTBEAT_S,
+        help="seconds after which a rank whose peer vanished aborts",
+    )
+    p.add_argument(
+        "--init-timeout",
+        type=int,
+        default=runtime.DEFAULT_INIT_TIMEOUT_S,
+        help="seconds a rank waits for the others to join",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=0, help="stop every rank after this many seconds"
+    )
     p.add_argument("program", nargs=argparse.REMAINDER, help="program and its arguments")
     args = p.parse_args(argv)
     if not args.program:
@@ -285,8 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     mpirun = shutil.which("mpirun") if args.mpi_args is not None else None
     if args.mpi_args is not None and mpirun is None:
-        print("ttjax-run: --mpi-args given but mpirun is not on PATH; starting the ranks on this "
-              "host instead.", file=sys.stderr)
+        print(
+            "ttjax-run: --mpi-args given but mpirun is not on PATH; starting the ranks on this "
+            "host instead.",
+            file=sys.stderr,
+        )
     if args.coordinator is None:
         host = socket.gethostname() if mpirun else "127.0.0.1"
         args.coordinator = f"{host}:{free_port('' if mpirun else '127.0.0.1')}"
@@ -300,8 +323,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.verbose or args.dry_run:
         meshes = {m: bindings.mesh_devices(m) for m in bindings.mesh_ids()}
-        print(f"ttjax-run: {bindings.world_size} ranks, meshes {meshes}, coordinator "
-              f"{args.coordinator}", file=sys.stderr)
+        print(
+            f"ttjax-run: {bindings.world_size} ranks, meshes {meshes}, coordinator "
+            f"{args.coordinator}",
+            file=sys.stderr,
+        )
     if mpirun:
         cmd = mpirun_argv(launches, args.mpi_args, mpirun)
         if args.dry_run:

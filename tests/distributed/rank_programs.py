@@ -102,7 +102,9 @@ def train_tp_ddp(mesh: ttnn.MeshDevice, steps: int = 2) -> dict[str, np.ndarray]
     xs, ys = (jax.device_put(a, NamedSharding(jmesh, P(dp, None))) for a in (x, y))
     opt = optax.adam(1e-2)
     by_shape = {w1.shape: specs["w1"], w2.shape: specs["w2"]}
-    state_specs = jax.tree.map(lambda a: by_shape.get(a.shape, P()), jax.eval_shape(opt.init, params))
+    state_specs = jax.tree.map(
+        lambda a: by_shape.get(a.shape, P()), jax.eval_shape(opt.init, params)
+    )
     shardings = jax.tree.map(lambda sp: NamedSharding(jmesh, sp), state_specs)
     opt_state = jax.jit(opt.init, out_shardings=shardings)(params)
 

@@ -372,16 +372,17 @@ def check_descriptor(source: str, path: str, ranks: tuple[RankBinding, ...]) -> 
             f"{path!r} cannot be read as an MGD 2.0 textproto: {e}.",
             "fix the descriptor's syntax.",
         ) from None
+    for r in ranks:
+        if r.mesh_id not in sizes:
+            raise _fail(
+                source,
+                f"rank {r.rank}.mesh_id",
+                f"mesh {r.mesh_id} is not an instance in {path!r} (it has meshes {sorted(sizes)}).",
+                "bind ranks only to meshes the descriptor defines.",
+            )
     for mesh_id in sorted({r.mesh_id for r in ranks}):
         bound = [r for r in ranks if r.mesh_id == mesh_id]
         n = sum(len(r.visible_devices) for r in bound)
-        if mesh_id not in sizes:
-            raise _fail(
-                source,
-                f"rank {bound[0].rank}.mesh_id",
-                f"mesh {mesh_id} is not an instance in {path!r} (it has meshes {sorted(sizes)}).",
-                "bind ranks only to meshes the descriptor defines.",
-            )
         if sizes[mesh_id] != n:
             ids = ", ".join(f"rank {r.rank}: {len(r.visible_devices)}" for r in bound)
             raise _fail(

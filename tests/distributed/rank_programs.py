@@ -6,6 +6,7 @@ are computed by functions the tests also call in one process, so the two runs sh
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ import ttjax as ttnn  # noqa: E402
 from models.falcon.mlp import compose_output, setup_tensor_parallel  # noqa: E402
 from models.falcon.reference import FalconMLP, FalconMLPConfig  # noqa: E402
 from models.llama.config import get_config  # noqa: E402
-from models.llama.generate import Generator  # noqa: E402
+from models.llama.model import TtLlama  # noqa: E402
 from models.llama.weights import random_weights  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
@@ -46,21 +47,24 @@ def falcon_tp(mesh: ttnn.MeshDevice) -> dict[str, np.ndarray]:
     return {"falcon": compose_output(mesh, tt_model(hidden), "tp")}
 
 
-def llama_tp(mesh: ttnn.MeshDevice) -> dict[str, np.ndarray]:
-    config = get_config("tiny")
-    weights = random_weights(config, seed=3)
-    prompt = np.random.default_rng(4).integers(0, config.vocab_size, (2, 4))
+def llama_tp(mesh: ttnn.MeshDevice, steps: int = 2) -> dict[str, np.ndarray]:
+    """Tensor-parallel Llama decode: ``steps`` jitted decode steps filling the KV cache."""
+    config = dataclasses.replace(get_config("tiny"), n_layers=1)
+    model = TtLlama(config, random_weights(config, seed=3), mesh, mode="tp", batch=2)
+    tokens = np.random.default_rng(4).integers(0, config.vocab_size, (2, steps))
     # The topology lowering fixes the order of every sum (ring steps of ppermute), so the result
     # does not depend on how many processes share the mesh; XLA's native all-reduce and gloo's
     # add the 8 partial sums in different orders.
     with ttnn.ccl_lowering("topology"):
-        gen = Generator.build(config, weights, mesh, mode="tp", batch=len(prompt))
-        res = gen.generate(prompt, 3)
-    return {
-        "llama_tokens": res.tokens,
-        "llama_prefill": res.prefill_logits,
-        **{f"llama_decode{i}": d for i, d in enumerate(res.decode_logits)},
-    }
+        step = jax.jit(model.decode_fn())
+        caches = model.caches
+        out = {}
+        for t in range(steps):
+            tok = model.tokens_to_device(tokens[:, t : t + 1])
+            pos = model.positions_to_device(np.full((2,), t, np.int32))
+            logits, caches = step(model.params, caches, tok, pos)
+            out[f"llama_decode{t}"] = model.logits_to_numpy(logits)
+    return out
 
 
 def _ordered_sum(x: jax.Array, axis: str) -> jax.Array:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, child_env, write_bindings
+from _launch import ROOT, child_env, write_bindings
 
 from ttjax.distributed import (
     LauncherEnv,

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,9 +19,14 @@ PROGRAM = [sys.executable, str(ROOT / "tests" / "distributed" / "rank_programs.p
 
 
 def write_bindings(
-    path: Path, visible: list[str], mesh_ids: list[int] | None = None, **extra: object
+    path: Path,
+    visible: list[str],
+    mesh_ids: list[int] | None = None,
+    env: dict[int, dict[str, str]] | None = None,
+    **extra: object,
 ) -> Path:
-    """A rank-binding file: one rank per ``visible`` entry (its TT_VISIBLE_DEVICES)."""
+    """A rank-binding file: one rank per ``visible`` entry (its TT_VISIBLE_DEVICES); ``env``
+    adds per-rank env_overrides."""
     mesh_ids = mesh_ids if mesh_ids is not None else [0] * len(visible)
     ranks = []
     for r, (ids, mesh_id) in enumerate(zip(visible, mesh_ids)):
@@ -30,7 +36,7 @@ def write_bindings(
                 "rank": r,
                 "mesh_id": mesh_id,
                 "mesh_host_rank": host_rank,
-                "env_overrides": {"TT_VISIBLE_DEVICES": ids},
+                "env_overrides": {"TT_VISIBLE_DEVICES": ids, **(env or {}).get(r, {})},
             }
         )
     path.write_text(yaml.safe_dump({"rank_bindings": ranks, **extra}))
@@ -125,3 +131,83 @@ def descendants(pid: int) -> list[int]:
             out.append(c)
             todo.append(c)
     return out
+
+
+class Watched:
+    """A started process whose stdout and stderr lines are collected with their arrival times."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env if env is not None else child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[tuple[float, str, str]] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(s, n), daemon=True)
+            for s, n in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))
+        ]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream, name: str) -> None:
+        for line in stream:
+            self.lines.append((time.monotonic(), name, line.rstrip("\n")))
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> float:
+        """The time the first line matching ``pattern`` arrived (fails after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for t, _, line in list(self.lines):
+                if re.search(pattern, line):
+                    return t
+            if self.proc.poll() is not None:
+                time.sleep(0.2)
+                for t, _, line in list(self.lines):
+                    if re.search(pattern, line):
+                        return t
+                raise AssertionError(
+                    f"exited ({self.proc.returncode}) before {pattern!r}:\n" + self.text()[-4000:]
+                )
+            time.sleep(0.02)
+        self.kill()
+        raise AssertionError(
+            f"no line matching {pattern!r} in {timeout} s:\n" + self.text()[-4000:]
+        )
+
+    def wait(self, timeout: float) -> tuple[int, float]:
+        """``(exit code, time it exited)``; kills the process group and fails on timeout."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"still running after {timeout} s:\n" + self.text()[-4000:]
+            ) from None
+        end = time.monotonic()
+        self._close()
+        return code, end
+
+    def _close(self) -> None:
+        for t in self._readers:
+            t.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def text(self, stream: str | None = None) -> str:
+        return "\n".join(line for _, s, line in self.lines if stream in (None, s))
+
+    def kill(self) -> None:
+        """SIGKILL the process group (if still there), reap it and close the pipes."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+        self._close()

@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from functools import partial
 from pathlib import Path
 
@@ -262,10 +261,10 @@ def main(argv: list[str]) -> int:
         if name == "sigkill" and rank == 1:
             # Kill this rank from another thread while the main thread is inside collectives.
             threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
-        if name == "heartbeat":
-            if rank == 1:
-                time.sleep(0.5)
-                os.kill(os.getpid(), signal.SIGKILL)
+        if name == "heartbeat" and rank == 1:
+            # Freeze (as a host that dropped off the network would): sockets stay open, so only
+            # the missing heartbeats tell rank 0 that its peer is gone.
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGSTOP)).start()
         _collective_loop(mesh)
     print(f"done rank={rank}", flush=True)
     return 0

@@ -12,8 +12,10 @@ tells the core which devices make up this rank's mesh: the devices of every rank
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 
@@ -201,7 +203,18 @@ def initialize(env: LauncherEnv | None = None) -> LauncherEnv:
         )
     _state["env"] = env
     ttjax.mesh.set_device_source(lambda: mesh_devices(env.mesh_id))
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = _exit_on_uncaught
     return env
+
+
+def _exit_on_uncaught(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """Print the traceback and leave at once: JAX's exit-time shutdown barrier would otherwise
+    wait for the peers (and then abort), hiding the real error behind a barrier timeout."""
+    sys.__excepthook__(kind, exc, tb)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130 if issubclass(kind, KeyboardInterrupt) else 1)
 
 
 def _devices_by_global_id(mesh_id: int) -> list[tuple[int, jax.Device]]:

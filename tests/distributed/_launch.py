@@ -16,6 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = [sys.executable, str(ROOT / "tests" / "distributed" / "rank_programs.py")]
+FAULTS = [sys.executable, str(ROOT / "tests" / "distributed" / "fault_programs.py")]
 
 
 def write_bindings(

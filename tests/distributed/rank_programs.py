@@ -1,16 +1,13 @@
-"""Programs that ``ttjax-run`` starts in the distributed tests (one process per rank).
+"""Model programs that ``ttjax-run`` starts in the distributed tests (one process per rank).
 
-``python tests/distributed/rank_programs.py NAME OUTDIR``. The ``bigmesh`` and ``stage`` results
+``python tests/distributed/rank_programs.py bigmesh|pipeline OUTDIR``. The ``bigmesh`` and ``stage`` results
 are computed by functions the tests also call in one process, so the two runs share every line.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 import sys
-import threading
 from functools import partial
 from pathlib import Path
 
@@ -18,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -28,8 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a script by ttjax-run: this checkout's ttjax and models
 
 import ttjax as ttnn  # noqa: E402
-from models.falcon.mlp import compose_output, setup_tensor_parallel  # noqa: E402
-from models.falcon.reference import FalconMLP, FalconMLPConfig  # noqa: E402
+from models.falcon.mlp import TtFalconMLP, compose_output  # noqa: E402
 from models.llama.config import get_config  # noqa: E402
 from models.llama.model import TtLlama  # noqa: E402
 from models.llama.weights import random_weights  # noqa: E402
@@ -40,10 +35,24 @@ from models.llama.weights import random_weights  # noqa: E402
 
 
 def falcon_tp(mesh: ttnn.MeshDevice) -> dict[str, np.ndarray]:
-    model = FalconMLP(FalconMLPConfig(hidden_size=64, ffn_hidden_size=256), rngs=nnx.Rngs(0))
-    x = np.random.default_rng(1).uniform(-1, 1, (1, 1, 32, 64)).astype(np.float32)
-    tt_model, hidden = setup_tensor_parallel(mesh, model, x, ttnn.float32)
-    return {"falcon": compose_output(mesh, tt_model(hidden), "tp")}
+    """The TT-NN guide's tensor-parallel Falcon MLP (section 7) at a small width."""
+    rng = np.random.default_rng(1)
+    h, f = 64, 256
+    x = rng.uniform(-1, 1, (1, 1, 32, h)).astype(np.float32)
+    w1, w2 = ((rng.standard_normal(s) * 0.05).astype(np.float32) for s in ((h, f), (f, h)))
+    hidden = ttnn.from_torch(
+        x, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh)
+    )
+    shard = ttnn.ShardTensorToMesh(mesh, dim=-1)
+
+    def put(w: np.ndarray) -> ttnn.Tensor:
+        return ttnn.from_torch(w, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=shard)
+
+    params = ttnn.model_preprocessing.make_parameter_dict(
+        {"dense_h_to_4h": {"weight": put(w1)}, "dense_4h_to_h": {"weight": put(w2)}}
+    )
+    out = TtFalconMLP(params, tensor_parallel=True)(hidden)
+    return {"falcon": compose_output(mesh, out, "tp")}
 
 
 def llama_tp(mesh: ttnn.MeshDevice, steps: int = 2) -> dict[str, np.ndarray]:
@@ -219,54 +228,23 @@ def pipeline_rank(mesh: ttnn.MeshDevice, mesh_id: int) -> np.ndarray | None:
     return np.stack(outs)
 
 
-# ---------------------------------------------------------------------------------------------
-# Faults
-# ---------------------------------------------------------------------------------------------
-
-
-def _collective_loop(mesh: ttnn.MeshDevice, iterations: int | None = None) -> None:
-    t = ttnn.from_torch(
-        np.ones((1, 1, 32, 32 * mesh.get_num_devices()), np.float32),
-        device=mesh,
-        layout=ttnn.TILE_LAYOUT,
-        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
-    )
-    i = 0
-    while iterations is None or i < iterations:
-        jax.block_until_ready(ttnn.all_reduce(t).value)
-        i += 1
-
-
 def main(argv: list[str]) -> int:
     name, outdir = argv[1], Path(argv[2])
-    env = ttnn.distributed.launcher_env()
-    rank = env.process_id if env is not None else 0
+    env = ttnn.distributed.current()  # joins the job (open_mesh_device would do it too)
     if name == "bigmesh":
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
         res = bigmesh(mesh)
         res["global_ids"] = np.array(ttnn.distributed.global_device_ids(mesh))
         res["process_of_device"] = np.array([d.process_index for d in mesh.get_devices()])
-        np.savez(outdir / f"rank{rank}.npz", **res)
+        np.savez(outdir / f"rank{env.process_id}.npz", **res)
     elif name == "pipeline":
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 4))
         out = pipeline_rank(mesh, env.mesh_id)
         if out is not None:
             np.save(outdir / f"stage{env.mesh_id}.npy", out)
     else:
-        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, ttnn.get_num_devices()))
-        _collective_loop(mesh, 1)
-        print(f"ready rank={rank} pid={os.getpid()}", flush=True)
-        if name == "raise" and rank == 1:
-            raise RuntimeError("boom: rank 1 failed on purpose")
-        if name == "sigkill" and rank == 1:
-            # Kill this rank from another thread while the main thread is inside collectives.
-            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
-        if name == "heartbeat" and rank == 1:
-            # Freeze (as a host that dropped off the network would): sockets stay open, so only
-            # the missing heartbeats tell rank 0 that its peer is gone.
-            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGSTOP)).start()
-        _collective_loop(mesh)
-    print(f"done rank={rank}", flush=True)
+        raise SystemExit(f"unknown program {name!r}")
+    print(f"done rank={env.process_id}", flush=True)
     return 0
 
 

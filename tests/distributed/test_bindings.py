@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from _launch import ROOT, child_env, write_bindings
+from _launch import ROOT, write_bindings
 
 from ttjax.distributed import (
     LauncherEnv,
@@ -20,7 +18,8 @@ from ttjax.distributed import (
     parse_rank_bindings,
 )
 from ttjax.errors import ConfigError
-from ttjax.run import plan
+from ttjax.run import main as run_main
+from ttjax.run import mpirun_argv, plan
 
 CONFIGS = ROOT / "configs" / "rank_bindings"
 
@@ -132,45 +131,23 @@ def test_descriptor_device_count_must_match(tmp_path):
         )
 
 
-def test_cli_rejects_a_bad_file_before_starting_anything(tmp_path):
+def test_cli_rejects_a_bad_file_before_starting_anything(tmp_path, capsys):
     marker = tmp_path / "started"
     bad = tmp_path / "b.yaml"
     bad.write_text(_yaml(R0 + R0))
-    cmd = [
-        sys.executable,
-        "-m",
-        "ttjax.run",
-        "--rank-binding",
-        str(bad),
-        "--",
-        "touch",
-        str(marker),
-    ]
-    res = subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2
-    assert "rank 0: appears twice" in res.stderr and "fix:" in res.stderr
+    assert run_main(["--rank-binding", str(bad), "--", "touch", str(marker)]) == 2
+    err = capsys.readouterr().err
+    assert "rank 0: appears twice" in err and "fix:" in err
     assert not marker.exists()
 
 
-def test_dry_run_prints_each_rank_and_starts_nothing(tmp_path):
+def test_dry_run_prints_each_rank_and_starts_nothing(tmp_path, capsys):
     b = write_bindings(tmp_path / "b.yaml", ["0,1", "2,3"], global_env={"FOO": "bar baz"})
     marker = tmp_path / "started"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ttjax.run",
-        "--rank-binding",
-        str(b),
-        "--dry-run",
-        "--cache-root",
-        str(tmp_path),
-        "touch",
-        str(marker),
-    ]
-    res = subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
+    argv = ["--rank-binding", str(b), "--dry-run", "--cache-root", str(tmp_path)]
+    assert run_main([*argv, "touch", str(marker)]) == 0
     assert not marker.exists()
-    lines = res.stdout.strip().splitlines()
+    lines = capsys.readouterr().out.strip().splitlines()
     assert [ln.split(":", 1)[0] for ln in lines] == ["rank 0", "rank 1"]
     for rank, line in enumerate(lines):
         words = shlex.split(line.split(":", 1)[1])
@@ -180,16 +157,27 @@ def test_dry_run_prints_each_rank_and_starts_nothing(tmp_path):
         assert env["TT_VISIBLE_DEVICES"] == ["0,1", "2,3"][rank]
         assert env["TTJAX_PROCESS_ID"] == str(rank) and env["TTJAX_NUM_PROCESSES"] == "2"
         assert env["TTJAX_COORDINATOR"].startswith("127.0.0.1:")
+        assert env["TT_METAL_CACHE"] == env["JAX_COMPILATION_CACHE_DIR"]
+        assert env["TT_METAL_CACHE"].startswith(str(tmp_path))
         assert env["TT_METAL_CACHE"].endswith(f"_rank{rank}")
         assert env["FOO"] == "bar baz"
         # What the rank will read back from that environment:
         got = launcher_env(env)
         assert isinstance(got, LauncherEnv)
-        assert (got.process_id, got.mesh_id, got.visible_devices) == (
-            rank,
-            0,
-            ((0, 1), (2, 3))[rank],
-        )
+        assert (got.process_id, got.mesh_id) == (rank, 0)
+        assert got.visible_devices == ((0, 1), (2, 3))[rank]
+
+
+def test_mpi_dry_run_is_one_mpmd_mpirun_line():
+    b = load_rank_bindings(CONFIGS / "2x4_big_mesh.yaml")
+    launches = plan(b, ["python", "prog.py"], coordinator="host1:1234", cache_root="/c")
+    argv = mpirun_argv(launches, "--rankfile hosts.txt --mca btl tcp")
+    assert argv[:6] == ["mpirun", "--tag-output", "--rankfile", "hosts.txt", "--mca", "btl"]
+    assert argv.count(":") == 1 and argv.count("-np") == 2
+    first, second = " ".join(argv).split(" : ")
+    assert "-x TTJAX_PROCESS_ID=0" in first and "-x TT_VISIBLE_DEVICES=0,1,2,3" in first
+    assert "-x TTJAX_PROCESS_ID=1" in second and "-x TT_MESH_HOST_RANK=1" in second
+    assert first.endswith("python prog.py") and second.endswith("python prog.py")
 
 
 def test_plan_env_overrides_beat_global_env(tmp_path):

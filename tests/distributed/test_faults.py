@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from _launch import (
-    PROGRAM,
+    FAULTS,
     Watched,
     assert_all_gone,
     child_env,
@@ -27,7 +27,7 @@ LIMIT_S = 10.0
 
 def _launch(tmp_path, name: str, **binding_extra) -> Watched:
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"], **binding_extra)
-    argv = launcher_argv(b, tmp_path, *PROGRAM, name, str(tmp_path))
+    argv = launcher_argv(b, tmp_path, *FAULTS, name)
     return Watched([*argv[:3], "--verbose", *argv[3:]])
 
 
@@ -66,7 +66,7 @@ def test_rank_that_never_starts(tmp_path):
     # Rank 1's interpreter cannot start (no standard library): it dies before joining the job,
     # while rank 0 waits for it in jax.distributed.initialize.
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"], env={1: {"PYTHONHOME": "/nonexistent"}})
-    argv = launcher_argv(b, tmp_path, *PROGRAM, "spin", str(tmp_path))
+    argv = launcher_argv(b, tmp_path, *FAULTS, "spin")
     w = Watched([*argv[:3], "--verbose", *argv[3:]])
     t = w.wait_for(r"^ttjax-run: 2 ranks")
     err = _check_failure(
@@ -101,7 +101,7 @@ def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path):
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
     launches = plan(
         load_rank_bindings(b),
-        [*PROGRAM, "heartbeat", str(tmp_path)],
+        [*FAULTS, "heartbeat"],
         coordinator=f"127.0.0.1:{free_port()}",
         cache_root=str(tmp_path / "cache"),
         heartbeat_timeout_s=3,

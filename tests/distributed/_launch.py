@@ -81,16 +81,6 @@ def start_launcher(argv: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def run_launcher(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    proc = start_launcher(argv)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 def rank_pids(text: str) -> dict[int, int]:
     """``{rank: pid}`` from the ``ready rank=R pid=P`` lines the rank programs print."""
     return {int(r): int(p) for r, p in re.findall(r"ready rank=(\d+) pid=(\d+)", text)}
@@ -205,10 +195,21 @@ class Watched:
         return "\n".join(line for _, s, line in self.lines if stream in (None, s))
 
     def kill(self) -> None:
-        """SIGKILL the process group (if still there), reap it and close the pipes."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+        """Stop the process (a launcher stops its ranks on SIGTERM), reap it, close the pipes."""
+        stop(self.proc)
         self._close()
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (the launcher then stops its ranks), and SIGKILL the group after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)

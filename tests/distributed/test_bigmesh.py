@@ -7,8 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rank_programs
-from _launch import PROGRAM, ROOT, launcher_argv, start_launcher
+from _launch import PROGRAM, ROOT, launcher_argv, start_launcher, stop
 from conftest import mesh_of
+
+# Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
+pytestmark = pytest.mark.timeout(180)
 
 CONFIG = ROOT / "configs" / "rank_bindings" / "2x4_big_mesh.yaml"
 
@@ -21,8 +24,7 @@ def results(tmp_path_factory):
         reference = rank_programs.bigmesh(mesh_of((2, 4)))  # runs while the ranks do
         out, err = proc.communicate(timeout=240)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc)
     assert proc.returncode == 0, f"launcher failed:\n{out[-3000:]}\n{err[-3000:]}"
     ranks = [dict(np.load(tmp / f"rank{r}.npz")) for r in (0, 1)]
     return reference, ranks, out

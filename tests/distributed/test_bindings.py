@@ -221,3 +221,14 @@ def test_no_launcher_env_means_initialize_refuses():
 def test_shipped_configs_parse(tmp_path):
     for path in sorted(Path(CONFIGS).glob("*.yaml")):
         assert load_rank_bindings(path).world_size >= 2
+
+
+def test_rank_device_count_follows_visible_devices(monkeypatch):
+    """Under ttjax-run a rank asks XLA for one CPU device per id in TT_VISIBLE_DEVICES."""
+    from ttjax import _config
+
+    monkeypatch.setenv("TTJAX_NUM_DEVICES", "32")
+    monkeypatch.setenv("TT_VISIBLE_DEVICES", "4,5,6,7")
+    assert _config.requested_num_devices() == 32  # not launched: the usual count
+    monkeypatch.setenv("TTJAX_NUM_PROCESSES", "2")
+    assert _config.requested_num_devices() == 4

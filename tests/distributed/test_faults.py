@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from _launch import (
     FAULTS,
     Watched,
@@ -21,6 +22,9 @@ from _launch import (
 
 from ttjax.distributed import load_rank_bindings
 from ttjax.run import free_port, plan
+
+# Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
+pytestmark = pytest.mark.timeout(180)
 
 LIMIT_S = 10.0
 

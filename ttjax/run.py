@@ -146,6 +146,15 @@ class _Rank:
                 out.write(f"{prefix}{line}\n")
                 out.flush()
 
+    def close(self) -> None:
+        """Wait for the output to drain, then close the pipes."""
+        for t in self.readers:
+            t.join(timeout=5)
+        if self.proc is not None:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
     def poll(self) -> int | None:
         if self.start_error is not None:
             return 127
@@ -184,8 +193,7 @@ def _stop(ranks: Sequence[_Rank], grace_s: float = GRACE_S) -> None:
                 r.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        for t in r.readers:
-            t.join(timeout=1)
+        r.close()
 
 
 def _report(bad: _Rank, ranks: Sequence[_Rank], err: IO[str]) -> None:
@@ -232,8 +240,7 @@ def launch_local(
                 return _exit_code(failed[0])
             if all(c == 0 for c in codes):
                 for r in ranks:
-                    for t in r.readers:
-                        t.join(timeout=5)
+                    r.close()
                 return 0
             if timeout_s and time.monotonic() - start > timeout_s:
                 running = [r.launch.rank for r, c in zip(ranks, codes) if c is None]
@@ -333,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             print(shlex.join(cmd))
             return 0
+        signal.signal(signal.SIGTERM, _on_sigterm)
         proc = subprocess.Popen(cmd, start_new_session=True)
         try:
             return proc.wait()

@@ -232,3 +232,22 @@ def test_rank_device_count_follows_visible_devices(monkeypatch):
     assert _config.requested_num_devices() == 32  # not launched: the usual count
     monkeypatch.setenv("TTJAX_NUM_PROCESSES", "2")
     assert _config.requested_num_devices() == 4
+
+
+def test_initialize_after_jax_started_says_how_to_fix():
+    """In this (pytest) process JAX's backend is already up: joining a job must fail clearly."""
+    import jax
+
+    from ttjax.distributed import initialize, is_initialized
+
+    jax.devices()
+    before = jax.config.jax_cpu_collectives_implementation
+    env = LauncherEnv(0, 2, "127.0.0.1:1", 0, 0, (0,), ((0, (0,)), (0, (1,))), 3, 3)
+    try:
+        with pytest.raises(
+            ConfigError, match=r"(?s)Rank 0: jax.distributed could not start.*fix: "
+        ):
+            initialize(env)
+    finally:
+        jax.config.update("jax_cpu_collectives_implementation", before)
+    assert not is_initialized()

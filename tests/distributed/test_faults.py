@@ -4,6 +4,7 @@ within 10 s. Without the launcher, JAX's heartbeat makes a rank whose peer vanis
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -21,7 +22,7 @@ from _launch import (
 )
 
 from ttjax.distributed import load_rank_bindings
-from ttjax.run import free_port, plan
+from ttjax.run import RankLaunch, free_port, launch_local, plan
 
 # Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
 pytestmark = pytest.mark.timeout(180)
@@ -126,3 +127,21 @@ def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path):
     assert end - frozen < 3 + 7, f"rank 0 took {end - frozen:.1f} s to notice"
     err = ranks[0].text("err")
     assert "stopped sending heartbeats" in err and "\n1\n" in err  # names task 1
+
+
+def test_program_missing_on_one_rank(tmp_path):
+    """Rank 1's program cannot even be executed: rank 0 (a plain sleep here) is stopped."""
+    marker = tmp_path / "rank0-pid"
+    launches = [
+        RankLaunch(0, ("sh", "-c", f"echo $$ > {marker}; exec sleep 30"), ()),
+        RankLaunch(1, (str(tmp_path / "no-such-program"),), ()),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    code = launch_local(launches, out=out, err=err)
+    assert time.monotonic() - start < LIMIT_S
+    assert code == 127
+    assert "ttjax-run: rank 1 could not start" in err.getvalue()
+    assert "no-such-program" in err.getvalue() and "stopped the other ranks [0]" in err.getvalue()
+    if marker.exists():  # rank 0 got as far as starting: it must be gone now
+        assert_all_gone([int(marker.read_text())], within=0.5)

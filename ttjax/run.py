@@ -118,6 +118,7 @@ class _Rank:
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_error: str | None = None
         self.readers: list[threading.Thread] = []
+        self.exit_time = time.monotonic()  # when it exited (set by the waiter thread)
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
         env |= dict(launch.env)
         try:
@@ -132,10 +133,20 @@ class _Rank:
         except OSError as e:
             self.start_error = f"could not start {launch.argv[0]!r}: {e.strerror or e}"
             return
+        self._exited = threading.Event()
+        threading.Thread(target=self._wait, daemon=True).start()
         for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
             t = threading.Thread(target=self._pump, args=(stream, name, out, lock), daemon=True)
             t.start()
             self.readers.append(t)
+
+    def _wait(self) -> None:
+        # Blocks in waitpid, so the exit time is exact: the first rank to die is the root cause
+        # even when its peers fail (lost connection) before the launcher's next poll.
+        assert self.proc is not None
+        self.proc.wait()
+        self.exit_time = time.monotonic()
+        self._exited.set()
 
     def _pump(self, stream: IO[bytes], name: str, out: IO[str], lock: threading.Lock) -> None:
         prefix = f"[1,{self.launch.rank}]<{name}>:"
@@ -159,7 +170,7 @@ class _Rank:
         if self.start_error is not None:
             return 127
         assert self.proc is not None
-        return self.proc.poll()
+        return self.proc.returncode if self._exited.is_set() else None
 
     def signal_group(self, sig: int) -> None:
         if self.proc is None:
@@ -189,10 +200,7 @@ def _stop(ranks: Sequence[_Rank], grace_s: float = GRACE_S) -> None:
         r.signal_group(signal.SIGKILL)
     for r in ranks:
         if r.proc is not None:
-            try:
-                r.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            r._exited.wait(timeout=5)
         r.close()
 
 
@@ -233,7 +241,9 @@ def launch_local(
             ranks.append(_Rank(launch, out, lock))
         while True:
             codes = [r.poll() for r in ranks]
-            failed = [r for r, c in zip(ranks, codes) if c not in (None, 0)]
+            failed = sorted(
+                (r for r, c in zip(ranks, codes) if c not in (None, 0)), key=lambda r: r.exit_time
+            )
             if failed:
                 _stop(ranks)
                 _report(failed[0], ranks, err)

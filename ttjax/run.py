@@ -34,8 +34,17 @@ from ttjax.errors import ConfigError
 TAIL_LINES = 20
 GRACE_S = 2.0
 POLL_S = 0.05
+SETTLE_S = 0.3
 # JAX warns that proxy variables can hang jax.distributed.initialize; ranks never inherit them.
 _DROPPED = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+# What a rank prints when it fails only because a peer died (gloo or the coordination service).
+_PEER_LOST = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "detected fatal errors",
+    "stopped sending heartbeats",
+    "Failed to send RPC to coordination service",
+)
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,13 @@ def _stop(ranks: Sequence[_Rank], grace_s: float = GRACE_S) -> None:
         r.close()
 
 
+def _root_cause(failed: Sequence[_Rank]) -> _Rank:
+    """The rank that failed first, not counting ranks that only lost a peer (their message says
+    so); exit times break the tie, as measured by each rank's waiter thread."""
+    primary = [r for r in failed if not any(p in line for line in r.tail for p in _PEER_LOST)]
+    return min(primary or failed, key=lambda r: r.exit_time)
+
+
 def _report(bad: _Rank, ranks: Sequence[_Rank], err: IO[str]) -> None:
     others = [r.launch.rank for r in ranks if r is not bad]
     err.write(
@@ -241,13 +257,15 @@ def launch_local(
             ranks.append(_Rank(launch, out, lock))
         while True:
             codes = [r.poll() for r in ranks]
-            failed = sorted(
-                (r for r, c in zip(ranks, codes) if c not in (None, 0)), key=lambda r: r.exit_time
-            )
-            if failed:
+            if any(c not in (None, 0) for c in codes):
+                # A peer that lost its partner dies a moment after it: let both exits register
+                # before the launcher kills anything, then name the one that did not just react.
+                time.sleep(SETTLE_S)
+                failed = [r for r in ranks if r.poll() not in (None, 0)]
                 _stop(ranks)
-                _report(failed[0], ranks, err)
-                return _exit_code(failed[0])
+                cause = _root_cause(failed)
+                _report(cause, ranks, err)
+                return _exit_code(cause)
             if all(c == 0 for c in codes):
                 for r in ranks:
                     r.close()

@@ -145,3 +145,20 @@ def test_program_missing_on_one_rank(tmp_path):
     assert "no-such-program" in err.getvalue() and "stopped the other ranks [0]" in err.getvalue()
     if marker.exists():  # rank 0 got as far as starting: it must be gone now
         assert_all_gone([int(marker.read_text())], within=0.5)
+
+
+def test_launcher_names_the_cause_not_the_peer_that_lost_it():
+    """Rank 0 dies first, but only because it lost its peer (gloo's message says so); rank 1's
+    own failure a moment later is the cause the launcher reports."""
+    launches = [
+        RankLaunch(
+            0,
+            ("sh", "-c", "echo 'Gloo AllReduce failed: Connection closed by peer' >&2; exit 1"),
+            (),
+        ),
+        RankLaunch(1, ("sh", "-c", "sleep 0.1; echo 'disk full' >&2; exit 3"), ()),
+    ]
+    err = io.StringIO()
+    assert launch_local(launches, out=io.StringIO(), err=err) == 3
+    assert "ttjax-run: rank 1 exited with code 3; stopped the other ranks [0]" in err.getvalue()
+    assert "  disk full" in err.getvalue()

@@ -3,6 +3,7 @@ check that none is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -204,6 +205,8 @@ def stop(proc: subprocess.Popen) -> None:
     """SIGTERM (the launcher then stops its ranks), and SIGKILL the group after 10 s."""
     if proc.poll() is None:
         proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)  # a stopped process must wake to see SIGTERM
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

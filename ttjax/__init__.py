@@ -33,6 +33,7 @@ _config.configure_virtual_devices()
 
 from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
+    distributed,
     experimental,
     model_preprocessing,
     numerics,
@@ -187,6 +188,9 @@ from ttjax.visualize import (  # noqa: E402
     visualize_tensor,
 )
 
+# Under ttjax-run, the first device query (open_mesh_device) starts the jax.distributed job.
+distributed.install_launcher_hook()
+
 
 def __getattr__(name: str) -> object:
     # ttjax.inspect is imported lazily so that `python -m ttjax.inspect` runs it fresh.
@@ -316,6 +320,7 @@ __all__ = [
     "create_mesh_mapper",
     "create_sharded_memory_config",
     "distribute",
+    "distributed",
     "end_trace_capture",
     "execute_trace",
     "experimental",

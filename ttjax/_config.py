@@ -44,8 +44,20 @@ def _env_set(name: str) -> bool:
     return raw is not None and raw.strip() != ""
 
 
+def launched() -> bool:
+    """True in a rank started by ``ttjax-run`` (it sets ``TTJAX_NUM_PROCESSES``)."""
+    return _env_set("TTJAX_NUM_PROCESSES")
+
+
 def requested_num_devices() -> int:
-    """The virtual device count asked for by ``TTJAX_NUM_DEVICES`` (default 32)."""
+    """The virtual device count asked for by ``TTJAX_NUM_DEVICES`` (default 32).
+
+    A rank started by ``ttjax-run`` gets one device per id in its ``TT_VISIBLE_DEVICES``.
+    """
+    if launched():
+        visible = visible_device_ids()
+        if visible:
+            return len(visible)
     return _env_int("TTJAX_NUM_DEVICES", DEFAULT_NUM_DEVICES)
 
 
@@ -69,7 +81,12 @@ def configure_virtual_devices(num_devices: int | None = None) -> bool:
         _state["configured"] = False
         _state["reason"] = "backend already started"
         return False
-    if num_devices is None and _xla_flag_count() is not None and not _env_set("TTJAX_NUM_DEVICES"):
+    if (
+        num_devices is None
+        and _xla_flag_count() is not None
+        and not _env_set("TTJAX_NUM_DEVICES")
+        and not launched()
+    ):
         # The user forced a count through XLA_FLAGS (and did not ask ttjax for one): respect it.
         _state["configured"] = True
         _state["reason"] = "XLA_FLAGS"

@@ -415,9 +415,16 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     else:
         shapes = [tensor._shape]
     per_dev = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
+    # On a multi-process mesh other processes' shards are read back once (a collective) and
+    # returned as host tensors.
+    remote = None if all(leaf.is_fully_addressable for leaf in leaves) else host_blocks(tensor)
+    host_spec = TensorSpec(None, (), tensor._dtype, tensor._layout, tensor._shape, StorageType.HOST)
     out = []
     for c in coords:
         dev = mesh.devices[c]
+        if remote is not None and dev not in per_dev[0]:
+            out.append(Tensor(np.ascontiguousarray(remote[c]), host_spec))
+            continue
         parts = [
             pd[dev] if pd[dev].shape == s else jax.numpy.reshape(pd[dev], s)
             for pd, s in zip(per_dev, shapes)

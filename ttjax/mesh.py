@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -272,8 +272,21 @@ def _all_devices() -> list[jax.Device]:
     return list(jax.devices())
 
 
+# A multi-process run (ttjax.distributed, under ttjax-run) installs a function here that starts
+# jax.distributed on first use and returns the devices of this rank's mesh, in global-id order.
+_device_source: Callable[[], list[jax.Device]] | None = None
+
+
+def set_device_source(source: Callable[[], list[jax.Device]] | None) -> None:
+    """Let ``source()`` decide which devices a mesh may open (None restores all JAX devices)."""
+    global _device_source
+    _device_source = source
+
+
 def available_devices() -> list[jax.Device]:
     """Devices a mesh may open: all JAX devices, narrowed by ``TT_VISIBLE_DEVICES``."""
+    if _device_source is not None:
+        return _device_source()
     devices = _all_devices()
     env, visible = _config.visible_devices_env()
     if visible is None:
@@ -756,6 +769,7 @@ __all__ = [
     "open_device",
     "open_mesh_device",
     "parse_mesh_shape",
+    "set_device_source",
     "synchronize_device",
     "synchronize_devices",
     "system_mesh_shape",

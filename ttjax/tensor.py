@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from ttjax import _blockfloat, _capture, _specs
 from ttjax.enums import TILE_SIZE, DataType, Layout, StorageType
@@ -389,6 +390,9 @@ def fetch(x: Any) -> np.ndarray:
             "Cannot read a tensor back to the host inside jax.jit (its values are not computed yet).\n"
             "fix: return the tensor from the jitted function and convert it outside."
         )
+    if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
+        # A multi-process big mesh: every rank gathers the global array (a collective).
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)
 
 

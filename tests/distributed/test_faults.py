@@ -1,0 +1,164 @@
+"""Faults under ttjax-run: a rank raising, a rank SIGKILLed mid-collective, a rank that never
+starts, Ctrl-C on the launcher — each time every rank is gone and the launcher names the rank
+within 10 s. Without the launcher, JAX's heartbeat makes a rank whose peer vanished fail."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from _launch import (
+    FAULTS,
+    Watched,
+    assert_all_gone,
+    child_env,
+    launcher_argv,
+    rank_pids,
+    write_bindings,
+)
+
+from ttjax.distributed import load_rank_bindings
+from ttjax.run import RankLaunch, free_port, launch_local, plan
+
+# Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
+pytestmark = pytest.mark.timeout(180)
+
+LIMIT_S = 10.0
+
+
+def _launch(tmp_path, name: str, **binding_extra) -> Watched:
+    b = write_bindings(tmp_path / "b.yaml", ["0", "1"], **binding_extra)
+    argv = launcher_argv(b, tmp_path, *FAULTS, name)
+    return Watched([*argv[:3], "--verbose", *argv[3:]])
+
+
+def _check_failure(w: Watched, fault_time: float, code: int, message: str) -> str:
+    exit_code, end = w.wait(timeout=60)
+    pids = list(rank_pids(w.text("out")).values())
+    assert_all_gone(pids, within=0.5)
+    assert exit_code == code, w.text()
+    err = w.text("err")
+    assert message in err, err
+    assert end - fault_time < LIMIT_S, f"took {end - fault_time:.1f} s"
+    return err
+
+
+def test_rank_raising_stops_every_rank(tmp_path):
+    w = _launch(tmp_path, "raise")
+    w.wait_for(r"ready rank=0")
+    t = w.wait_for(r"ready rank=1")
+    err = _check_failure(
+        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]"
+    )
+    # the last lines rank 1 printed: its traceback
+    assert "  RuntimeError: boom: rank 1 failed on purpose" in err
+
+
+def test_rank_killed_mid_collective_stops_every_rank(tmp_path):
+    w = _launch(tmp_path, "sigkill")
+    w.wait_for(r"ready rank=0")
+    t = w.wait_for(r"ready rank=1")
+    _check_failure(
+        w, t, 128 + 9, "ttjax-run: rank 1 was killed by signal 9 (SIGKILL); stopped the other"
+    )
+
+
+def test_rank_that_never_starts(tmp_path):
+    # Rank 1's interpreter cannot start (no standard library): it dies before joining the job,
+    # while rank 0 waits for it in jax.distributed.initialize.
+    b = write_bindings(tmp_path / "b.yaml", ["0", "1"], env={1: {"PYTHONHOME": "/nonexistent"}})
+    argv = launcher_argv(b, tmp_path, *FAULTS, "spin")
+    w = Watched([*argv[:3], "--verbose", *argv[3:]])
+    t = w.wait_for(r"^ttjax-run: 2 ranks")
+    err = _check_failure(
+        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]"
+    )
+    assert "[1,1]<stderr>:" in w.text("out") and "ready rank" not in w.text("out")
+    assert "Fatal Python error" in err
+
+
+def test_ctrl_c_stops_every_rank(tmp_path):
+    w = _launch(tmp_path, "spin")
+    w.wait_for(r"ready rank=0")
+    w.wait_for(r"ready rank=1")
+    pids = list(rank_pids(w.text("out")).values())
+    assert len(pids) == 2 and all(os.path.exists(f"/proc/{p}") for p in pids)
+    os.kill(w.proc.pid, signal.SIGINT)
+    t = w.wait_for(r"interrupted")
+    code, end = w.wait(timeout=LIMIT_S)
+    assert code == 130
+    assert "ttjax-run: interrupted; stopped ranks [0, 1]." in w.text("err")
+    assert_all_gone(pids, within=0.5)
+    assert end - t < LIMIT_S
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path):
+    """No launcher watching (as across hosts): rank 1 freezes mid-collective with its sockets
+    open; rank 0 aborts once its heartbeats stop (timeout 3 s) instead of hanging."""
+    b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
+    launches = plan(
+        load_rank_bindings(b),
+        [*FAULTS, "heartbeat"],
+        coordinator=f"127.0.0.1:{free_port()}",
+        cache_root=str(tmp_path / "cache"),
+        heartbeat_timeout_s=3,
+    )
+    ranks = [Watched(list(x.argv), child_env() | dict(x.env)) for x in launches]
+    try:
+        ranks[0].wait_for(r"ready rank=0")
+        ranks[1].wait_for(r"ready rank=1")
+        deadline = time.monotonic() + 30
+        while not _stopped(ranks[1].proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        frozen = time.monotonic()
+        code0, end = ranks[0].wait(timeout=30)
+    finally:
+        for r in ranks:
+            r.kill()
+    assert code0 != 0
+    assert end - frozen < 3 + 7, f"rank 0 took {end - frozen:.1f} s to notice"
+    err = ranks[0].text("err")
+    assert "stopped sending heartbeats" in err and "\n1\n" in err  # names task 1
+
+
+def test_program_missing_on_one_rank(tmp_path):
+    """Rank 1's program cannot even be executed: rank 0 (a plain sleep here) is stopped."""
+    marker = tmp_path / "rank0-pid"
+    launches = [
+        RankLaunch(0, ("sh", "-c", f"echo $$ > {marker}; exec sleep 30"), ()),
+        RankLaunch(1, (str(tmp_path / "no-such-program"),), ()),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    code = launch_local(launches, out=out, err=err)
+    assert time.monotonic() - start < LIMIT_S
+    assert code == 127
+    assert "ttjax-run: rank 1 could not start" in err.getvalue()
+    assert "no-such-program" in err.getvalue() and "stopped the other ranks [0]" in err.getvalue()
+    if marker.exists():  # rank 0 got as far as starting: it must be gone now
+        assert_all_gone([int(marker.read_text())], within=0.5)
+
+
+def test_launcher_names_the_cause_not_the_peer_that_lost_it():
+    """Rank 0 dies first, but only because it lost its peer (gloo's message says so); rank 1's
+    own failure a moment later is the cause the launcher reports."""
+    launches = [
+        RankLaunch(
+            0,
+            ("sh", "-c", "echo 'Gloo AllReduce failed: Connection closed by peer' >&2; exit 1"),
+            (),
+        ),
+        RankLaunch(1, ("sh", "-c", "sleep 0.1; echo 'disk full' >&2; exit 3"), ()),
+    ]
+    err = io.StringIO()
+    assert launch_local(launches, out=io.StringIO(), err=err) == 3
+    assert "ttjax-run: rank 1 exited with code 3; stopped the other ranks [0]" in err.getvalue()
+    assert "  disk full" in err.getvalue()

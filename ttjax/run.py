@@ -1,0 +1,391 @@
+"""``ttjax-run``: TT-NN's ``tt-run`` for ttjax — one process per rank of a rank-binding file.
+
+    ttjax-run --rank-binding config.yaml [--mpi-args "..."] [--dry-run] [--verbose] prog [args...]
+
+Each rank gets tt-run's environment (``TT_MESH_ID``, ``TT_MESH_HOST_RANK``, ``TT_VISIBLE_DEVICES``,
+``TT_MESH_GRAPH_DESC_PATH``, a per-rank ``TT_METAL_CACHE``/JAX compilation cache) plus the
+``jax.distributed`` coordinator address and process count. Output lines carry mpirun's
+``--tag-output`` prefix ``[1,RANK]<stdout>:``. When a rank fails the others are stopped and the
+launcher exits non-zero, naming the rank, its exit code or signal and its last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ttjax.distributed import runtime
+from ttjax.distributed.bindings import RankBindingError, RankBindings, load_rank_bindings
+from ttjax.errors import ConfigError
+
+TAIL_LINES = 20
+GRACE_S = 2.0
+POLL_S = 0.05
+SETTLE_S = 0.3
+# JAX warns that proxy variables can hang jax.distributed.initialize; ranks never inherit them.
+_DROPPED = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+# What a rank prints when it fails only because a peer died (gloo or the coordination service).
+_PEER_LOST = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "detected fatal errors",
+    "stopped sending heartbeats",
+    "Failed to send RPC to coordination service",
+)
+
+
+@dataclass(frozen=True)
+class RankLaunch:
+    """One rank's exact command and the environment variables the launcher sets for it."""
+
+    rank: int
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+    def shell(self) -> str:
+        """The rank as one copy-pasteable shell line: ``env K=V ... prog args``."""
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
+        return f"env {assigns} {shlex.join(self.argv)}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now (for the coordinator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def plan(
+    bindings: RankBindings,
+    program: Sequence[str],
+    *,
+    coordinator: str,
+    cache_root: str,
+    heartbeat_timeout_s: int = runtime.DEFAULT_HEARTBEAT_S,
+    init_timeout_s: int = runtime.DEFAULT_INIT_TIMEOUT_S,
+) -> list[RankLaunch]:
+    """Every rank's command and environment (the launcher's variables only, in a fixed order)."""
+    table = runtime.format_rank_table(tuple((r.mesh_id, r.visible_devices) for r in bindings.ranks))
+    host = socket.gethostname()
+    out = []
+    for r in bindings.ranks:
+        cache = str(Path(cache_root).expanduser() / f"{host}_rank{r.rank}")
+        env: dict[str, str] = {
+            runtime.ENV_CACHE: cache,
+            "JAX_COMPILATION_CACHE_DIR": cache,
+            "PYTHONUNBUFFERED": "1",
+        }
+        env |= dict(bindings.global_env)
+        env |= dict(r.env_overrides)
+        env |= {
+            runtime.ENV_MESH_ID: str(r.mesh_id),
+            runtime.ENV_MESH_HOST_RANK: str(r.mesh_host_rank),
+            runtime.ENV_VISIBLE: ",".join(str(i) for i in r.visible_devices),
+            runtime.ENV_COORDINATOR: coordinator,
+            runtime.ENV_NUM_PROCESSES: str(bindings.world_size),
+            runtime.ENV_PROCESS_ID: str(r.rank),
+            runtime.ENV_RANK_TABLE: table,
+            runtime.ENV_HEARTBEAT: str(heartbeat_timeout_s),
+            runtime.ENV_INIT_TIMEOUT: str(init_timeout_s),
+        }
+        if bindings.mesh_graph_desc_path:
+            env[runtime.ENV_MGD] = bindings.mesh_graph_desc_path
+        out.append(RankLaunch(r.rank, tuple(program), tuple(env.items())))
+    return out
+
+
+def mpirun_argv(launches: Sequence[RankLaunch], mpi_args: str, mpirun: str = "mpirun") -> list[str]:
+    """One MPMD ``mpirun`` line: ``mpirun --tag-output ARGS -np 1 -x K=V prog : -np 1 ...``."""
+    argv = [mpirun, "--tag-output", *shlex.split(mpi_args)]
+    for i, launch in enumerate(launches):
+        if i:
+            argv.append(":")
+        argv += ["-np", "1"]
+        for k, v in launch.env:
+            argv += ["-x", f"{k}={v}"]
+        argv += list(launch.argv)
+    return argv
+
+
+class _Rank:
+    def __init__(self, launch: RankLaunch, out: IO[str], lock: threading.Lock) -> None:
+        self.launch = launch
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_error: str | None = None
+        self.readers: list[threading.Thread] = []
+        self.exit_time = time.monotonic()  # when it exited (set by the waiter thread)
+        env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+        env |= dict(launch.env)
+        try:
+            self.proc = subprocess.Popen(
+                list(launch.argv),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: the launcher kills it whole
+            )
+        except OSError as e:
+            self.start_error = f"could not start {launch.argv[0]!r}: {e.strerror or e}"
+            return
+        self._exited = threading.Event()
+        threading.Thread(target=self._wait, daemon=True).start()
+        for name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
+            t = threading.Thread(target=self._pump, args=(stream, name, out, lock), daemon=True)
+            t.start()
+            self.readers.append(t)
+
+    def _wait(self) -> None:
+        # Blocks in waitpid, so the exit time is exact: the first rank to die is the root cause
+        # even when its peers fail (lost connection) before the launcher's next poll.
+        assert self.proc is not None
+        self.proc.wait()
+        self.exit_time = time.monotonic()
+        self._exited.set()
+
+    def _pump(self, stream: IO[bytes], name: str, out: IO[str], lock: threading.Lock) -> None:
+        prefix = f"[1,{self.launch.rank}]<{name}>:"
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.tail.append(line)
+            with lock:
+                out.write(f"{prefix}{line}\n")
+                out.flush()
+
+    def close(self) -> None:
+        """Wait for the output to drain, then close the pipes."""
+        for t in self.readers:
+            t.join(timeout=5)
+        if self.proc is not None:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def poll(self) -> int | None:
+        if self.start_error is not None:
+            return 127
+        assert self.proc is not None
+        return self.proc.returncode if self._exited.is_set() else None
+
+    def signal_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def describe_exit(self) -> str:
+        if self.start_error is not None:
+            return self.start_error
+        code = self.poll()
+        if code is not None and code < 0:
+            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        return f"exited with code {code}"
+
+
+def _stop(ranks: Sequence[_Rank], grace_s: float = GRACE_S) -> None:
+    """SIGTERM every rank's process group, then SIGKILL what is left after ``grace_s``."""
+    for r in ranks:
+        r.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(r.poll() is None for r in ranks):
+        time.sleep(POLL_S)
+    for r in ranks:
+        r.signal_group(signal.SIGKILL)
+    for r in ranks:
+        if r.proc is not None:
+            r._exited.wait(timeout=5)
+        r.close()
+
+
+def _root_cause(failed: Sequence[_Rank]) -> _Rank:
+    """The rank that failed first, not counting ranks that only lost a peer (their message says
+    so); exit times break the tie, as measured by each rank's waiter thread."""
+    primary = [r for r in failed if not any(p in line for line in r.tail for p in _PEER_LOST)]
+    return min(primary or failed, key=lambda r: r.exit_time)
+
+
+def _report(bad: _Rank, ranks: Sequence[_Rank], err: IO[str]) -> None:
+    others = [r.launch.rank for r in ranks if r is not bad]
+    err.write(
+        f"ttjax-run: rank {bad.launch.rank} {bad.describe_exit()}; stopped the other ranks "
+        f"{others}.\n"
+    )
+    if bad.tail:
+        err.write(f"ttjax-run: last {len(bad.tail)} lines of rank {bad.launch.rank}:\n")
+        for line in bad.tail:
+            err.write(f"  {line}\n")
+    err.flush()
+
+
+def _exit_code(rank: _Rank) -> int:
+    code = rank.poll()
+    assert code is not None
+    return 128 - code if code < 0 else code
+
+
+def launch_local(
+    launches: Sequence[RankLaunch],
+    *,
+    timeout_s: float = 0,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
+    """Run every rank on this host and watch them; returns the launcher's exit code."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    lock = threading.Lock()
+    ranks: list[_Rank] = []
+    start = time.monotonic()
+    try:
+        for launch in launches:
+            ranks.append(_Rank(launch, out, lock))
+        while True:
+            codes = [r.poll() for r in ranks]
+            if any(c not in (None, 0) for c in codes):
+                # A peer that lost its partner dies a moment after it: let both exits register
+                # before the launcher kills anything, then name the one that did not just react.
+                time.sleep(SETTLE_S)
+                failed = [r for r in ranks if r.poll() not in (None, 0)]
+                _stop(ranks)
+                cause = _root_cause(failed)
+                _report(cause, ranks, err)
+                return _exit_code(cause)
+            if all(c == 0 for c in codes):
+                for r in ranks:
+                    r.close()
+                return 0
+            if timeout_s and time.monotonic() - start > timeout_s:
+                running = [r.launch.rank for r, c in zip(ranks, codes) if c is None]
+                _stop(ranks)
+                err.write(
+                    f"ttjax-run: ranks {running} still running after --timeout "
+                    f"{timeout_s:g} s; stopped every rank.\n"
+                )
+                return 124
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        _stop(ranks)
+        err.write(f"ttjax-run: interrupted; stopped ranks {[r.launch.rank for r in ranks]}.\n")
+        return 130
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``ttjax-run`` command line."""
+    p = argparse.ArgumentParser(
+        prog="ttjax-run",
+        description="Start one process per rank of a tt-run rank-binding file over jax.distributed.",
+    )
+    p.add_argument("--rank-binding", required=True, help="tt-run rank-binding YAML file")
+    p.add_argument(
+        "--mpi-args", default=None, help='extra mpirun arguments, e.g. "--rankfile hosts"'
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print each rank's command, start nothing"
+    )
+    p.add_argument("--verbose", action="store_true", help="print the plan before starting")
+    p.add_argument(
+        "--coordinator",
+        default=None,
+        help="HOST:PORT of rank 0's coordinator (default 127.0.0.1:<free port>, or this "
+        "host's name with --mpi-args)",
+    )
+    p.add_argument(
+        "--cache-root",
+        default="~/.cache/ttjax",
+        help="per-rank cache directories go under it (HOST_rankN)",
+    )
+    p.add_argument(
+        "--heartbeat-timeout",
+        type=int,
+        default=runtime.DEFAULT_HEARTBEAT_S,
+        help="seconds after which a rank whose peer vanished aborts",
+    )
+    p.add_argument(
+        "--init-timeout",
+        type=int,
+        default=runtime.DEFAULT_INIT_TIMEOUT_S,
+        help="seconds a rank waits for the others to join",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=0, help="stop every rank after this many seconds"
+    )
+    p.add_argument("program", nargs=argparse.REMAINDER, help="program and its arguments")
+    args = p.parse_args(argv)
+    if not args.program:
+        p.error("give the program to run, e.g. ttjax-run --rank-binding b.yaml python prog.py")
+    try:
+        bindings = load_rank_bindings(args.rank_binding)
+    except (RankBindingError, ConfigError) as e:
+        print(f"ttjax-run: {e}", file=sys.stderr)
+        return 2
+    mpirun = shutil.which("mpirun") if args.mpi_args is not None else None
+    if args.mpi_args is not None and mpirun is None:
+        print(
+            "ttjax-run: --mpi-args given but mpirun is not on PATH; starting the ranks on this "
+            "host instead.",
+            file=sys.stderr,
+        )
+    if args.coordinator is None:
+        host = socket.gethostname() if mpirun else "127.0.0.1"
+        args.coordinator = f"{host}:{free_port('' if mpirun else '127.0.0.1')}"
+    launches = plan(
+        bindings,
+        args.program,
+        coordinator=args.coordinator,
+        cache_root=args.cache_root,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        init_timeout_s=args.init_timeout,
+    )
+    if args.verbose or args.dry_run:
+        meshes = {m: bindings.mesh_devices(m) for m in bindings.mesh_ids()}
+        print(
+            f"ttjax-run: {bindings.world_size} ranks, meshes {meshes}, coordinator "
+            f"{args.coordinator}",
+            file=sys.stderr,
+        )
+    if mpirun:
+        cmd = mpirun_argv(launches, args.mpi_args, mpirun)
+        if args.dry_run:
+            print(shlex.join(cmd))
+            return 0
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            return 130
+    if args.dry_run:
+        for launch in launches:
+            print(f"rank {launch.rank}: {launch.shell()}")
+        return 0
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    return launch_local(launches, timeout_s=args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -46,9 +46,10 @@ class ParameterDict(dict):
 
     It is a JAX pytree, so a ParameterDict can be passed to a jitted function.
 
-    >>> p = ParameterDict(dense=ParameterDict(weight=w))
-    >>> p.dense.weight is p["dense"]["weight"]
-    True
+    Examples:
+        >>> p = ParameterDict(dense=ParameterDict(weight=w))
+        >>> p.dense.weight is p["dense"]["weight"]
+        True
     """
 
     __slots__ = ()

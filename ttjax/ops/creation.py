@@ -158,6 +158,7 @@ def zeros_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """Zeros shaped like ``tensor``, on its mesh unless ``device`` is given (see ``zeros``)."""
     check_hw_kwargs("zeros_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 0.0, dt, lay, dev)
@@ -170,6 +171,7 @@ def ones_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """Ones shaped like ``tensor``, on its mesh unless ``device`` is given (see ``ones``)."""
     check_hw_kwargs("ones_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 1.0, dt, lay, dev)
@@ -183,6 +185,7 @@ def full_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """``fill_value`` shaped like ``tensor``, on its mesh unless ``device`` is given."""
     check_hw_kwargs("full_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, fill_value, dt, lay, dev)
@@ -195,6 +198,7 @@ def empty_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """A tensor like ``tensor`` (zero-filled here; TT-NN leaves it uninitialised)."""
     check_hw_kwargs("empty_like", kwargs)
     return zeros_like(tensor, dtype, layout, device)
 

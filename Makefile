@@ -26,6 +26,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict

@@ -383,8 +383,8 @@ def _walk(
                 (_walk(mod, b, mult, loops, ins.name, stack) for b in branches), default=0.0
             )
         elif op in ("fusion", "call", "async-start"):
-            for c in _called(ins.rest, "calls") + _called(ins.rest, "to_apply"):
-                flops += _walk(mod, c, mult, loops, cond, stack)
+            for callee in _called(ins.rest, "calls") + _called(ins.rest, "to_apply"):
+                flops += _walk(mod, callee, mult, loops, cond, stack)
         elif op == "dot":
             flops += _dot_flops(ins, shapes)
         elif op in ("reduce", "reduce-window"):

@@ -473,9 +473,9 @@ class _CompileListener:
 
     seen: list[float]
 
-    def __call__(self, event: str, duration: float, **kwargs: Any) -> None:
+    def __call__(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event == "/jax/core/compile/backend_compile_duration":
-            self.seen.append(duration)
+            self.seen.append(duration_secs)
 
 
 def inspect(
@@ -515,7 +515,7 @@ def inspect(
     return report_compiled(
         compiled,
         mesh=mesh,
-        name=name or getattr(fn, "__name__", "program"),
+        name=name or str(getattr(fn, "__name__", "program")),
         stablehlo=lowered.as_text(),
         compile_seconds=seconds,
     )

@@ -410,9 +410,9 @@ def visualize_system_mesh() -> None:
         rows, cols = _grid(tuple(shape))
         me = jax.process_index()
         all_local = all(d.process_index == me for d in grid.flat)
-        cells = []
+        cells: list[tuple[Any, str | None]] = []
         for c in np.ndindex(*grid.shape):
-            dev = grid[c]
+            dev: Any = grid[c]
             if all_local:
                 text = Text(f"Dev. ID: {dev.id}\n{_coord_str(c)}", justify="center")
                 cells.append((text, "white on dark_green"))

@@ -42,3 +42,44 @@ def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
     figures = result["ttjax_in_out"]
     assert figures["weight_bytes_per_step"] > 0 and figures["back_to_back_ms"] > 0
     assert result["flax_reference"]["back_to_back_ms"] > 0
+
+
+def test_llama_demo_says_weights_are_random_and_names_the_tokenizer(capsys):
+    args = ["--mesh", "1x2", "--mode", "dp", "--config", "tiny", "--max-new-tokens", "2"]
+    assert llama_demo.main([*args, "--batch", "2", "--no-reference"]) == 0
+    out = capsys.readouterr().out
+    assert "weights: RANDOM" in out and "gibberish" in out
+    assert "tokenizer: byte-level fallback" in out
+    assert "decode" in out and "1/1" in out  # the progress bars ran to the end
+
+
+def test_llama_demo_with_a_checkpoint_compares_with_transformers(tmp_path, capsys):
+    transformers = __import__("pytest").importorskip("transformers")
+    import torch
+
+    config = transformers.LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path, safe_serialization=True)
+    args = ["--mesh", "1x2", "--mode", "tp", "--checkpoint", str(tmp_path)]
+    assert llama_demo.main([*args, "--batch", "2", "--max-new-tokens", "3", "--no-reference"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "vs transformers" in ln)
+    pcc = float(line.split("PCC ")[1].split(",")[0])
+    diff = float(line.split("max |diff| ")[1].split(",")[0])
+    assert pcc > 0.9999 and diff < 1e-3 and "same greedy tokens: True" in line
+    assert f"weights: {tmp_path}" in out
+
+
+def test_falcon_demo_times_the_reference_after_its_compile(capsys):
+    assert falcon_demo.main(["--mode", "dp", "--mesh", "1x2", "--hidden", "64", "--seq", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "one-device reference" in out and "(compiled beforehand)" in out
+    assert "threads sharing" in out and "weights: RANDOM" in out

@@ -117,7 +117,8 @@ def test_make_targets_exist_and_run_what_the_readme_says(clone):
 def _cases():
     for command, (extra, expect, slow) in PYTHON_COMMANDS.items():
         marks = [pytest.mark.slow] if slow else []
-        yield pytest.param(command, extra, expect, marks=marks, id=command.split()[2][:40])
+        slug = re.sub(r"[^a-z0-9]+", "-", command.lower()).strip("-")[:60]
+        yield pytest.param(command, extra, expect, marks=marks, id=slug)
 
 
 @pytest.mark.parametrize(("command", "extra", "expect"), list(_cases()))

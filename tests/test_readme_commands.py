@@ -33,12 +33,12 @@ PYTHON_COMMANDS = {
         "same greedy tokens: True",
         True,
     ),
-    "python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", False),
+    "python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
     ".venv/bin/ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
     "--arg config=llama-3.1-70b --arg weight_dtype=bfloat8_b --arg cache_dtype=bfloat8_b": (
         ["--arg", "config=tiny", "--arg", "batch=8", "--arg", "context=64"],
         "collectives per step: 6",
-        False,
+        True,
     ),
 }
 # make target -> what its recipe must run

@@ -101,6 +101,8 @@ def test_command_line(tmp_path, capsys, monkeypatch):
             str(out),
             "--hlo",
             str(hlo),
+            "--width",
+            "150",
         ]
     )
     assert code == 0

@@ -75,8 +75,13 @@ def clone(tmp_path_factory) -> Path:
 
 
 def _run(argv: list[str], cwd: Path, devices: int = 8) -> str:
-    env = {**os.environ, "TTJAX_NUM_DEVICES": str(devices), "COLUMNS": "200"}
-    env.pop("PYTHONPATH", None)
+    # `make` installs the clone itself (pip install -e), so its own ttjax and models import first.
+    env = {
+        **os.environ,
+        "TTJAX_NUM_DEVICES": str(devices),
+        "COLUMNS": "200",
+        "PYTHONPATH": str(cwd),
+    }
     run = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, f"{argv}\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
     return run.stdout

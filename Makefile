@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch lies on local disk on these machines; an unpinned torch pulls a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: all venv demo test test-all lint format bench gpu-decode clean
+.PHONY: all venv demo test test-all lint format docs bench gpu-decode clean
 
 all: test
 
@@ -27,6 +27,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
+
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict
 
 format: $(STAMP)
 	$(PY) -m ruff format .
@@ -45,4 +49,4 @@ gpu-decode: $(STAMP)
 	$(PY) -m benchmarks.gpu_decode
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache site

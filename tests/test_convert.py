@@ -339,3 +339,31 @@ def test_copy_host_to_device_tensor_mismatch():
         ttnn.ShapeMismatchError, match=r"dtype DataType::INT32 vs DataType::FLOAT32"
     ):
         ttnn.copy_host_to_device_tensor(ttnn.from_torch(np.zeros((2, 3), np.int32)), dev)
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "bad"),
+    [
+        ([2**40 + 5], ttnn.uint32, "1099511627781"),
+        ([-1], ttnn.uint32, "-1"),
+        ([300], ttnn.uint8, "300"),
+        ([70000], ttnn.uint16, "70000"),
+        ([2**31], ttnn.int32, "2147483648"),
+        ([-1.5], ttnn.uint32, "-1.5"),
+    ],
+)
+def test_out_of_range_integers_are_refused_not_wrapped(values, dtype, bad):
+    info = np.iinfo(dtype.numpy_dtype)
+    with pytest.raises(
+        ttnn.UnsupportedDTypeError, match=rf"value {bad} .*\[{info.min}, {info.max}\]"
+    ):
+        ttnn.from_torch(np.array(values), dtype=dtype)
+    with pytest.raises(ttnn.UnsupportedDTypeError, match="wrap_integers=True"):
+        ttnn.from_torch(torch.tensor(values), dtype=dtype, device=mesh_of((1, 2)))
+
+
+def test_wrapping_is_explicit_and_in_range_values_pass():
+    wrapped = ttnn.from_torch(np.array([2**40 + 5, -1]), dtype=ttnn.uint32, wrap_integers=True)
+    np.testing.assert_array_equal(ttnn.to_numpy(wrapped), np.array([5, 2**32 - 1], np.uint32))
+    edge = np.array([0, 2**32 - 1])
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.from_torch(edge, dtype=ttnn.uint32)), edge)

@@ -435,3 +435,9 @@ def test_override_that_does_not_line_up_says_how_to_fix():
     ) as info:
         ttnn.create_mesh_mapper(mesh, cfg)
     assert "fix: reshape the mesh" in str(info.value)
+
+
+def test_concat_mesh_2d_refuses_the_same_dim_twice():
+    mesh = mesh_of((2, 4))
+    with pytest.raises(ttnn.ShardingError, match=r"dims=\(3, 3\).*must be different"):
+        ttnn.ConcatMesh2dToTensor(mesh, mesh_shape=(2, 4), dims=(3, 3))

@@ -101,6 +101,8 @@ def test_command_line(tmp_path, capsys, monkeypatch):
             str(out),
             "--hlo",
             str(hlo),
+            "--width",
+            "150",
         ]
     )
     assert code == 0
@@ -135,3 +137,130 @@ def test_inspect_trace_programs(t3000):
 def test_no_mesh_is_a_clear_error():
     with pytest.raises(ttnn.TTJaxError, match="mesh_device"):
         inspect(lambda a: a, np.ones(3))
+
+
+def _scan_model(mesh, layers, scanned):
+    x = ttnn.abstract_tensor((1, 1, 32, 64), ttnn.float32, device=mesh)
+    w = ttnn.abstract_tensor(
+        (layers, 64, 64), ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=2)
+    )
+
+    def layer(c, wl):
+        return ttnn.all_gather(ttnn.linear(c, wl), dim=3), None
+
+    def step(c, ws):
+        if scanned:
+            return ttnn.scan(layer, c, ws)[0]
+        for i in range(layers):
+            c = layer(c, ws[i])[0]
+        return c
+
+    return inspect(step, x, w)
+
+
+def test_scanned_and_unrolled_models_report_the_same_totals(n300):
+    scanned, unrolled = (_scan_model(n300, 3, s) for s in (True, False))
+    dot = 2 * 32 * 64 * 32  # [32, 64] @ [64, 32] per device, per layer
+    assert scanned.collective_counts() == unrolled.collective_counts()
+    assert scanned.collective_counts()["all-gather"] == 3
+    assert scanned.collective_counts(per="program")["all-gather"] == 1
+    assert scanned.bytes_per_device == pytest.approx(unrolled.bytes_per_device)
+    assert scanned.bytes_per_device == pytest.approx(3 * 32 * 64 * 4 / 2)
+    assert 3 * dot <= scanned.flops <= 3 * dot + 100
+    assert scanned.flops == pytest.approx(unrolled.flops, abs=100)  # loop counter add + compare
+    assert scanned.xla_flops == pytest.approx(dot, abs=10)  # XLA's cost analysis: body once
+    (loop,) = scanned.loops
+    assert (loop.trip_count, loop.source) == (3, "known_trip_count")
+    assert loop.collectives_per_iteration["all-gather"] == 1
+    assert loop.flops_per_iteration == pytest.approx(dot, abs=10)
+    text = "\n".join(scanned.summary_lines())
+    assert "collectives per step: 3" in text and "per layer: 1 collectives" in text
+
+
+def test_nested_loops_multiply_and_conditionals_are_reported(n300):
+    import jax
+
+    x = ttnn.abstract_tensor((1, 1, 32, 64), ttnn.float32, device=n300)
+
+    def step(t):
+        def inner(c, _):
+            return ttnn.all_reduce(ttnn.multiply(c, c)), None
+
+        def outer(c, _):
+            return jax.lax.scan(inner, c, None, length=4)[0], None
+
+        return jax.lax.scan(outer, t, None, length=3)[0]
+
+    report = inspect(step, x)
+    assert report.collective_counts()["all-reduce"] == 12
+    depths = sorted((lp.depth, lp.trip_count) for lp in report.loops)
+    assert depths == [(0, 3), (1, 4)]
+    assert report.layer_loop.collectives_per_iteration["all-reduce"] == 4
+
+    def branchy(t, flag):
+        return jax.lax.cond(flag, lambda a: ttnn.all_reduce(a), lambda a: a, t)
+
+    report = inspect(branchy, x, jax.ShapeDtypeStruct((), bool))
+    (c,) = report.collectives
+    assert c.conditional is not None and report.conditionals == [c.conditional]
+    assert "counted as if taken" in "\n".join(report.summary_lines())
+
+
+def test_trip_count_from_the_loop_condition():
+    from ttjax import _hlo
+
+    hlo = """HloModule m
+
+%cond (p: (s32[], f32[4])) -> pred[] {
+  %p = (s32[], f32[4]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(7)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%body (q: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %q = (s32[], f32[4]) parameter(0)
+  %j = s32[] get-tuple-element(%q), index=0
+  %v = f32[4] get-tuple-element(%q), index=1
+  %one = s32[] constant(1)
+  %k = s32[] add(%j, %one)
+  %ar = f32[4] all-reduce(%v), channel_id=1, replica_groups={{0,1}}, to_apply=%sum
+  ROOT %t = (s32[], f32[4]) tuple(%k, %ar)
+}
+
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %a = f32[4] parameter(0)
+  %z = s32[] constant(0)
+  %t0 = (s32[], f32[4]) tuple(%z, %a)
+  %w = (s32[], f32[4]) while(%t0), condition=%cond, body=%body
+  ROOT %r = f32[4] get-tuple-element(%w), index=1
+}
+"""
+    mod = _hlo.analyze(hlo)
+    (loop,) = mod.loops
+    assert (loop.trip_count, loop.source) == (7, "loop condition")
+    assert [p.executions for p in mod.collectives] == [7]
+    assert mod.flops == 7 * 2  # the counter add and the compare
+
+
+def test_cli_output_keeps_every_column_and_cached_compiles_say_so(t3000, capsys):
+    report = inspect(lambda t: ttnn.all_gather(t, dim=3), _x(t3000))
+    report.print()  # stdout is captured, not a terminal: wide table, nothing cut
+    printed = capsys.readouterr().out
+    assert "all-gather" in printed and "runs/step" in printed and "…" not in printed
+    again = inspect(lambda t: ttnn.all_gather(t, dim=3), _x(t3000))
+    assert again.compile_seconds is None or again.compile_seconds >= 0
+    trace_like = ttnn.inspect.report_compiled(
+        __import__("jax").jit(lambda a: a + 1).lower(np.ones(3)).compile(), mesh=t3000
+    )
+    assert trace_like.compile_seconds is None
+    assert "compile time: cached" in "\n".join(trace_like.summary_lines())
+
+
+def test_memory_lines_separate_chip_resident_from_cpu_temporaries(t3000):
+    report = inspect(lambda t: ttnn.exp(ttnn.exp(t)), _x(t3000))
+    m = report.memory
+    assert m.resident_bytes == m.argument_bytes + m.output_bytes - m.alias_bytes == 2 * 4096
+    text = "\n".join(report.summary_lines())
+    assert "chip-resident memory per device: 8.00 KiB" in text
+    assert "CPU backend temporaries per device" in text

@@ -453,3 +453,18 @@ def test_jax_started_first_error_says_how_to_fix():
     assert "already started" in msg
     assert "Import ttjax before the first JAX computation" in msg
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=8" in msg
+
+
+def test_two_meshes_on_the_same_devices_are_independent():
+    """Documented difference: TT-NN opens a device once; ttjax lets several MeshDevice objects
+    share virtual devices, and closing one leaves the others working."""
+    a = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    b = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    assert a.get_device_ids() == b.get_device_ids()
+    x = ttnn.from_torch(np.ones((1, 4), np.float32), device=a)
+    ttnn.close_mesh_device(b)
+    out = ttnn.to_numpy(ttnn.exp(x), mesh_composer=ttnn.ConcatMeshToTensor(a, dim=0))
+    np.testing.assert_allclose(out, np.full((2, 4), np.e), rtol=1e-6)
+    with pytest.raises(ttnn.DeviceClosedError):
+        ttnn.from_torch(np.ones((1, 4), np.float32), device=b)
+    ttnn.close_mesh_device(a)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import gpu_decode
 from models.falcon import demo as falcon_demo
 from models.llama import demo as llama_demo
@@ -14,6 +16,8 @@ def test_falcon_demo_both_setups(capsys):
     assert falcon_demo.main(["--mode", "dp", "--hidden", "256"]) == 0
     out = capsys.readouterr().out
     assert "collectives: {'all-gather': 1}" in out and "collectives: none" in out
+    assert "one-device reference" in out and "(compiled beforehand)" in out
+    assert "threads sharing" in out and "weights: RANDOM" in out
 
 
 def test_llama_demo_tp_with_trace(capsys):
@@ -32,6 +36,9 @@ def test_llama_demo_tp_with_trace(capsys):
     out = capsys.readouterr().out
     assert "greedy tokens identical: True" in out
     assert "tokens/s/user" in out and "2.0 all-reduce" in out
+    assert "weights: RANDOM" in out and "gibberish" in out
+    assert "tokenizer: byte-level fallback" in out
+    assert "decode" in out and "4/4" in out  # the progress bars ran to the end
 
 
 def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
@@ -42,3 +49,29 @@ def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
     figures = result["ttjax_in_out"]
     assert figures["weight_bytes_per_step"] > 0 and figures["back_to_back_ms"] > 0
     assert result["flax_reference"]["back_to_back_ms"] > 0
+
+
+@pytest.mark.slow
+def test_llama_demo_with_a_checkpoint_compares_with_transformers(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path, safe_serialization=True)
+    args = ["--mesh", "1x2", "--mode", "tp", "--checkpoint", str(tmp_path)]
+    assert llama_demo.main([*args, "--batch", "2", "--max-new-tokens", "3", "--no-reference"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "vs transformers" in ln)
+    pcc = float(line.split("PCC ")[1].split(",")[0])
+    diff = float(line.split("max |diff| ")[1].split(",")[0])
+    assert pcc > 0.9999 and diff < 1e-3 and "same greedy tokens: True" in line
+    assert f"weights: {tmp_path}" in out

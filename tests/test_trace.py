@@ -200,3 +200,39 @@ def test_ops_on_other_meshes_are_not_recorded(t3000):
     ttnn.end_trace_capture(t3000, tid)
     assert ttnn.trace.trace_info(tid)["programs"][0]["ops"] == ["exp"]
     ttnn.release_trace(t3000, tid)
+
+
+def test_an_error_inside_a_capture_says_so_and_stays_visible():
+    mesh = mesh_of((1, 2))
+    x = ttnn.from_torch(np.ones((1, 4), np.float32), device=mesh)
+    tid = ttnn.begin_trace_capture(mesh)
+    try:
+        with pytest.raises(ttnn.ShapeMismatchError) as first:
+            ttnn.matmul(x, x)
+        assert "raised while trace" in "\n".join(first.value.__notes__)
+        with pytest.raises(
+            ttnn.TraceError, match="still being captured: an earlier error"
+        ) as later:
+            ttnn.from_torch(np.ones((1, 4), np.float32), device=mesh)
+        assert later.value.__cause__ is first.value  # the original error is chained, not lost
+        assert "ShapeMismatchError: ttnn.matmul" in str(later.value)
+    finally:
+        ttnn.release_trace(mesh, tid)
+    ttnn.from_torch(np.ones((1, 4), np.float32), device=mesh)  # released: writes work again
+
+
+def test_outputs_keep_the_last_replay_after_release():
+    """Documented: release_trace frees the program; the output tensors stay readable and hold
+    the last replay's values (TT-NN frees the trace buffer, not the tensors)."""
+    mesh = mesh_of((1, 2))
+    x = ttnn.from_torch(np.zeros((1, 4), np.float32), device=mesh)
+    tid = ttnn.begin_trace_capture(mesh)
+    y = ttnn.add(x, 1.0)
+    ttnn.end_trace_capture(mesh, tid)
+    ttnn.copy_host_to_device_tensor(ttnn.from_torch(np.full((1, 4), 2.0, np.float32)), x)
+    ttnn.execute_trace(mesh, tid)
+    ttnn.release_trace(mesh, tid)
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=0)
+    np.testing.assert_array_equal(ttnn.to_numpy(y, mesh_composer=composer), np.full((2, 4), 3.0))
+    with pytest.raises(ttnn.TraceError):
+        ttnn.execute_trace(mesh, tid)

@@ -472,3 +472,16 @@ def test_save_png(t3000, tmp_path):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ttnn.TTJaxError, match="Tensor or MeshDevice"):
         visualize.save_mesh_layout_png("x", tmp_path / "x.png")
+
+
+def test_compact_galaxy_picture_fits_a_screen(capsys):
+    galaxy = mesh_of((8, 4))
+    ttnn.visualize_mesh_device(galaxy, compact=True)
+    lines = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert len(lines) <= 24 and max(len(line.rstrip()) for line in lines) <= 80
+    assert "MeshDevice(rows=8, cols=4)" in lines[0]
+    ids = galaxy.get_device_ids()
+    rows = [line.split() for line in lines if line.strip().startswith(str(ids[0]))]
+    body = [line for line in lines if "(7, 3)" in line]
+    assert body and f"{ids[31]} (7, 3)" in body[0]
+    assert rows and rows[0][0] == str(ids[0])

@@ -46,12 +46,24 @@ def active() -> bool:
 
 def forbid_host_io(kind: str) -> None:
     """Host reads and writes cannot be replayed by a trace: refuse them while capturing."""
-    if _recorder is not None:
-        raise TraceError(
-            f"{kind} are not supported during trace capture.\n"
-            "fix: move host reads/writes out of the begin_trace_capture/end_trace_capture block; "
-            "refresh trace inputs with ttnn.copy_host_to_device_tensor between replays."
+    tr = _recorder
+    if tr is None:
+        return
+    earlier = getattr(tr, "error", None)
+    if earlier is not None:
+        first = str(earlier).splitlines()[0] if str(earlier) else ""
+        note = (
+            f" Trace {tr.id!r} is still being captured: an earlier error interrupted it "
+            f"({type(earlier).__name__}: {first}; shown above)."
         )
+    else:
+        note = f" Trace {tr.id!r} is still being captured."
+    raise TraceError(
+        f"{kind} are not supported during trace capture.{note}\n"
+        "fix: move host reads/writes out of the begin_trace_capture/end_trace_capture block; "
+        "refresh trace inputs with ttnn.copy_host_to_device_tensor between replays; after an "
+        "error, ttnn.release_trace(mesh, trace_id) closes the capture."
+    ) from earlier
 
 
 __all__ = ["active", "begin", "current", "end", "forbid_host_io"]

@@ -262,7 +262,7 @@ def build_program(
     single = not isinstance(out_avals, (tuple, list))
     outs_list = [out_avals] if single else list(out_avals)
     ref = next((t._dtype for t in tensors if t._dtype in _FLOAT_TYPES), None)
-    given = (
+    given: list[Any] = (
         list(out_dtype) if isinstance(out_dtype, (list, tuple)) else [out_dtype] * len(outs_list)
     )
     dtypes = [_out_dtype(y, ref, g) for y, g in zip(outs_list, given)]
@@ -295,7 +295,19 @@ def build_program(
     return Program(name, jax.jit(mapped), out_metas, single)
 
 
-def run_op(
+def run_op(name: str, local_fn: Callable[..., Any], tensors: Sequence[Tensor], **kw: Any) -> Any:
+    """:func:`_run_op`; an error raised while a trace capture is open is noted on the capture
+    (and says so), so later errors can point back to it."""
+    try:
+        return _run_op(name, local_fn, tensors, **kw)
+    except Exception as e:
+        recorder = _capture.current()
+        if recorder is not None:
+            recorder.interrupted(e)
+        raise
+
+
+def _run_op(
     name: str,
     local_fn: Callable[..., Any],
     tensors: Sequence[Tensor],

@@ -197,3 +197,230 @@ def bytes_per_device(c: Collective) -> float:
     if c.kind == "all-to-all":
         return b * (n - 1) / n
     return b
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole-module walk: computations, while loops (trip counts), conditionals, FLOPs
+# ---------------------------------------------------------------------------------------------
+
+_COMP_HEAD = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
+_INSTR = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<type>.+?)\s+(?P<op>[a-z][\w\-]*)\((?P<rest>.*)$"
+)
+_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+_INIT_STEP = re.compile(
+    r'"known_init_step"\s*:\s*\{\s*"init"\s*:\s*"(-?\d+)"\s*,\s*"step"\s*:\s*"(-?\d+)"'
+)
+_CONST = re.compile(r"=\s*[su](?:8|16|32|64)\[\]\s+constant\((-?\d+)\)")
+
+# One FLOP per result element (XLA's HloCostAnalysis convention for elementwise ops).
+_ELEMENTWISE = frozenset(
+    "add subtract multiply divide remainder maximum minimum power atan2 and or xor not negate abs "
+    "sign exponential exponential-minus-one log log-plus-one sqrt rsqrt cbrt tanh logistic sine "
+    "cosine tan erf floor ceil round-nearest-afz round-nearest-even compare select clamp "
+    "is-finite shift-left shift-right-logical shift-right-arithmetic".split()
+)
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One HLO instruction: its name, opcode, result type text and the rest of the line."""
+
+    name: str
+    op: str
+    type: str
+    rest: str
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A ``while`` loop of a compiled program, with the trip count found for it.
+
+    ``trip_count`` is None when neither ``known_trip_count`` nor the loop condition gave it (the
+    body is then counted once); ``source`` says where it came from.
+    """
+
+    name: str
+    body: str
+    trip_count: int | None
+    source: str
+    depth: int
+    executions: int
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A collective with how often one run of the program executes it.
+
+    ``loops`` is the chain of enclosing ``while`` loops (outermost first); ``conditional`` the
+    enclosing conditional instruction's name, if any (then it runs only when its branch is taken).
+    """
+
+    collective: Collective
+    executions: int
+    loops: tuple[str, ...]
+    conditional: str | None
+
+
+@dataclass
+class Module:
+    """An HLO module split into computations, walked from the entry through loops and calls."""
+
+    computations: dict[str, list[Instr]]
+    entry: str
+    collectives: list[Placed] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
+    conditionals: list[str] = field(default_factory=list)
+    flops: float = 0.0
+    flops_by_loop: dict[str, float] = field(default_factory=dict)
+
+
+def _array_shapes(type_text: str) -> list[tuple[str, tuple[int, ...]]]:
+    return [
+        (dt, tuple(int(v) for v in dims.split(",") if v)) for dt, dims in _ARRAY.findall(type_text)
+    ]
+
+
+def _elements(type_text: str) -> int:
+    return sum(int(np.prod(s)) for _, s in _array_shapes(type_text))
+
+
+def split_computations(hlo_text: str) -> tuple[dict[str, list[Instr]], str]:
+    """``({computation name: instructions}, entry name)`` of an HLO module's text."""
+    comps: dict[str, list[Instr]] = {}
+    entry = ""
+    current: list[Instr] | None = None
+    for line in hlo_text.splitlines():
+        head = _COMP_HEAD.match(line)
+        if head and "=" not in line.split("(", 1)[0]:
+            current = comps.setdefault(head.group("name"), [])
+            if head.group("entry"):
+                entry = head.group("name")
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        if current is None:
+            continue
+        m = _INSTR.match(line)
+        if m:
+            current.append(Instr(m.group("name"), m.group("op"), m.group("type"), m.group("rest")))
+    return comps, entry
+
+
+def _called(rest: str, key: str) -> list[str]:
+    raw = _attr(rest, key)
+    if not raw:
+        return []
+    return [n.lstrip("%") for n in re.findall(r"%?[\w.\-]+", raw.strip("{}"))]
+
+
+def trip_count(instr: Instr, comps: dict[str, list[Instr]]) -> tuple[int | None, str]:
+    """A while loop's trip count: XLA's ``known_trip_count``, else ``i < N`` in its condition."""
+    m = _TRIP.search(instr.rest)
+    if m:
+        return int(m.group(1)), "known_trip_count"
+    init, step = 0, 1
+    s = _INIT_STEP.search(instr.rest)
+    if s:
+        init, step = int(s.group(1)), int(s.group(2))
+    cond = _called(instr.rest, "condition")
+    if cond and step > 0:
+        lines = comps.get(cond[0], [])
+        consts = [int(c) for i in lines for c in _CONST.findall(f"= {i.type} {i.op}({i.rest}")]
+        texts = " ".join(i.rest for i in lines) + " ".join(
+            " ".join(i.rest for i in comps.get(c, []))
+            for i in lines
+            for c in _called(i.rest, "calls")
+        )
+        if len(consts) == 1 and "direction=LT" in texts:
+            return max(0, -(-(consts[0] - init) // step)), "loop condition"
+    return None, "unknown (counted once)"
+
+
+def _dot_flops(instr: Instr, shapes: dict[str, str]) -> float:
+    out = _elements(instr.type)
+    operands = instr.rest.split(")", 1)[0]
+    first = operands.split(",")[0].strip()
+    arrays = _array_shapes(first)
+    if not arrays:
+        arrays = _array_shapes(shapes.get(first.split()[-1].lstrip("%"), ""))
+    dims = re.findall(r"\d+", _attr(instr.rest, "lhs_contracting_dims") or "")
+    if not arrays:
+        return 2.0 * out
+    lhs = arrays[0][1]
+    k = int(np.prod([lhs[int(d)] for d in dims])) if dims else 1
+    return 2.0 * out * k
+
+
+def _reduce_flops(instr: Instr, shapes: dict[str, str]) -> float:
+    first = instr.rest.split(")", 1)[0].split(",")[0].strip()
+    arrays = _array_shapes(first) or _array_shapes(shapes.get(first.split()[-1].lstrip("%"), ""))
+    return float(sum(int(np.prod(s)) for _, s in arrays[:1])) if arrays else 0.0
+
+
+def analyze(hlo_text: str) -> Module:
+    """Walk an HLO module from its entry: every collective with its execution count, every loop
+    with its trip count, conditionals, and FLOPs per run (loop bodies x trip count).
+
+    FLOPs follow XLA's cost-analysis conventions: 2 x M x N x K per dot, one per element of an
+    elementwise op or of a reduce's input. A conditional counts its most expensive branch.
+    """
+    comps, entry = split_computations(hlo_text)
+    mod = Module(comps, entry)
+    mod.flops = _walk(mod, entry, 1, (), None, set())
+    return mod
+
+
+def _walk(
+    mod: Module,
+    comp: str,
+    mult: int,
+    loops: tuple[str, ...],
+    cond: str | None,
+    stack: set[str],
+) -> float:
+    """FLOPs of one execution of ``comp``; records collectives (x ``mult``) and loops on the way."""
+    if comp in stack or comp not in mod.computations:
+        return 0.0
+    stack = stack | {comp}
+    instrs = mod.computations[comp]
+    shapes = {i.name: i.type for i in instrs}
+    flops = 0.0
+    for ins in instrs:
+        op = ins.op
+        base = op.removesuffix("-start")
+        if base in KINDS and not op.endswith("-done"):
+            for c in parse_collectives(f"%{ins.name} = {ins.type} {ins.op}({ins.rest}"):
+                mod.collectives.append(Placed(c, mult, loops, cond))
+            continue
+        if op == "while":
+            trips, source = trip_count(ins, mod.computations)
+            n = trips if trips is not None else 1
+            body = _called(ins.rest, "body")
+            cnd = _called(ins.rest, "condition")
+            mod.loops.append(
+                Loop(ins.name, body[0] if body else "", trips, source, len(loops), mult)
+            )
+            inner = sum(_walk(mod, b, mult * n, (*loops, ins.name), cond, stack) for b in body)
+            inner_cond = sum(_walk(mod, c, mult * n, (*loops, ins.name), cond, stack) for c in cnd)
+            mod.flops_by_loop[ins.name] = inner + inner_cond
+            flops += n * (inner + inner_cond)
+        elif op == "conditional":
+            branches = _called(ins.rest, "branch_computations") or (
+                _called(ins.rest, "true_computation") + _called(ins.rest, "false_computation")
+            )
+            mod.conditionals.append(ins.name)
+            flops += max(
+                (_walk(mod, b, mult, loops, ins.name, stack) for b in branches), default=0.0
+            )
+        elif op in ("fusion", "call", "async-start"):
+            for callee in _called(ins.rest, "calls") + _called(ins.rest, "to_apply"):
+                flops += _walk(mod, callee, mult, loops, cond, stack)
+        elif op == "dot":
+            flops += _dot_flops(ins, shapes)
+        elif op in ("reduce", "reduce-window"):
+            flops += _reduce_flops(ins, shapes)
+        elif op in _ELEMENTWISE:
+            flops += _elements(ins.type)
+    return flops

@@ -84,13 +84,30 @@ def _resolve_layout(dtype: DataType, layout: Layout | None) -> Layout:
     return layout or Layout.ROW_MAJOR
 
 
-def _cast_host(arr: np.ndarray, dtype: DataType, quantize: bool) -> np.ndarray:
-    if dtype is DataType.INT32 and arr.dtype == np.int64:
-        if arr.size and (arr.min() < np.iinfo(np.int32).min or arr.max() > np.iinfo(np.int32).max):
-            raise UnsupportedDTypeError(
-                "int64 input holds values outside int32's range; TT-NN has no 64-bit integers.\n"
-                "fix: reduce the values, or pass dtype=ttnn.float32."
-            )
+def _check_int_range(arr: np.ndarray, dtype: DataType) -> None:
+    """Refuse integers (or finite floats) that ``dtype`` cannot hold, as numpy's safe casting
+    would, instead of letting them wrap around (2**40 + 5 -> 5, -1 -> 4294967295)."""
+    target = np.dtype(dtype.numpy_dtype)
+    if target.kind not in "iu" or arr.dtype.kind not in "iuf" or not arr.size:
+        return
+    info = np.iinfo(target)
+    lo, hi = arr.min(), arr.max()
+    if lo >= info.min and hi <= info.max:
+        return
+    bad = lo if lo < info.min else hi
+    raise UnsupportedDTypeError(
+        f"from_torch: value {bad} of the {arr.dtype} input is outside {dtype!r}'s range "
+        f"[{info.min}, {info.max}]; it would wrap around.\n"
+        f"fix: use a wider dtype (ttnn.int32 or ttnn.float32), fix the values, or pass "
+        "wrap_integers=True to keep the low bits on purpose."
+    )
+
+
+def _cast_host(
+    arr: np.ndarray, dtype: DataType, quantize: bool, wrap_integers: bool = False
+) -> np.ndarray:
+    if not wrap_integers:
+        _check_int_range(arr, dtype)
     if dtype.is_block_float:
         # Block floats are quantized straight from float32 (rounding through bfloat16 first
         # would round twice); their quantized values are exact in bfloat16.
@@ -168,11 +185,14 @@ def from_torch(
     preserve_nan_values: bool = False,
     col_tilize: bool = False,
     enable_bfloat_opt: bool = False,
+    wrap_integers: bool = False,
 ) -> Tensor | None:
     """Convert a torch tensor (or numpy / JAX array) into a ttnn Tensor.
 
     With ``device=mesh`` the shards go to the mesh at once; otherwise the result is a host tensor
     (multi-shard when a mapper is given). Without a mapper a device tensor is replicated.
+    Integers outside the target dtype's range are refused; ``wrap_integers=True`` (a ttjax
+    option) keeps their low bits instead, as a C cast would.
 
     >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 64), layout=ttnn.TILE_LAYOUT, device=mesh,
     ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
@@ -192,7 +212,9 @@ def from_torch(
     mapper = mesh_mapper if mesh_mapper is not None else default_mapper()
     # A block-float host tensor holds the values its devices will hold: every shard is quantized
     # on its own (below), since shared exponents never span two devices' shards.
-    arr = _cast_host(arr, dt, quantize=device is None and mapper is None)
+    arr = _cast_host(
+        arr, dt, quantize=device is None and mapper is None, wrap_integers=wrap_integers
+    )
     if mapper is None:
         if device is None:
             return Tensor(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class MeshMapperConfig:
             )
         else:
             # The 2-D convenience form; like TT-NN, it ignores mesh_shape_override.
-            row = placements if placements is not None else row_dim
+            row = cast(int | None, placements) if placements is not None else row_dim
             self.placements = _specs.placement_from_dims([row, col_dim])
             self.mesh_shape_override = None
 
@@ -97,7 +97,7 @@ class MeshComposerConfig:
         if isinstance(dims, (list, tuple)):
             self.dims = tuple(int(d) for d in dims)
         else:
-            row = dims if dims is not None else row_dim
+            row = cast(int | None, dims) if dims is not None else row_dim
             if row is None or col_dim is None:
                 raise ShardingError(
                     f"MeshComposerConfig(row_dim={row!r}, col_dim={col_dim!r}) needs both dims.\n"
@@ -490,6 +490,12 @@ class ConcatMesh2dToTensor(MeshToTensor):
             raise ShardingError(
                 f"ConcatMesh2dToTensor dims={dims!r} must be two ints (row_dim, col_dim).\n"
                 "fix: composers always concatenate; e.g. dims=(0, 3)."
+            )
+        if dims[0] == dims[1]:
+            raise ShardingError(
+                f"ConcatMesh2dToTensor dims={dims!r}: both mesh axes concatenate along dim "
+                f"{dims[0]}; TT-NN refuses this (\"Dimensions in 'dims' must be different\").\n"
+                "fix: two different tensor dims, e.g. dims=(0, 3), or ConcatMeshToTensor for one dim."
             )
         shape = MeshShape(mesh_shape)
         super().__init__(mesh_device, MeshComposerConfig(list(dims), mesh_shape_override=shape))

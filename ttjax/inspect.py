@@ -56,6 +56,26 @@ class CollectiveReport:
     bytes: int
     bytes_per_device: float
     group_size: int
+    executions: int = 1
+    loops: tuple[str, ...] = ()
+    conditional: str | None = None
+
+
+@dataclass(frozen=True)
+class LoopReport:
+    """A ``while`` loop (e.g. ``ttjax.scan`` over layers) and what one iteration of it does.
+
+    ``trip_count`` comes from XLA's ``known_trip_count`` or the loop condition (``source``); None
+    means unknown, and the body is then counted once. Figures are per device.
+    """
+
+    name: str
+    trip_count: int | None
+    source: str
+    depth: int
+    collectives_per_iteration: dict[str, int]
+    bytes_per_device_per_iteration: float
+    flops_per_iteration: float
 
 
 @dataclass(frozen=True)
@@ -69,9 +89,16 @@ class MemoryReport:
     generated_code_bytes: int
 
     @property
+    def resident_bytes(self) -> int:
+        """What must sit in one chip's DRAM: arguments (weights, KV cache, inputs) + outputs -
+        outputs aliased to donated arguments. This is the figure to hold against 12 GB."""
+        return self.argument_bytes + self.output_bytes - self.alias_bytes
+
+    @property
     def total_bytes(self) -> int:
-        """Peak estimate: arguments + outputs + temporaries - aliased."""
-        return self.argument_bytes + self.output_bytes + self.temp_bytes - self.alias_bytes
+        """Resident bytes plus the CPU backend's temporaries (scratch that a TT chip's program
+        would lay out differently)."""
+        return self.resident_bytes + self.temp_bytes
 
 
 @dataclass
@@ -87,19 +114,34 @@ class ProgramReport:
     memory: MemoryReport | None
     flops: float | None
     bytes_accessed: float | None
-    compile_seconds: float
+    compile_seconds: float | None
+    loops: list[LoopReport] = field(default_factory=list)
+    conditionals: list[str] = field(default_factory=list)
+    xla_flops: float | None = None
 
-    def collective_counts(self) -> dict[str, int]:
-        """``{kind: count}`` for every collective kind (zeros included)."""
+    def collective_counts(self, per: str = "step") -> dict[str, int]:
+        """``{kind: count}`` for every collective kind (zeros included).
+
+        ``per="step"``: collectives executed by one run (a loop body counts trip-count times);
+        ``per="program"``: collective instructions in the compiled program (a body counts once).
+        """
+        if per not in ("step", "program"):
+            raise TTJaxError(f"collective_counts: per={per!r}.\nfix: per='step' or 'program'.")
         counts = dict.fromkeys(_hlo.KINDS, 0)
         for c in self.collectives:
-            counts[c.kind] += 1
+            counts[c.kind] += c.executions if per == "step" else 1
         return counts
 
     @property
     def bytes_per_device(self) -> float:
-        """Total bytes each device sends over all collectives."""
-        return float(sum(c.bytes_per_device for c in self.collectives))
+        """Bytes each device sends over all collectives in one run (loop bodies x trip count)."""
+        return float(sum(c.bytes_per_device * c.executions for c in self.collectives))
+
+    @property
+    def layer_loop(self) -> LoopReport | None:
+        """The outermost loop with a known trip count > 1 (a scan over layers), if any."""
+        outer = [lp for lp in self.loops if lp.depth == 0 and (lp.trip_count or 0) > 1]
+        return max(outer, key=lambda lp: lp.trip_count or 0, default=None)
 
     def to_dict(self, include_text: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -112,7 +154,11 @@ class ProgramReport:
             "memory": None
             if self.memory is None
             else {**asdict(self.memory), "total_bytes": self.memory.total_bytes},
+            "collective_counts_per_program": self.collective_counts(per="program"),
+            "loops": [asdict(lp) for lp in self.loops],
+            "conditionals": list(self.conditionals),
             "flops": self.flops,
+            "xla_flops_loop_bodies_once": self.xla_flops,
             "bytes_accessed": self.bytes_accessed,
             "compile_seconds": self.compile_seconds,
         }
@@ -129,7 +175,11 @@ class ProgramReport:
         from rich.table import Table
 
         mesh = "x".join(map(str, self.mesh_shape))
-        t = Table(title=f"{self.name} on a {mesh} mesh: {len(self.collectives)} collective(s)")
+        per_step = sum(self.collective_counts().values())
+        t = Table(
+            title=f"{self.name} on a {mesh} mesh: {len(self.collectives)} collective instruction(s), "
+            f"{per_step} run(s) per step"
+        )
         for col in (
             "#",
             "kind",
@@ -139,8 +189,11 @@ class ProgramReport:
             "dtype",
             "shape",
             "bytes/device",
+            "runs/step",
         ):
-            t.add_column(col, justify="right" if col in ("#", "bytes/device") else "left")
+            t.add_column(
+                col, justify="right" if col in ("#", "bytes/device", "runs/step") else "left"
+            )
         for i, c in enumerate(self.collectives):
             t.add_row(
                 str(i),
@@ -151,32 +204,69 @@ class ProgramReport:
                 c.dtype,
                 str(list(c.shape)),
                 _human(c.bytes_per_device),
+                f"{c.executions}" + (" (cond)" if c.conditional else ""),
             )
         return t
 
     def summary_lines(self) -> list[str]:
+        """The report in words; every figure says whether it is per step or per loop iteration."""
+        step = self.collective_counts()
         lines = [
-            f"collectives: {sum(self.collective_counts().values())} "
-            + str({k: v for k, v in self.collective_counts().items() if v}),
-            f"bytes sent per device: {_human(self.bytes_per_device)}",
+            f"collectives per step: {sum(step.values())} "
+            + str({k: v for k, v in step.items() if v}),
+            f"bytes sent per device per step: {_human(self.bytes_per_device)}",
         ]
+        if self.flops is not None:
+            lines.append(f"FLOPs per device per step: {self.flops:.4g}")
+        if self.loops:
+            lines.append(
+                "per step = loop bodies counted trip-count times "
+                f"({sum(self.collective_counts(per='program').values())} collective instructions "
+                "in the compiled program)"
+            )
+        for lp in self.loops:
+            trips = f"{lp.trip_count} iterations" if lp.trip_count is not None else "trip count"
+            label = "layer" if lp is self.layer_loop else "iteration"
+            per = {k: v for k, v in lp.collectives_per_iteration.items() if v}
+            lines.append(
+                f"{'  ' * lp.depth}loop {lp.name}: {trips} ({lp.source}); per {label}: "
+                f"{sum(per.values())} collectives {per or ''}, "
+                f"{_human(lp.bytes_per_device_per_iteration)} sent per device, "
+                f"{lp.flops_per_iteration:.4g} FLOPs per device"
+            )
+        for name in self.conditionals:
+            inside = [c for c in self.collectives if c.conditional == name]
+            lines.append(
+                f"conditional {name}: {len(inside)} collective(s) in its branches, counted as if "
+                "taken; FLOPs count its most expensive branch"
+            )
         if self.memory is not None:
             m = self.memory
             lines.append(
-                f"memory per device: arguments {_human(m.argument_bytes)}, outputs "
-                f"{_human(m.output_bytes)}, temporaries {_human(m.temp_bytes)}, total "
-                f"{_human(m.total_bytes)}"
+                f"chip-resident memory per device: {_human(m.resident_bytes)} = "
+                f"{m.resident_bytes / 1e9:.2f} GB "
+                f"(arguments {_human(m.argument_bytes)} + outputs {_human(m.output_bytes)} "
+                f"- donated {_human(m.alias_bytes)}: weights, KV cache, inputs, outputs)"
             )
-        if self.flops is not None:
-            lines.append(f"FLOPs per device: {self.flops:.4g}")
-        lines.append(f"compile time: {self.compile_seconds:.2f} s")
+            lines.append(
+                f"CPU backend temporaries per device: {_human(m.temp_bytes)} "
+                "(XLA CPU scratch buffers, not part of the chip-resident figure)"
+            )
+        if self.compile_seconds is None:
+            lines.append("compile time: cached (no new compile)")
+        else:
+            lines.append(f"compile time: {self.compile_seconds:.2f} s")
         return lines
 
-    def print(self, console: Any = None) -> None:
-        """Print the collective table and the summary with rich."""
+    def print(self, console: Any = None, width: int | None = None) -> None:
+        """Print the collective table and the summary with rich (``width`` columns; when output
+        is not a terminal, wide enough that no column is cut)."""
         from rich.console import Console
 
-        console = console or Console()
+        if console is None:
+            if width is None and not sys.stdout.isatty():
+                width = 200
+            console = Console(width=width, soft_wrap=False)
         console.print(self.table())
         for line in self.summary_lines():
             console.print(line)
@@ -247,9 +337,16 @@ def collective_reports(
     hlo_text: str, mesh_shape: Sequence[int], axis_names: Sequence[str]
 ) -> list[CollectiveReport]:
     """Every collective of ``hlo_text`` mapped onto the mesh."""
+    return _reports(_hlo.analyze(hlo_text), mesh_shape, axis_names)
+
+
+def _reports(
+    module: _hlo.Module, mesh_shape: Sequence[int], axis_names: Sequence[str]
+) -> list[CollectiveReport]:
     out = []
     rank = len(mesh_shape)
-    for c in _hlo.parse_collectives(hlo_text):
+    for placed in module.collectives:
+        c = placed.collective
         if c.kind == "collective-permute":
             axes: tuple[int, ...] | None = axes_of_pairs(c.source_target_pairs, mesh_shape)
         elif c.replica_groups:
@@ -268,6 +365,34 @@ def collective_reports(
                 bytes=c.result_bytes,
                 bytes_per_device=_hlo.bytes_per_device(c),
                 group_size=c.group_size,
+                executions=placed.executions,
+                loops=placed.loops,
+                conditional=placed.conditional,
+            )
+        )
+    return out
+
+
+def _loop_reports(module: _hlo.Module, collectives: list[CollectiveReport]) -> list[LoopReport]:
+    out = []
+    for lp in module.loops:
+        runs = lp.executions * (lp.trip_count if lp.trip_count is not None else 1)
+        inside = [c for c in collectives if lp.name in c.loops]
+        counts = dict.fromkeys(_hlo.KINDS, 0)
+        for c in inside:
+            counts[c.kind] += c.executions // runs
+        out.append(
+            LoopReport(
+                name=lp.name,
+                trip_count=lp.trip_count,
+                source=lp.source,
+                depth=lp.depth,
+                collectives_per_iteration=counts,
+                bytes_per_device_per_iteration=sum(
+                    c.bytes_per_device * c.executions for c in inside
+                )
+                / runs,
+                flops_per_iteration=module.flops_by_loop.get(lp.name, 0.0),
             )
         )
     return out
@@ -319,27 +444,44 @@ def report_compiled(
     mesh: MeshDevice | Any,
     name: str = "program",
     stablehlo: str = "",
-    compile_seconds: float = 0.0,
+    compile_seconds: float | None = None,
 ) -> ProgramReport:
-    """A :class:`ProgramReport` for an already compiled executable (e.g. a trace's program)."""
+    """A :class:`ProgramReport` for an already compiled executable (e.g. a trace's program);
+    ``compile_seconds=None`` reports the compile as cached."""
     if isinstance(mesh, MeshDevice):
         shape, names = tuple(mesh.shape), tuple(mesh.axis_names)
     else:
         shape, names = tuple(mesh.devices.shape), tuple(mesh.axis_names)
     hlo = compiled.as_text()
-    flops, accessed = _cost(compiled)
+    xla_flops, accessed = _cost(compiled)
+    module = _hlo.analyze(hlo)
+    collectives = _reports(module, shape, names)
     return ProgramReport(
         name=name,
         mesh_shape=shape,
         axis_names=names,
         stablehlo=stablehlo,
         hlo=hlo,
-        collectives=collective_reports(hlo, shape, names),
+        collectives=collectives,
         memory=_memory(compiled),
-        flops=flops,
+        flops=module.flops,
         bytes_accessed=accessed,
         compile_seconds=compile_seconds,
+        loops=_loop_reports(module, collectives),
+        conditionals=list(module.conditionals),
+        xla_flops=xla_flops,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _CompileListener:
+    """Records XLA backend compiles (JAX's ``backend_compile_duration`` event) while inspecting."""
+
+    seen: list[float]
+
+    def __call__(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            self.seen.append(duration_secs)
 
 
 def inspect(
@@ -364,14 +506,22 @@ def inspect(
             "fix: pass mesh=mesh_device."
         )
     jitted = jax.jit(fn, static_argnums=tuple(static_argnums), donate_argnums=tuple(donate_argnums))
-    start = time.perf_counter()
-    lowered = jitted.lower(*args, **kwargs)
-    compiled = lowered.compile()
-    seconds = time.perf_counter() - start
+    backend_compiles: list[float] = []
+    listener = _CompileListener(backend_compiles)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        start = time.perf_counter()
+        lowered = jitted.lower(*args, **kwargs)
+        compiled = lowered.compile()
+        seconds: float | None = time.perf_counter() - start
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    if not backend_compiles:
+        seconds = None  # served from JAX's compilation cache
     return report_compiled(
         compiled,
         mesh=mesh,
-        name=name or getattr(fn, "__name__", "program"),
+        name=name or str(getattr(fn, "__name__", "program")),
         stablehlo=lowered.as_text(),
         compile_seconds=seconds,
     )
@@ -415,6 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", help="write the report as JSON here")
     p.add_argument("--hlo", help="write the optimized HLO text here")
     p.add_argument("--stablehlo", help="write the StableHLO text here")
+    p.add_argument(
+        "--width", type=int, default=None, help="table width (default: the terminal's, else 200)"
+    )
     sub.add_parser("devices", help="show the system mesh")
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] not in ("inspect", "devices", "-h", "--help"):
@@ -436,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fn, args = made[0], made[1]
     options = made[2] if len(made) > 2 else {}
     report = inspect(fn, *args, mesh=mesh, name=ns.target, **options)
-    report.print()
+    report.print(width=ns.width)
     if ns.json:
         with open(ns.json, "w") as f:
             f.write(report.to_json(indent=2))
@@ -451,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "CollectiveReport",
+    "LoopReport",
     "MemoryReport",
     "ProgramReport",
     "axes_of_groups",

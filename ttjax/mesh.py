@@ -18,7 +18,7 @@ import contextlib
 import enum
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import jax
 import numpy as np
@@ -46,7 +46,7 @@ def _as_int_tuple(values: Sequence[Any], what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-class MeshShape:
+class MeshShape(Sequence[int]):
     """The shape of a mesh: ``MeshShape(rows, cols)``, ``MeshShape(y=, x=)`` or ``MeshShape([8])``.
 
     >>> MeshShape(2, 4)
@@ -113,7 +113,13 @@ class MeshShape:
     def __len__(self) -> int:
         return len(self._dims)
 
-    def __getitem__(self, i: int) -> int:
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> int | tuple[int, ...]:
         return self._dims[i]
 
     def __eq__(self, other: object) -> bool:
@@ -592,7 +598,7 @@ class MeshDevice:
         return self._axis_names
 
     @property
-    def devices(self) -> np.ndarray:
+    def devices(self) -> Any:
         """The JAX devices as a read-only array of the mesh shape."""
         return self._devices
 

@@ -23,7 +23,7 @@ import io
 import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -47,9 +47,10 @@ class ParameterDict(dict):
 
     It is a JAX pytree, so a ParameterDict can be passed to a jitted function.
 
-    >>> p = ParameterDict(dense=ParameterDict(weight=w))
-    >>> p.dense.weight is p["dense"]["weight"]
-    True
+    Examples:
+        >>> p = ParameterDict(dense=ParameterDict(weight=w))
+        >>> p.dense.weight is p["dense"]["weight"]
+        True
     """
 
     __slots__ = ()
@@ -92,6 +93,11 @@ class ParameterList(list):
         return file.getvalue()
 
 
+def _host_tensor(value: Any, **kwargs: Any) -> Tensor:
+    """``from_torch`` of a parameter that is never None."""
+    return cast(Tensor, _convert.from_torch(value, **kwargs))
+
+
 def _repr_parameters(file: io.StringIO, parameters: Any, indentation: str = "") -> None:
     nxt = indentation + "  "
     if isinstance(parameters, (ParameterDict, ParameterList)):
@@ -101,7 +107,11 @@ def _repr_parameters(file: io.StringIO, parameters: Any, indentation: str = "") 
             file.write(opening + closing)
             return
         file.write(opening + "\n")
-        items = list(parameters.items()) if is_dict else list(enumerate(parameters))
+        items = (
+            list(parameters.items())
+            if isinstance(parameters, dict)
+            else list(enumerate(parameters))
+        )
         for index, (key, value) in enumerate(items):
             file.write(nxt + (f"{key}: " if is_dict else ""))
             _repr_parameters(file, value, nxt)
@@ -178,24 +188,24 @@ def preprocess_linear_weight(
 
     >>> w = preprocess_linear_weight(torch_linear.weight, dtype=ttnn.bfloat16)
     """
-    return _convert.from_torch(_transposed(weight), dtype=dtype, layout=layout)
+    return _host_tensor(_transposed(weight), dtype=dtype, layout=layout)
 
 
 def preprocess_linear_bias(bias: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT) -> Tensor:
     """A ``[out]`` bias as TT-NN's ``[1, out]`` tensor."""
-    return _convert.from_torch(_row(bias), dtype=dtype, layout=layout)
+    return _host_tensor(_row(bias), dtype=dtype, layout=layout)
 
 
 def preprocess_layernorm_parameter(
     parameter: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT
 ) -> Tensor:
     """A LayerNorm weight (scale) or bias as a ``[1, features]`` tensor."""
-    return _convert.from_torch(_row(parameter), dtype=dtype, layout=layout)
+    return _host_tensor(_row(parameter), dtype=dtype, layout=layout)
 
 
 def preprocess_embedding_weight(weight: Any, *, dtype: DataType) -> Tensor:
     """An embedding table ``[vocab, features]``, converted as is (ROW_MAJOR layout)."""
-    return _convert.from_torch(_value(weight), dtype=dtype)
+    return _host_tensor(_value(weight), dtype=dtype)
 
 
 # TT-NN's table for parameters no default preprocessor handles (torch_dtype_to_ttnn_dtype).
@@ -223,7 +233,7 @@ def _generic(parameter: Any) -> Tensor:
             f"dtype {dtype_name} has no TT-NN DataType (known: {sorted(_GENERIC_DTYPES)}).\n"
             "fix: convert it in a custom_preprocessor, or skip it with convert_to_ttnn."
         )
-    return _convert.from_torch(parameter, dtype=dtype)
+    return _host_tensor(parameter, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,7 +402,7 @@ def _default_preprocessor(
         out["weight"] = (
             preprocess_linear_weight(w, dtype=dtype)
             if torch_layout
-            else _convert.from_torch(_value(w), dtype=dtype, layout=TILE_LAYOUT)
+            else _host_tensor(_value(w), dtype=dtype, layout=TILE_LAYOUT)
         )
         if params.get("bias") is not None:
             out["bias"] = preprocess_linear_bias(params["bias"], dtype=dtype)
@@ -479,7 +489,7 @@ def _convert_model(
     dtype: DataType = DataType.BFLOAT16,
 ) -> ParameterDict | ParameterList:
     """TT-NN's convert_torch_model_to_ttnn_model, over every supported kind of node."""
-    walk = dict(
+    walk: dict[str, Any] = dict(
         convert_to_ttnn=convert_to_ttnn, custom_preprocessor=custom_preprocessor, dtype=dtype
     )
     if _is_list(node):

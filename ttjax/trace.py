@@ -61,7 +61,7 @@ class _Group:
     mesh: MeshDevice
     nodes: list[_Node]
     inputs: list[tuple[int, Tensor]]
-    outputs: list[tuple[int, weakref.ref[Tensor]]]
+    outputs: list[tuple[weakref.ref[Tensor], int]]
     signature: list[TensorSpec] = field(default_factory=list)
     compiled: Any = None
 
@@ -77,6 +77,20 @@ class _Trace:
         self.held: list[tuple[Tensor, int]] = []  # every tensor seen, kept alive while capturing
         self.groups: list[_Group] = []
         self._slots = itertools.count()
+        self.error: BaseException | None = None
+
+    def interrupted(self, e: BaseException) -> None:
+        """Note an error raised during the capture, on the error and on the trace."""
+        if self.error is None:
+            self.error = e
+        if getattr(e, "_ttjax_capture_noted", False):
+            return
+        e._ttjax_capture_noted = True  # type: ignore[attr-defined]
+        e.add_note(
+            f"(raised while trace {self.id!r} was being captured on {self.mesh!r}; the capture "
+            f"is still open: ttnn.release_trace(mesh, {self.id!r}) discards it, "
+            "ttnn.end_trace_capture keeps the ops recorded so far)"
+        )
 
     # -- recording (called from _dispatch.run_op) -------------------------------------------------
 

@@ -214,6 +214,25 @@ def _table(title: str, rows: int, cols: int, cells: list[tuple[Any, str | None]]
     return table
 
 
+def _compact_table(mesh_device: MeshDevice, rows: int, cols: int) -> Any:
+    """One line per mesh row: ``id (row, col)`` per device, no boxes (fits 80x24 for a Galaxy)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=f"MeshDevice(rows={rows}, cols={cols}): device id (row, col)",
+        show_header=False,
+        box=box.SIMPLE,
+        padding=(0, 1),
+    )
+    for _ in range(cols):
+        table.add_column(justify="right")
+    ids = mesh_device.get_device_ids()
+    for r in range(rows):
+        table.add_row(*[f"{ids[r * cols + c]} ({r}, {c})" for c in range(cols)])
+    return table
+
+
 def _console(cols: int) -> Any:
     """A console wide enough for ``cols`` cells (a captured stdout defaults to 80 columns)."""
     from rich.console import Console
@@ -281,12 +300,16 @@ def _tensor_mesh(t: Tensor, mesh_device: MeshDevice | None) -> MeshDevice:
     return mesh
 
 
-def visualize_mesh_device(mesh_device: MeshDevice, tensor: Tensor | None = None) -> None:
+def visualize_mesh_device(
+    mesh_device: MeshDevice, tensor: Tensor | None = None, *, compact: bool = False
+) -> None:
     """Print the mesh as TT-NN's grid: one box per device with its id and coordinate.
 
     With ``tensor``, each box also shows that device's shard shape and the tensor's placement
     per mesh axis (``R`` replicated, ``S(d)`` sharded on tensor dim ``d``, ``L`` per-device);
-    boxes holding the same data share a colour. Errors are logged, never raised (TT-NN).
+    boxes holding the same data share a colour. ``compact=True`` (a ttjax option, for meshes
+    with no tensor to show) prints one short line per mesh row instead, so an 8x4 Galaxy fits a
+    screen. Errors are logged, never raised (TT-NN).
 
     >>> ttnn.visualize_mesh_device(mesh, tensor=x)
     MeshDevice(rows=2, cols=4)
@@ -301,6 +324,9 @@ def visualize_mesh_device(mesh_device: MeshDevice, tensor: Tensor | None = None)
                 "fix: pass the mesh from ttnn.open_mesh_device(...)."
             )
         rows, cols = _grid(mesh_device.shape)
+        if compact and tensor is None:
+            _console(0).print(_compact_table(mesh_device, rows, cols))
+            return
         annotate = style = None
         if tensor is not None:
             t = _check_tensor(tensor, "visualize_mesh_device")
@@ -411,9 +437,9 @@ def visualize_system_mesh() -> None:
         rows, cols = _grid(tuple(shape))
         me = jax.process_index()
         all_local = all(d.process_index == me for d in grid.flat)
-        cells = []
+        cells: list[tuple[Any, str | None]] = []
         for c in np.ndindex(*grid.shape):
-            dev = grid[c]
+            dev: Any = grid[c]
             if all_local:
                 text = Text(f"Dev. ID: {dev.id}\n{_coord_str(c)}", justify="center")
                 cells.append((text, "white on dark_green"))

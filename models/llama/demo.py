@@ -12,19 +12,22 @@ the logits against the single-device Flax reference, and the collectives of one 
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import ttjax as ttnn
 from models.llama.config import LlamaConfig, get_config
 from models.llama.generate import GenerationResult, Generator
 from models.llama.spmd import run_demo as run_spmd_demo
-from models.llama.tokenizer import load_tokenizer
+from models.llama.tokenizer import ByteTokenizer, load_tokenizer
 from models.llama.weights import load_hf_checkpoint, random_weights
 
 PROMPTS = [
@@ -58,9 +61,37 @@ def reference_logits(
         pos = np.full((b,), t, np.int32)
         logits, cache = ref.decode(jax.numpy.asarray(tokens[:, t : t + 1]), pos, cache)
         steps.append(np.asarray(logits)[:, 0])
+        if len(steps) == 1:
+            start = time.perf_counter()  # the first step compiled the decode program
     seconds = time.perf_counter() - start
-    tps = b * len(steps) / seconds if seconds else 0.0
+    tps = b * (len(steps) - 1) / seconds if len(steps) > 1 and seconds else 0.0
     return np.asarray(prefill), steps, tps
+
+
+def transformers_comparison(
+    checkpoint: str | Path, tokens: np.ndarray, prompt_len: int, result: GenerationResult
+) -> str | None:
+    """PCC, max difference and greedy agreement against transformers' own model of the
+    checkpoint, fed the same tokens; None when transformers (or torch) is not installed."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return None
+    hf = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = hf(torch.from_numpy(np.asarray(tokens[:, :-1], np.int64))).logits.float().numpy()
+    ours = [result.prefill_logits, *[lg[:, None] for lg in result.decode_logits]]
+    theirs = [logits[:, :prompt_len]] + [
+        logits[:, prompt_len + i : prompt_len + i + 1] for i in range(len(result.decode_logits))
+    ]
+    a = np.concatenate([o.reshape(o.shape[0], -1) for o in ours], axis=1)
+    b = np.concatenate([t.reshape(t.shape[0], -1) for t in theirs], axis=1)
+    same = bool(np.array_equal(logits[:, prompt_len - 1 :].argmax(-1), tokens[:, prompt_len:]))
+    return (
+        f"vs transformers {type(hf).__name__}: PCC {_pcc(a, b):.6f}, max |diff| "
+        f"{float(np.max(np.abs(a - b))):.2e}, same greedy tokens: {same}"
+    )
 
 
 def _collective_table(reports: list[Any], n_layers: int) -> Table:
@@ -86,7 +117,7 @@ def _collective_table(reports: list[Any], n_layers: int) -> Table:
             str(c["all-gather"]),
             str(c["reduce-scatter"]),
             str(other),
-            f"{c['all-reduce'] / n_layers:.1f} all-reduce",
+            f"{(r.layer_loop.collectives_per_iteration['all-reduce'] if r.layer_loop else c['all-reduce'] / n_layers):.1f} all-reduce",
             f"{r.bytes_per_device / 1024:.1f} KiB",
         )
     return table
@@ -132,13 +163,24 @@ def main(argv: list[str] | None = None) -> int:
 
     mesh = ttnn.open_mesh_device(ttnn.parse_mesh_shape(ns.mesh))
     console.rule(f"ttjax Llama demo: {ns.mode} on {mesh!r}")
-    ttnn.visualize_mesh_device(mesh)
+    ttnn.visualize_mesh_device(mesh, compact=mesh.get_num_devices() > 8)
     if ns.checkpoint:
         config, weights = load_hf_checkpoint(ns.checkpoint)
+        console.print(f"weights: {ns.checkpoint} (Hugging Face checkpoint)")
     else:
         config = get_config(ns.config)
         weights = random_weights(config, seed=0)
+        console.print(
+            f"weights: RANDOM (config {config.name}, seed 0; no --checkpoint). A model with random "
+            "weights predicts arbitrary tokens, so the continuations below are gibberish; the "
+            "demo checks the numbers against the reference instead. Pass --checkpoint for text."
+        )
     tokenizer = load_tokenizer(ns.checkpoint, config.vocab_size)
+    if isinstance(tokenizer, ByteTokenizer):
+        why = "the checkpoint has no tokenizer.json" if ns.checkpoint else "no --checkpoint"
+        console.print(f"tokenizer: byte-level fallback (one token per UTF-8 byte; {why})")
+    else:
+        console.print(f"tokenizer: {Path(ns.checkpoint or '') / 'tokenizer.json'}")
     batch = ns.batch or (32 if ns.mode == "hybrid" else 8)
     submesh = tuple(int(v) for v in ns.submesh.split("x")) if ns.mode == "hybrid" else None
     dtype = ttnn.float32 if ns.dtype == "float32" else ttnn.bfloat16
@@ -147,14 +189,21 @@ def main(argv: list[str] | None = None) -> int:
         f"layers, {config.n_heads} heads ({config.n_kv_heads} KV), dim {config.dim}; batch {batch}, "
         f"{'submesh ' + ns.submesh if submesh else ''} trace={ns.trace}"
     )
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    progress.start()
+    placing = progress.add_task("placing weights on the mesh", total=1)
     start = time.perf_counter()
     gen = Generator.build(
         config, weights, mesh, mode=ns.mode, batch=batch, submesh=submesh, dtype=dtype
     )
-    console.print(f"weights placed in {time.perf_counter() - start:.1f} s")
-    if submesh:
-        for i, m in enumerate(gen.models):
-            console.print(f"  replica {i}: {m.mesh!r}, device ids {m.mesh.get_device_ids()}")
+    progress.update(placing, completed=1)
+    placed_s = time.perf_counter() - start
 
     encoded = [tokenizer.encode(PROMPTS[i % len(PROMPTS)]) for i in range(batch)]
     length = min(len(e) for e in encoded)
@@ -163,9 +212,33 @@ def main(argv: list[str] | None = None) -> int:
     # A first run compiles every op; the second is timed (tokens only); the third keeps every
     # step's logits for the comparison with the reference.
     sampling = dict(trace=ns.trace, temperature=ns.temperature, top_k=ns.top_k, top_p=ns.top_p)
-    gen.generate(prompt, 2, keep_logits=False, **sampling)
-    timed: GenerationResult = gen.generate(prompt, ns.max_new_tokens, keep_logits=False, **sampling)
-    result = gen.generate(prompt, ns.max_new_tokens, keep_logits=not ns.no_reference, **sampling)
+    compiling = progress.add_task("compiling (first prefill + decode steps)", total=2)
+    gen.generate(
+        prompt, 2, keep_logits=False, on_token=lambda s, _: progress.advance(compiling), **sampling
+    )
+    n = ns.max_new_tokens
+    prefill = progress.add_task("prefill", total=1)
+    decode = progress.add_task("decode", total=max(n - 1, 0))
+
+    def advance(step: int, _: np.ndarray) -> None:
+        progress.advance(prefill if step == 0 else decode)
+
+    timed: GenerationResult = gen.generate(
+        prompt, n, keep_logits=False, on_token=advance, **sampling
+    )
+    checking = progress.add_task("decode again, keeping every step's logits", total=n)
+    result = gen.generate(
+        prompt,
+        n,
+        keep_logits=not ns.no_reference or bool(ns.checkpoint),
+        on_token=lambda s, _: progress.advance(checking),
+        **sampling,
+    )
+    progress.stop()
+    console.print(f"weights placed in {placed_s:.1f} s")
+    if submesh:
+        for i, m in enumerate(gen.models):
+            console.print(f"  replica {i}: {m.mesh!r}, device ids {m.mesh.get_device_ids()}")
 
     table = Table(title="generated (first users)")
     table.add_column("user")
@@ -198,8 +271,17 @@ def main(argv: list[str] | None = None) -> int:
         console.print(
             f"PCC vs single-device Flax reference: prefill {pccs[0]:.6f}, decode min "
             f"{min(pccs[1:], default=1.0):.6f} over {len(pccs) - 1} steps; greedy tokens identical: "
-            f"{same}; reference decode {ref_tps:.1f} tokens/s"
+            f"{same}; reference decode {ref_tps:.1f} tokens/s (after its first, compiling step)"
         )
+        console.print(
+            f"about the speeds: the {mesh.get_num_devices()} virtual devices are threads sharing "
+            f"this machine's {os.cpu_count()} CPU cores, and every op synchronises them; the "
+            "one-device reference runs one jitted program on all cores. The ratio measures "
+            "dispatch overhead on a CPU, not what a Tenstorrent mesh would do."
+        )
+    if ns.checkpoint:
+        line = transformers_comparison(ns.checkpoint, result.tokens, length, result)
+        console.print(line or "transformers is not installed: skipped the comparison with it")
 
     reports = gen.decode_trace_reports(prompt)
     console.print(_collective_table(reports, config.n_layers))

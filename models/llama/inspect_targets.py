@@ -75,12 +75,10 @@ def full_size_report(
     """Per-device memory, collectives per layer and FLOPs per token of one decode step.
 
     The whole model is compiled once with its layers under ``ttnn.scan`` (seconds, even for 80
-    layers); XLA counts a scanned body once, so per-layer FLOPs come from two small unrolled
-    compiles (1 and 2 layers) and are scaled to the real depth.
+    layers); ``ttjax.inspect`` counts the scanned body trip-count times for the per-step figures
+    and reports one iteration of the layer loop as the per-layer figures.
     """
     import time
-
-    from models.llama.config import CONFIGS
 
     opts = dict(
         mode=mode, batch=batch, context=context, weight_dtype=weight_dtype, cache_dtype=cache_dtype
@@ -90,17 +88,8 @@ def full_size_report(
     whole = ttnn.inspect.inspect(fn, *args, **kw, name=f"{config} decode step")
     seconds = time.perf_counter() - start
     cfg = get_config(config)
-    flops = []
-    for layers in (1, 2):
-        key = f"_{cfg.name}_{layers}"
-        CONFIGS[key] = cfg.with_(n_layers=layers, name=key)
-        try:
-            f, a, k = decode_step(mesh, config=key, scan_layers=False, **opts)
-            flops.append(ttnn.inspect.inspect(f, *a, **k).flops or 0.0)
-        finally:
-            del CONFIGS[key]
-    per_layer = flops[1] - flops[0]
-    per_step = flops[0] - per_layer + cfg.n_layers * per_layer
+    per_step = whole.flops or 0.0
+    layer = whole.layer_loop
     users_per_device = batch // (mesh.get_num_devices() if mode == "dp" else 1)
     counts = whole.collective_counts()
     m = whole.memory
@@ -113,11 +102,11 @@ def full_size_report(
         "weight_dtype": weight_dtype,
         "cache_dtype": cache_dtype,
         "inspect_seconds": seconds,
-        "resident_bytes_per_device": m.argument_bytes if m else None,  # weights + KV cache
+        "resident_bytes_per_device": m.resident_bytes if m else None,  # weights + KV cache + I/O
         "xla_temp_bytes_per_device": m.temp_bytes if m else None,
-        "all_reduce_per_layer": counts["all-reduce"],  # the scanned body is one layer
-        "all_gather_outside_layers": counts["all-gather"],
-        "bytes_sent_per_device_per_layer_and_head": whole.bytes_per_device,
+        "all_reduce_per_layer": layer.collectives_per_iteration["all-reduce"] if layer else None,
+        "collectives_per_step": counts,
+        "bytes_sent_per_device_per_step": whole.bytes_per_device,
         "flops_per_device_per_step": per_step,
         "flops_per_token_per_device": per_step / max(users_per_device, 1),
         "flops_per_token_analytic": cfg.flops_per_token(context),

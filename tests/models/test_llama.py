@@ -136,19 +136,34 @@ def test_checkpoint_round_trip_loads_into_model(tmp_path, weights, prompt):
 
 
 def test_tp_decode_step_has_two_all_reduces_per_layer():
-    """The Megatron optimum: one all_reduce after attention, one after the MLP, per layer."""
+    """The Megatron optimum: one all_reduce after attention, one after the MLP, per layer. The
+    scanned and the unrolled model report the same per-step totals (the loop body counts
+    trip-count times), and the scanned one reports the per-layer figures of its loop."""
     mesh = mesh_of((2, 4))
+    reports = []
     for scan in (False, True):
         fn, args, opts = decode_step(
             mesh, config="tiny", batch=8, context=64, weight_dtype="bfloat16", scan_layers=scan
         )
         report = ttnn.inspect.inspect(fn, *args, **opts)
         counts = report.collective_counts()
-        layers = 1 if scan else CONFIG.n_layers  # a scanned body is compiled once
-        assert counts["all-reduce"] == 2 * layers, counts
+        assert counts["all-reduce"] == 2 * CONFIG.n_layers, counts
         assert counts["all-gather"] == 2  # embedding (hidden-sharded) and LM head (vocab-sharded)
         assert counts["reduce-scatter"] == counts["collective-permute"] == counts["all-to-all"] == 0
         assert all(c.cluster_axis is None and c.group_size == 8 for c in report.collectives)
+        reports.append(report)
+    unrolled, scanned = reports
+    assert unrolled.loops == [] and unrolled.layer_loop is None
+    assert scanned.collective_counts(per="program")["all-reduce"] == 2
+    layer = scanned.layer_loop
+    assert layer is not None and layer.trip_count == CONFIG.n_layers
+    assert layer.source == "known_trip_count"
+    assert layer.collectives_per_iteration["all-reduce"] == 2
+    assert scanned.bytes_per_device == pytest.approx(unrolled.bytes_per_device)
+    assert scanned.flops == pytest.approx(unrolled.flops, rel=0.01)
+    text = "\n".join(scanned.summary_lines())
+    assert f"collectives per step: {2 * CONFIG.n_layers + 2}" in text
+    assert f"{CONFIG.n_layers} iterations (known_trip_count); per layer: 2 collectives" in text
 
 
 def test_dp_decode_step_has_no_collectives():
@@ -172,8 +187,9 @@ def test_llama_70b_abstract_inspection_is_fast_and_fits(shape):
     assert time.perf_counter() - start < 30
     assert report.memory is not None
     counts = report.collective_counts()
-    assert counts["all-reduce"] == 2 and counts["all-gather"] == 2  # per (scanned) layer body
-    resident = report.memory.argument_bytes  # bfloat8_b weights + batch-32 KV cache, per device
+    assert counts["all-reduce"] == 2 * 80 and counts["all-gather"] == 2  # 80 layers per step
+    assert report.layer_loop is not None and report.layer_loop.trip_count == 80
+    resident = report.memory.resident_bytes  # bfloat8_b weights + batch-32 KV cache, per device
     if shape == (2, 4):
         assert resident <= 12 * 10**9  # Wormhole: 12 GB of DRAM per chip
         assert resident > 9 * 2**30  # 70B / 8 devices at ~1.06 bytes per weight, plus the cache

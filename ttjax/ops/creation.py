@@ -150,6 +150,7 @@ def zeros_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """Zeros shaped like ``tensor``, on its mesh unless ``device`` is given (see ``zeros``)."""
     check_hw_kwargs("zeros_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 0.0, dt, lay, dev)
@@ -162,6 +163,7 @@ def ones_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """Ones shaped like ``tensor``, on its mesh unless ``device`` is given (see ``ones``)."""
     check_hw_kwargs("ones_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, 1.0, dt, lay, dev)
@@ -175,6 +177,7 @@ def full_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """``fill_value`` shaped like ``tensor``, on its mesh unless ``device`` is given."""
     check_hw_kwargs("full_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
     return full(s, fill_value, dt, lay, dev)
@@ -187,6 +190,7 @@ def empty_like(
     device: Any = None,
     **kwargs: Any,
 ) -> Tensor:
+    """A tensor like ``tensor`` (zero-filled here; TT-NN leaves it uninitialised)."""
     check_hw_kwargs("empty_like", kwargs)
     return zeros_like(tensor, dtype, layout, device)
 

@@ -418,10 +418,12 @@ def to_layout(
 
 
 def tilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    """``to_layout(input_tensor, TILE_LAYOUT)`` per device (values unchanged)."""
     return to_layout(input_tensor, Layout.TILE, **kwargs)
 
 
 def untilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    """``to_layout(input_tensor, ROW_MAJOR_LAYOUT)`` per device (values unchanged)."""
     return to_layout(input_tensor, Layout.ROW_MAJOR, **kwargs)
 
 

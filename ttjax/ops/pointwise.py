@@ -282,7 +282,7 @@ def where(
             dt = jnp.result_type(*[ts[i] for kind, i in spec if kind == "t"])
         else:
             dt = ts[0].dtype
-        return jnp.where(cond, *vals).astype(dt)
+        return jnp.asarray(jnp.where(cond, *vals)).astype(dt)
 
     # The result takes the branches' dtype, not the predicate's (a bfloat16 mask must not round
     # float32 values); with two scalar branches it keeps the predicate's dtype.

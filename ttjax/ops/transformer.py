@@ -9,7 +9,7 @@ nothing here communicates.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -149,7 +149,7 @@ def scaled_dot_product_attention_decode(
         mode = "mask"
     # The positions of a cur_pos list are traced scalars, not part of the program: every decode
     # step reuses the one compiled program (TT-NN passes them as runtime args too).
-    positions = tuple(int(p) for p in cur_pos) if mode == "list" else ()
+    positions = tuple(int(p) for p in cur_pos or ()) if mode == "list" else ()
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
         qb = jnp.transpose(qa, (1, 2, 0, 3))  # [b, nh, 1, d]
@@ -193,7 +193,7 @@ def rotary_embedding(
             _check_index(
                 "rotary_embedding",
                 "token_index",
-                token_index,
+                cast(int, token_index),
                 cos_cache._shape[-2],
                 "the cos/sin cache",
             ),

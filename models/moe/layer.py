@@ -50,13 +50,14 @@ class MoEOutput(NamedTuple):
 
     ``routed`` and ``kept`` are per device ``[1, E]``: how many of this device's token choices
     went to each expert, and how many of those fitted its capacity (``routed - kept`` dropped).
-    ``aux_loss`` is Switch's ``E * sum_e f_e * P_e`` over all tokens ([1, 1], replicated), or
-    None when not asked for.
+    ``kept_mask`` [T, E] is 1 where token t's choice of expert e fitted. ``aux_loss`` is Switch's
+    ``E * sum_e f_e * P_e`` over all tokens ([1, 1], replicated), or None when not asked for.
     """
 
     out: ttnn.Tensor
     routed: ttnn.Tensor
     kept: ttnn.Tensor
+    kept_mask: ttnn.Tensor
     aux_loss: ttnn.Tensor | None
 
 
@@ -248,6 +249,14 @@ class MoELayer:
         parts = [ttnn.to_numpy(d) for d in ttnn.get_device_tensors(t)]
         return np.stack(parts).reshape(*self.mesh.shape, *parts[0].shape)
 
+    def per_group(self, t: ttnn.Tensor) -> np.ndarray:
+        """A tensor with one block per data device -> host ``[groups, *shape]`` in group order
+        (the first copy along ``tp_axis``, where every copy is the same)."""
+        per = self.per_device(t)
+        if self.layout.tp_axis is not None:
+            per = np.take(per, 0, axis=self.layout.tp_axis)
+        return per.reshape(self.groups, *per.shape[len(self.data_axes) :])
+
     # ------------------------------------------------------------------------------------------
     # Forward
     # ------------------------------------------------------------------------------------------
@@ -336,15 +345,15 @@ class MoELayer:
             y = ttnn.all_reduce(y, cluster_axis=self.layout.tp_axis)
         y = ttnn.reshape(y, shape)
 
-        routed = kept_count = None
+        routed = kept_mask = None
         for onehot, _, kept, _ in picks:
             r = ttnn.sum(onehot, dim=0, keepdim=True)
-            k = ttnn.sum(kept, dim=0, keepdim=True)
             routed = r if routed is None else ttnn.add(routed, r)
-            kept_count = k if kept_count is None else ttnn.add(kept_count, k)
-        assert routed is not None and kept_count is not None
+            kept_mask = kept if kept_mask is None else ttnn.add(kept_mask, kept)
+        assert routed is not None and kept_mask is not None
+        kept_count = ttnn.sum(kept_mask, dim=0, keepdim=True)
         loss = self._aux_loss(probs, routed, t) if aux_loss else None
-        return MoEOutput(y, routed, kept_count, loss)
+        return MoEOutput(y, routed, kept_count, kept_mask, loss)
 
     def _aux_loss(self, probs: ttnn.Tensor, routed: ttnn.Tensor, t: int) -> ttnn.Tensor:
         """Switch's load-balancing loss ``E * sum_e f_e P_e`` over every token of the mesh.

@@ -23,6 +23,7 @@ class ReferenceOutput(NamedTuple):
     out: Any  # [G, T, D]
     routed: Any  # [G, E] choices per expert in each group
     kept: Any  # [G, E] choices that fitted the capacity
+    kept_mask: Any  # [G, T, E] 1 where token t's choice of expert e fitted
     aux_loss: Any  # scalar: E * sum_e f_e P_e over all tokens
 
 
@@ -50,7 +51,8 @@ def moe_reference(weights: dict[str, Any], x: Any, config: MoEConfig) -> Referen
     chosen = jnp.take_along_axis(expert_out, idx[..., None], axis=2)  # [G, T, k, D]
     out = jnp.sum(chosen * (gates * keep)[..., None], axis=2)
     routed = jnp.sum(onehot, axis=(1, 2))
-    kept = jnp.sum(onehot * keep[..., None], axis=(1, 2))
+    kept_mask = jnp.sum(onehot * keep[..., None], axis=2)
+    kept = jnp.sum(kept_mask, axis=1)
     f = jnp.sum(routed, 0) / (g * t)
     p = jnp.mean(probs, axis=(0, 1))
-    return ReferenceOutput(out, routed, kept, c.n_experts * jnp.sum(f * p))
+    return ReferenceOutput(out, routed, kept, kept_mask, c.n_experts * jnp.sum(f * p))

@@ -22,6 +22,8 @@ from models.moe.train import (
 )
 
 STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
+# Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 def test_training_matches_single_device_for_20_steps():
@@ -34,18 +36,20 @@ def test_training_matches_single_device_for_20_steps():
     state = optimizer.init(params)
     ref = jax.tree_util.tree_map(jax.numpy.asarray, weights)
     ref_state = optimizer.init(ref)
-    step = make_train_step(model, optimizer)
-    ref_step = make_reference_step(config, optimizer)
     groups = model.moe.groups
+    shape = (groups, ROWS, SEQ)
     data = batches(corpus_bytes(), groups * ROWS, SEQ, seed=0)
+    step = ref_step = None
     losses, ref_losses = [], []
     for _ in range(STEPS):
         tokens, targets = next(data)
-        params, state, m = step(
-            params, state, model.tokens_to_device(tokens), model.tokens_to_device(targets)
-        )
-        shape = (groups, ROWS, SEQ)
-        ref, ref_state, r = ref_step(ref, ref_state, tokens.reshape(shape), targets.reshape(shape))
+        args = (params, state, model.tokens_to_device(tokens), model.tokens_to_device(targets))
+        ref_args = (ref, ref_state, tokens.reshape(shape), targets.reshape(shape))
+        if step is None:
+            step = make_train_step(model, optimizer).lower(*args).compile(FAST_COMPILE)
+            ref_step = make_reference_step(config, optimizer).lower(*ref_args).compile(FAST_COMPILE)
+        params, state, m = step(*args)
+        ref, ref_state, r = ref_step(*ref_args)
         losses.append([float(m.loss), float(m.cross_entropy), float(m.aux_loss)])
         ref_losses.append([float(r.loss), float(r.cross_entropy), float(r.aux_loss)])
         np.testing.assert_array_equal(model.moe.per_group(m.routed)[:, 0], r.routed)

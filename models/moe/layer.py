@@ -80,6 +80,10 @@ def random_moe_weights(config: MoEConfig, seed: int = 0) -> dict[str, np.ndarray
     }
 
 
+def _cast(t: ttnn.Tensor, dtype: ttnn.DataType) -> ttnn.Tensor:
+    return t if t.dtype == dtype else ttnn.typecast(t, dtype)
+
+
 @dataclass(frozen=True)
 class ExpertParallel:
     """How the layer lies on a 2-D mesh: experts over ``ep_axis``, each expert's FFN over
@@ -199,6 +203,16 @@ class MoELayer:
             )
         )
 
+    def abstract_tokens(self, tokens: int) -> ttnn.Tensor:
+        """Shape-only activations: ``tokens`` per data device ([groups * tokens, dim] in all)."""
+        return ttnn.abstract_tensor(
+            (self.groups * tokens, self.config.dim),
+            self.dtype,
+            device=self.mesh,
+            mesh_mapper=self.token_mapper(0),
+            layout=ttnn.TILE_LAYOUT,
+        )
+
     def abstract_params(self) -> MoEParams:
         """Shape-only parameters (for ``ttjax.inspect`` of a full-size layer without weights)."""
         c = self.config
@@ -249,6 +263,22 @@ class MoELayer:
         parts = [ttnn.to_numpy(d) for d in ttnn.get_device_tensors(t)]
         return np.stack(parts).reshape(*self.mesh.shape, *parts[0].shape)
 
+    def group_coords(self) -> list[tuple[int, ...]]:
+        """The mesh coordinate of each token group's device, in group order (first TP copy)."""
+        shape = tuple(self.mesh.shape)
+        data = [shape[a] for a in self.data_axes]
+        coords = []
+        for g in range(self.groups):
+            c = [0] * len(shape)
+            for a, i in zip(self.data_axes, np.unravel_index(g, data)):
+                c[a] = int(i)
+            coords.append(tuple(c))
+        return coords
+
+    def expert_owner(self, expert: int) -> int:
+        """The index along ``ep_axis`` of the devices that hold ``expert``."""
+        return expert // self.local_experts
+
     def per_group(self, t: ttnn.Tensor) -> np.ndarray:
         """A tensor with one block per data device -> host ``[groups, *shape]`` in group order
         (the first copy along ``tp_axis``, where every copy is the same)."""
@@ -272,7 +302,7 @@ class MoELayer:
         t = x.shape[0]
         cap = c.capacity(t)
         f32 = ttnn.float32
-        probs = ttnn.softmax(ttnn.linear(x, router), dim=-1)  # [T, E]
+        probs = ttnn.softmax(_cast(ttnn.linear(x, router), f32), dim=-1)  # [T, E]
         expert_ids = ttnn.reshape(ttnn.arange(0, c.n_experts, 1, f32, device=mesh), (1, -1))
         token_ids = ttnn.arange(0, t, 1, f32, device=mesh)
         # Inclusive prefix sums along tokens as one matmul with a lower-triangular ones matrix.
@@ -326,8 +356,9 @@ class MoELayer:
             dispatch = mask if dispatch is None else ttnn.add(dispatch, mask)
             combine = weighted if combine is None else ttnn.add(combine, weighted)
         assert dispatch is not None and combine is not None
-        dispatch = ttnn.reshape(dispatch, (t, e * cap))
-        combine = ttnn.reshape(combine, (t, e * cap))
+        # Routing runs in float32; the token traffic stays in the activations' dtype.
+        dispatch = _cast(ttnn.reshape(dispatch, (t, e * cap)), x.dtype)
+        combine = _cast(ttnn.reshape(combine, (t, e * cap)), x.dtype)
 
         # [E*C, D] -> every device sends expert block i to device i of its ep group.
         expert_in = ttnn.reshape(ttnn.matmul(dispatch, x2, transpose_a=True), (e, cap, d))

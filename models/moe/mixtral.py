@@ -74,6 +74,21 @@ def tiny_mixtral_config(**changes: Any) -> MixtralConfig:
     return MixtralConfig(**{**base.__dict__, **changes})
 
 
+MIXTRAL_8X7B = MixtralConfig(
+    name="mixtral-8x7b",
+    vocab_size=32000,
+    dim=4096,
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    ffn_dim=14336,
+    rope_theta=1e6,
+    max_seq_len=2048,
+    n_experts=8,
+    top_k=2,
+)
+
+
 def mixtral_config_from_hf(raw: dict[str, Any], name: str = "mixtral") -> MixtralConfig:
     """A Hugging Face ``config.json`` of ``MixtralForCausalLM`` -> :class:`MixtralConfig`."""
     if raw.get("model_type") != "mixtral":

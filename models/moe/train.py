@@ -42,13 +42,14 @@ class MoELMConfig:
 
 
 class Metrics(NamedTuple):
-    """Per step: the loss that was differentiated, its two parts, and tokens per expert per
-    data device ([groups, E] routed choices, before capacity)."""
+    """Per step: the loss that was differentiated, its two parts, and token choices per expert
+    per data device: routed (before capacity) and kept ([1, E] per device; [G, E] in the twin)."""
 
     loss: Any
     cross_entropy: Any
     aux_loss: Any
     routed: Any
+    kept: Any
 
 
 def init_weights(config: MoELMConfig, seed: int = 0) -> dict[str, Any]:
@@ -108,7 +109,8 @@ class TtMoELM:
         )
 
     def loss(self, params: dict[str, Any], tokens: ttnn.Tensor, targets: ttnn.Tensor) -> Any:
-        """``(loss, cross_entropy, aux_loss, routed)`` as ttnn Tensors (losses [1, 1] replicated)."""
+        """``(loss, cross_entropy, aux_loss, routed, kept)`` as ttnn Tensors (losses [1, 1],
+        replicated; counts [1, E] per device)."""
         v = self.config.vocab
         x = ttnn.embedding(tokens, params["embed"], layout=ttnn.TILE_LAYOUT)  # [b, S, D]
         moe = self.moe(
@@ -130,27 +132,27 @@ class TtMoELM:
         ce = ttnn.multiply(nll, 1.0 / (b * s * groups))
         assert moe.aux_loss is not None
         total = ttnn.add(ce, ttnn.multiply(moe.aux_loss, self.config.aux_loss_coef))
-        return total, ce, moe.aux_loss, moe.routed
+        return total, ce, moe.aux_loss, moe.routed, moe.kept
 
 
 def make_train_step(model: TtMoELM, optimizer: Any) -> Callable[..., Any]:
     """``step(params, opt_state, tokens, targets) -> (params, opt_state, Metrics)``, jitted.
 
-    ``Metrics.routed`` is a per-device ttnn Tensor ([1, E] per device).
+    ``Metrics.routed`` and ``Metrics.kept`` are ttnn Tensors ([1, E] per device).
     """
 
     def loss_fn(params: Any, tokens: ttnn.Tensor, targets: ttnn.Tensor) -> Any:
-        total, ce, aux, routed = model.loss(params, tokens, targets)
-        return jnp.mean(total.value), (jnp.mean(ce.value), jnp.mean(aux.value), routed)
+        total, ce, aux, routed, kept = model.loss(params, tokens, targets)
+        return jnp.mean(total.value), (jnp.mean(ce.value), jnp.mean(aux.value), routed, kept)
 
     @jax.jit
     def step(params: Any, opt_state: Any, tokens: ttnn.Tensor, targets: ttnn.Tensor) -> Any:
-        (loss, (ce, aux, routed)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        (loss, (ce, aux, routed, kept)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, tokens, targets
         )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        return params, opt_state, Metrics(loss, ce, aux, routed)
+        return params, opt_state, Metrics(loss, ce, aux, routed, kept)
 
     return step
 
@@ -180,7 +182,7 @@ def reference_loss(
     logp = jax.nn.log_softmax(logits, axis=-1)
     ce = -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
     loss = ce + config.aux_loss_coef * moe.aux_loss
-    return loss, Metrics(loss, ce, moe.aux_loss, moe.routed)
+    return loss, Metrics(loss, ce, moe.aux_loss, moe.routed, moe.kept)
 
 
 def make_reference_step(config: MoELMConfig, optimizer: Any) -> Callable[..., Any]:
@@ -215,3 +217,47 @@ def batches(data: np.ndarray, batch: int, seq: int, seed: int = 0) -> Any:
         starts = rng.integers(0, len(data) - seq - 1, batch)
         window = np.stack([data[s : s + seq + 1] for s in starts])
         yield window[:, :-1], window[:, 1:]
+
+
+@dataclass(frozen=True)
+class CorpusRun:
+    """What :func:`train_on_corpus` saw: per step the losses and [groups, E] routed/kept counts."""
+
+    cross_entropy: np.ndarray  # [steps]
+    aux_loss: np.ndarray  # [steps]
+    routed: np.ndarray  # [steps, groups, E]
+    kept: np.ndarray  # [steps, groups, E]
+
+    def spread(self, last: int = 20) -> float:
+        """Coefficient of variation of tokens per expert over the ``last`` steps (0: balanced)."""
+        load = self.routed[-last:].sum(axis=(0, 1)).astype(np.float64)
+        return float(load.std() / load.mean())
+
+
+def train_on_corpus(
+    model: TtMoELM,
+    steps: int,
+    *,
+    rows: int = 4,
+    seq: int = 32,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+) -> CorpusRun:
+    """Train ``model`` from :func:`init_weights` on the pydoc corpus with AdamW; ``rows``
+    sequences of ``seq`` bytes per data device and step."""
+    optimizer = optax.adamw(learning_rate)
+    params = model.weights_to_device(init_weights(model.config, seed))
+    state = optimizer.init(params)
+    step = make_train_step(model, optimizer)
+    data = batches(corpus_bytes(), model.moe.groups * rows, seq, seed=seed + 1)
+    ce, aux, routed, kept = [], [], [], []
+    for _ in range(steps):
+        tokens, targets = next(data)
+        params, state, m = step(
+            params, state, model.tokens_to_device(tokens), model.tokens_to_device(targets)
+        )
+        ce.append(float(m.cross_entropy))
+        aux.append(float(m.aux_loss))
+        routed.append(model.moe.per_group(m.routed)[:, 0])
+        kept.append(model.moe.per_group(m.kept)[:, 0])
+    return CorpusRun(np.array(ce), np.array(aux), np.stack(routed), np.stack(kept))

@@ -14,6 +14,7 @@ from conftest import mesh_of
 import ttjax as ttnn
 from models.moe.config import MoEConfig
 from models.moe.layer import MoELayer, random_moe_weights
+from models.moe.picture import RoutingCounts, routing_table
 from models.moe.reference import moe_reference
 from ttjax.inspect import report_compiled
 
@@ -100,3 +101,22 @@ def test_bad_config_raises_ttjax_errors_naming_the_value():
         MoELayer(MoEConfig(DIM, 30, 8), mesh_of((8, 4)), ep_axis=0, tp_axis=1)
     with pytest.raises(ValueError, match=r"ep_axis=2"):  # ttjax errors are ValueErrors too
         MoELayer(MoEConfig(DIM, FFN, 8), mesh, ep_axis=2)
+
+
+def test_routing_counts_name_devices_and_experts():
+    """The picture's numbers: owner devices of tokens (groups) and of experts, drops, spread."""
+    galaxy = MoELayer(_config(2, 1.0), mesh_of((8, 4)), ep_axis=0, tp_axis=1)
+    assert galaxy.group_coords() == [(i, 0) for i in range(8)]  # first TP copy of each row
+    assert [galaxy.expert_owner(e) for e in range(EXPERTS)] == list(range(8))
+    t3000 = MoELayer(_config(2, 1.0), mesh_of((2, 4)), ep_axis=1)
+    assert t3000.group_coords()[:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    assert [t3000.expert_owner(e) for e in range(EXPERTS)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    routed = np.tile(np.arange(EXPERTS), (GROUPS, 1))
+    kept = np.minimum(routed, 4)
+    counts = RoutingCounts.from_arrays(t3000, routed, kept)
+    np.testing.assert_array_equal(counts.per_expert, 8 * np.minimum(np.arange(8), 4))
+    assert counts.dropped.sum() == 8 * (1 + 2 + 3)
+    assert counts.spread == pytest.approx(np.std(np.arange(8)) / np.mean(np.arange(8)))
+    table = routing_table(counts)
+    assert table.row_count == GROUPS + 1 and len(table.columns) == EXPERTS + 2
+    assert table.columns[3].header == "e2@ep1"

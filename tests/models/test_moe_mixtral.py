@@ -9,8 +9,10 @@ import pytest
 from _reference import pcc
 from conftest import mesh_of
 
+from models.llama.generate import Generator
+from models.moe.inspect_targets import all_to_all_table, mixtral_decode
 from models.moe.mixtral import TtMixtral, load_mixtral_checkpoint, tiny_mixtral_config
-from ttjax.inspect import report_compiled
+from ttjax.inspect import inspect, report_compiled
 
 PROMPT, NEW = 6, 5
 # Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
@@ -80,3 +82,55 @@ def test_mixtral_decode_matches_transformers(tmp_path):
         np.testing.assert_allclose(step[:, 0], want[:, PROMPT + i], atol=1e-4)
     # the same greedy tokens: each generated token is transformers' argmax at that position
     np.testing.assert_array_equal(want[:, PROMPT - 1 :].argmax(-1), sequence[:, PROMPT:])
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_generator_with_trace_replay_matches_transformers(tmp_path):
+    """The Llama demo's Generator drives TtMixtral too: 1x8 (one expert per device), decode
+    captured once and replayed with execute_trace."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    hf_config = transformers.MixtralConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=32,
+        initializer_range=0.1,
+    )
+    torch.manual_seed(1)
+    hf = transformers.MixtralForCausalLM(hf_config).eval()
+    hf.save_pretrained(tmp_path)
+    config, weights = load_mixtral_checkpoint(tmp_path)
+    mesh = mesh_of((1, 8))
+    gen = Generator([TtMixtral(config, weights, mesh, batch=8)], mesh)
+    prompt = np.random.default_rng(1).integers(0, config.vocab_size, (8, PROMPT))
+    result = gen.generate(prompt, NEW, trace=True)
+    gen.release()
+    with torch.no_grad():
+        want = hf(torch.from_numpy(result.tokens[:, :-1])).logits.numpy()
+    assert pcc(result.prefill_logits, want[:, :PROMPT]) > 0.99
+    for i, got in enumerate(result.decode_logits):
+        assert pcc(got, want[:, PROMPT + i]) > 0.99
+    np.testing.assert_array_equal(want[:, PROMPT - 1 :].argmax(-1), result.tokens[:, PROMPT:])
+
+
+@pytest.mark.slow
+def test_full_size_mixtral_decode_inspects_two_all_to_alls_per_layer():
+    """Mixtral-8x7B's shapes on 2x4 without weights: per-layer all_to_all bytes."""
+    fn, args, opts = mixtral_decode(mesh_of((2, 4)), layers=2, batch=32, context=512)
+    report = inspect(fn, *args, **opts)
+    counts = report.collective_counts()
+    assert counts["all-to-all"] == 4 and counts["all-gather"] == counts["all-reduce"] == 0
+    table = all_to_all_table(report)
+    assert table.row_count == 4
+    # 4 tokens per device and Mixtral's router (no capacity limit): [8 experts, 4 slots, 4096]
+    # (bf16 in the program; XLA's CPU backend moves bf16 collectives as f32)
+    for c in report.collectives:
+        assert c.mesh_axes == ("x",)
+        assert c.bytes == 8 * 4 * 4096 * {"f32": 4, "bf16": 2}[c.dtype]

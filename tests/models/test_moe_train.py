@@ -7,10 +7,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import optax
+import pytest
 from conftest import mesh_of
 
 import ttjax as ttnn
 from models.moe.config import MoEConfig
+from models.moe.picture import RoutingCounts, routing_figure
 from models.moe.train import (
     MoELMConfig,
     TtMoELM,
@@ -19,6 +21,7 @@ from models.moe.train import (
     init_weights,
     make_reference_step,
     make_train_step,
+    train_on_corpus,
 )
 
 STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
@@ -40,7 +43,7 @@ def test_training_matches_single_device_for_20_steps():
     shape = (groups, ROWS, SEQ)
     data = batches(corpus_bytes(), groups * ROWS, SEQ, seed=0)
     step = ref_step = None
-    losses, ref_losses = [], []
+    losses, ref_losses, dropped = [], [], 0
     for _ in range(STEPS):
         tokens, targets = next(data)
         args = (params, state, model.tokens_to_device(tokens), model.tokens_to_device(targets))
@@ -53,8 +56,31 @@ def test_training_matches_single_device_for_20_steps():
         losses.append([float(m.loss), float(m.cross_entropy), float(m.aux_loss)])
         ref_losses.append([float(r.loss), float(r.cross_entropy), float(r.aux_loss)])
         np.testing.assert_array_equal(model.moe.per_group(m.routed)[:, 0], r.routed)
+        np.testing.assert_array_equal(model.moe.per_group(m.kept)[:, 0], r.kept)
+        dropped += int(np.sum(r.routed - r.kept))
     np.testing.assert_allclose(losses, ref_losses, rtol=2e-5, atol=2e-5)
+    assert dropped > 0  # capacity factor 1.25: the same choices were dropped on both sides
     assert losses[-1][1] < losses[0][1] - 1.0  # it learns (cross-entropy falls by > 1 nat)
     # the trained weights agree too
     got = ttnn.to_numpy(ttnn.get_device_tensors(params["moe"].router)[0])
     np.testing.assert_allclose(got, ref["moe"]["router"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_load_balancing_loss_lowers_the_spread_of_tokens_per_expert(tmp_path):
+    """150 AdamW steps on the corpus on 1x8, without and with Switch's loss (coefficient 0.1)."""
+    mesh = mesh_of((1, 8))
+    moe = MoEConfig(32, 64, 8, top_k=2, capacity_factor=None)
+    runs = {
+        coef: train_on_corpus(TtMoELM(MoELMConfig(moe, aux_loss_coef=coef), mesh), 150)
+        for coef in (0.0, 0.1)
+    }
+    free, balanced = runs[0.0], runs[0.1]
+    assert balanced.spread() < 0.5 * free.spread(), (balanced.spread(), free.spread())
+    assert np.mean(balanced.aux_loss[-20:]) < np.mean(free.aux_loss[-20:])
+    for run in runs.values():  # both learn the bytes
+        assert np.mean(run.cross_entropy[-20:]) < run.cross_entropy[0] - 2.5
+    layer = TtMoELM(MoELMConfig(moe), mesh).moe
+    counts = RoutingCounts.from_arrays(layer, balanced.routed[-1], balanced.kept[-1])
+    routing_figure(counts).savefig(tmp_path / "routing.png")
+    assert (tmp_path / "routing.png").stat().st_size > 10_000

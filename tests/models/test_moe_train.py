@@ -11,6 +11,7 @@ import pytest
 from conftest import mesh_of
 
 import ttjax as ttnn
+from models.moe import demo
 from models.moe.config import MoEConfig
 from models.moe.picture import RoutingCounts, routing_figure
 from models.moe.train import (
@@ -84,3 +85,10 @@ def test_load_balancing_loss_lowers_the_spread_of_tokens_per_expert(tmp_path):
     counts = RoutingCounts.from_arrays(layer, balanced.routed[-1], balanced.kept[-1])
     routing_figure(counts).savefig(tmp_path / "routing.png")
     assert (tmp_path / "routing.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_demo_runs(capsys):
+    assert demo.main(["--mesh", "1x8", "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "spread of tokens per expert" in out and "2 all_to_all, 1 MoE layer" in out

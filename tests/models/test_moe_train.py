@@ -1,6 +1,7 @@
-"""Training a tiny MoE language model on 2x4 (experts over the 4 columns, data over both axes)
-with a jitted optax AdamW step: the same losses, aux losses and routing as the single-device
-JAX twin, step by step, on the stdlib's pydoc topics text."""
+"""Training a tiny MoE language model with a jitted optax AdamW step on 2x4 (experts over the
+4 columns, data over both axes; slow: 8x4, TP 4 inside each of 8 expert groups): the same
+losses, aux losses and routing as the single-device JAX twin, step by step, on the stdlib's
+pydoc topics text; and the load-balancing loss evening out the tokens per expert."""
 
 from __future__ import annotations
 
@@ -30,10 +31,15 @@ STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-def test_training_matches_single_device_for_20_steps():
-    mesh = mesh_of((2, 4))
+@pytest.mark.parametrize(
+    "shape,ep_axis,tp_axis",
+    [((2, 4), 1, None), pytest.param((8, 4), 0, 1, marks=pytest.mark.slow)],
+    ids=["2x4-ep4-dp2", "8x4-ep8-tp4"],
+)
+def test_training_matches_single_device_for_20_steps(shape, ep_axis, tp_axis):
+    mesh = mesh_of(shape)
     config = MoELMConfig(MoEConfig(32, 32, 8, top_k=2, capacity_factor=1.25), aux_loss_coef=0.01)
-    model = TtMoELM(config, mesh, ep_axis=1)
+    model = TtMoELM(config, mesh, ep_axis=ep_axis, tp_axis=tp_axis)
     weights = init_weights(config, seed=0)
     optimizer = optax.adamw(3e-3)
     params = model.weights_to_device(weights)

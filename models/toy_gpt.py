@@ -34,6 +34,7 @@ class ToyGPTConfig:
     num_heads: int = 4
     num_blocks: int = 4
     seq_len: int = 16
+    attention: bool = True  # False: LayerNorm + MLP blocks only (cheaper to compile in tests)
 
 
 # -- Megatron's f / g pair: identity forward, all-reduce backward, and its mirror ---------------
@@ -91,12 +92,17 @@ def init_params(cfg: ToyGPTConfig, key: Any) -> tuple[Params, Params]:
         "out": normal(k[5], (n, 4 * d, d)),
         "out_b": jnp.zeros((n, d)),
     }
+    if not cfg.attention:
+        blocks = {k: v for k, v in blocks.items() if k not in _ATTENTION}
     return io, blocks
 
 
-def block_specs(tp: str | None) -> Params:
+_ATTENTION = ("ln1", "qkv", "proj")
+
+
+def block_specs(cfg: ToyGPTConfig, tp: str | None) -> Params:
     """PartitionSpecs of one block's parameters: heads and MLP columns split over ``tp``."""
-    return {
+    specs = {
         "ln1": {"g": P(), "b": P()},
         "qkv": P(None, None, tp),
         "proj": P(tp, None),
@@ -106,6 +112,7 @@ def block_specs(tp: str | None) -> Params:
         "out": P(tp, None),
         "out_b": P(),
     }
+    return specs if cfg.attention else {k: v for k, v in specs.items() if k not in _ATTENTION}
 
 
 def io_specs() -> Params:
@@ -134,6 +141,13 @@ def make_block(cfg: ToyGPTConfig, tp: str | None = None, tp_size: int = 1) -> An
 
     def block(p: Params, x: Any) -> Any:
         b, t, _ = x.shape
+        if cfg.attention:
+            x = x + _attention(p, x, b, t)
+        h = enter_tp(_layer_norm(p["ln2"], x), tp)
+        h = jax.nn.gelu(h @ p["fc"] + p["fc_b"])
+        return x + leave_tp(h @ p["out"], tp) + p["out_b"]
+
+    def _attention(p: Params, x: Any, b: int, t: int) -> Any:
         h = enter_tp(_layer_norm(p["ln1"], x), tp)
         qkv = jnp.einsum("btd,dkh->kbth", h, p["qkv"]).reshape(3, b, t, heads, hd)
         q, k, v = qkv[0], qkv[1], qkv[2]
@@ -141,10 +155,7 @@ def make_block(cfg: ToyGPTConfig, tp: str | None = None, tp_size: int = 1) -> An
         causal = jnp.tril(jnp.ones((t, t), bool))
         att = jax.nn.softmax(jnp.where(causal, att, -1e9), axis=-1)
         y = jnp.einsum("bhqk,bkhe->bqhe", att, v).reshape(b, t, heads * hd)
-        x = x + leave_tp(y @ p["proj"], tp)
-        h = enter_tp(_layer_norm(p["ln2"], x), tp)
-        h = jax.nn.gelu(h @ p["fc"] + p["fc_b"])
-        return x + leave_tp(h @ p["out"], tp) + p["out_b"]
+        return leave_tp(y @ p["proj"], tp)
 
     return block
 

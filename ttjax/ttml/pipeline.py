@@ -27,18 +27,20 @@ explicit-collective style, as in ``ttjax.ttml.train``)::
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError, ShapeMismatchError
+from ttjax.inspect import ProgramReport
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
@@ -126,7 +128,6 @@ class Pipeline:
     io_specs: Any = None
     block_specs: Any = None
     unroll: int | bool = 1
-    _checked: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jm = _jax_mesh(self.mesh)
@@ -428,4 +429,108 @@ class Pipeline:
         return loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
 
 
-__all__ = ["Pipeline", "PipelineParallelConfig", "TickPlan", "tick_plan"]
+# ---------------------------------------------------------------------------------------------
+# A train step and what it sends
+# ---------------------------------------------------------------------------------------------
+
+
+class TrainState(NamedTuple):
+    """Parameters (embedding/head and staged blocks) and the optax state."""
+
+    io: Params
+    blocks: Params
+    opt_state: Any
+
+
+def make_train_step(
+    pipe: Pipeline, optimizer: optax.GradientTransformation
+) -> tuple[Callable[[Params, Params], TrainState], Callable[..., Any]]:
+    """``(init, step)``: ``step(state, tokens, targets) -> (state, loss, (d_io, d_blocks))``, jitted.
+
+    The optimizer updates the staged blocks where they live (AdamW is elementwise; padded slots
+    have zero gradients and stay zero), so no parameter moves between stages.
+    """
+
+    def init(io: Params, stacked_blocks: Params) -> TrainState:
+        io, blocks = pipe.place_io(io), pipe.stage_blocks(stacked_blocks)
+        return TrainState(io, blocks, jax.jit(optimizer.init)((io, blocks)))
+
+    @jax.jit
+    def step(state: TrainState, tokens: Any, targets: Any) -> Any:
+        loss, grads = pipe.value_and_grad(state.io, state.blocks, tokens, targets)
+        updates, opt_state = optimizer.update(grads, state.opt_state, (state.io, state.blocks))
+        io, blocks = optax.apply_updates((state.io, state.blocks), updates)
+        return TrainState(io, blocks, opt_state), loss, grads
+
+    return init, step
+
+
+@dataclass(frozen=True)
+class TickPermute:
+    """One collective-permute of one tick: direction, stage pairs carrying data, bytes."""
+
+    tick: int
+    direction: str
+    pairs: tuple[tuple[int, int], ...]
+    live: tuple[tuple[int, int], ...]
+    bytes_per_device: int
+
+
+def permutes_per_tick(pipe: Pipeline, report: ProgramReport) -> list[TickPermute]:
+    """The collective-permutes of a compiled pipeline step (``ttjax.inspect``), tick by tick.
+
+    The scan body holds the step's collective-permutes (one forward, one backward), so each runs
+    once per tick; ``live`` lists the stage pairs whose sender really produced a value at that
+    tick (the others send zeros: every device runs the same program).
+    """
+    jm, pp = pipe.jax_mesh, pipe.pp_axis
+    names = tuple(jm.axis_names)
+    pp_dim = names.index(pp)
+    shape = tuple(jm.devices.shape)
+    permutes = [c for c in report.collectives if c.kind == "collective-permute"]
+    out = []
+    for c in permutes:
+        stage_pairs = sorted(
+            {
+                (int(np.unravel_index(a, shape)[pp_dim]), int(np.unravel_index(b, shape)[pp_dim]))
+                for a, b in c.source_target_pairs
+            }
+        )
+        direction = "forward" if all(b == a + 1 for a, b in stage_pairs) else "backward"
+        kind = FORWARD if direction == "forward" else BACKWARD
+        for t in range(pipe.table.num_ticks):
+            live = tuple((a, b) for a, b in stage_pairs if pipe.table.kinds[t, a] == kind)
+            out.append(TickPermute(t, direction, tuple(stage_pairs), live, int(c.bytes)))
+    return sorted(out, key=lambda r: (r.tick, r.direction != "forward"))
+
+
+def print_permutes(rows: list[TickPermute], console: Any = None) -> None:
+    """A rich table of :func:`permutes_per_tick`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="collective-permutes per tick (scan body, once per tick)")
+    for col in ("tick", "direction", "stage pairs", "carrying data", "bytes/device"):
+        table.add_column(col, justify="right" if col in ("tick", "bytes/device") else "left")
+    for r in rows:
+        table.add_row(
+            str(r.tick),
+            r.direction,
+            ",".join(f"{a}->{b}" for a, b in r.pairs),
+            ",".join(f"{a}->{b}" for a, b in r.live) or "-",
+            str(r.bytes_per_device),
+        )
+    (console or Console()).print(table)
+
+
+__all__ = [
+    "Pipeline",
+    "PipelineParallelConfig",
+    "TickPermute",
+    "TickPlan",
+    "TrainState",
+    "make_train_step",
+    "permutes_per_tick",
+    "print_permutes",
+    "tick_plan",
+]

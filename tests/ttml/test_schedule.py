@@ -166,3 +166,20 @@ def test_bad_stage_counts_name_the_value() -> None:
         stage_sizes(6, 4, (3, 3))
     with pytest.raises(ValueError, match="Number of blocks must match number of blocks per rank"):
         stage_sizes(6, 2, (3, 2))
+
+
+def test_schedule_pictures(tmp_path) -> None:
+    from rich.console import Console
+
+    from ttjax.ttml.schedule_viz import print_schedule, save_schedule_png
+
+    table = schedule_table("1f1b", 4, 8)
+    console = Console(record=True, width=200)
+    print_schedule(table, console)
+    text = console.export_text()
+    assert "idle 0.273 (formula (p-1)/(m+p-1) = 0.273)" in text
+    row0 = next(line for line in text.splitlines() if line.startswith("│    0│"))
+    assert [c.strip() for c in row0.split("│")[2:-1]] == table.rows()[0]
+    png = save_schedule_png(table, tmp_path / "1f1b.png")
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"

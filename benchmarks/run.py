@@ -18,6 +18,7 @@ SUITES = {
     "transfer": ("benchmarks.bench_transfer", (2, 4)),
     "trace": ("benchmarks.bench_trace", (2, 4)),
     "models": ("benchmarks.bench_models", None),
+    "pipeline": ("benchmarks.bench_pipeline", (1, 4)),
 }
 
 

@@ -7,6 +7,7 @@ collective-permutes and memory match the schedule's claims.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -20,6 +21,7 @@ import ttjax
 from models import toy_gpt as tg
 from ttjax.errors import ConfigError
 from ttjax.ttml.pipeline import Pipeline, make_train_step, permutes_per_tick
+from ttjax.ttml.schedule import PipelineParallelConfig
 
 BATCH = 16
 OPT = optax.adamw(1e-2, weight_decay=0.01)
@@ -198,6 +200,31 @@ def test_bad_configs_name_the_value() -> None:
         pipe.check_batch(5)
     with pytest.raises(ConfigError, match=r"dp_axis='data' is not an axis"):
         _pipeline(CFG, mesh, schedule="1f1b", m=1, dp="data")
+
+
+def test_from_context_and_yaml_config() -> None:
+    mesh = _mesh((2, 4), ("rows", "cols"))
+    ctx = SimpleNamespace(
+        jax_mesh=mesh,
+        get_ddp_axis_name=lambda: "rows",
+        get_tp_axis_name=lambda: None,
+        get_pp_axis_name=lambda: "cols",
+    )
+    cfg = PipelineParallelConfig.from_dict(
+        {
+            "num_blocks": 8,
+            "blocks_per_rank": {0: 1, 1: 3, 2: 3, 3: 1},
+            "num_microbatches": 4,
+            "schedule": "1f1b",
+        }
+    )
+    pipe = Pipeline.from_context(ctx, cfg, tg.embed, tg.make_block(FAST), tg.head)
+    assert (pipe.pp_axis, pipe.dp_axis, pipe.tp_axis) == ("cols", "rows", None)
+    assert pipe.stage_sizes == (1, 3, 3, 1) and pipe.slots == 3
+    assert pipe.table.schedule == "1f1b" and pipe.table.stash_slots == 4
+    no_pp = SimpleNamespace(**{**vars(ctx), "get_pp_axis_name": lambda: None})
+    with pytest.raises(ConfigError, match="no PP axis"):
+        Pipeline.from_context(no_pp, cfg, tg.embed, tg.make_block(FAST), tg.head)
 
 
 # -- slow: 20 steps for every combination, memory from compiled stats -------------------------

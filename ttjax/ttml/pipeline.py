@@ -123,7 +123,7 @@ class Pipeline:
     dp_axis: str | None = None
     tp_axis: str | None = None
     num_microbatches: int = 1
-    schedule: str = "1f1b"
+    schedule: str = "gpipe"
     blocks_per_rank: tuple[int, ...] | None = None
     io_specs: Any = None
     block_specs: Any = None
@@ -157,22 +157,58 @@ class Pipeline:
     def from_config(
         cls,
         mesh: Any,
-        config: PipelineParallelConfig,
+        config: Any,
         embed: Callable[..., Any],
         block: Callable[..., Any],
         head: Callable[..., Any],
         **kwargs: Any,
     ) -> Pipeline:
-        """Build from TTML's ``pipeline_parallel_config`` (plus ttjax's schedule keys)."""
+        """Build from a ``pipeline_parallel_config`` (TTML's keys plus ttjax's schedule keys).
+
+        ``config`` is any object with ``num_blocks``, ``blocks_per_rank`` (empty = even split),
+        ``num_microbatches`` and ``schedule``, e.g. :class:`PipelineParallelConfig`.
+        """
         return cls(
             mesh,
             embed,
             block,
             head,
             num_blocks=config.num_blocks,
-            blocks_per_rank=config.blocks_per_rank,
+            blocks_per_rank=tuple(config.blocks_per_rank or ()) or None,
             num_microbatches=config.num_microbatches,
             schedule=config.schedule,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_context(
+        cls,
+        context: Any,
+        config: Any,
+        embed: Callable[..., Any],
+        block: Callable[..., Any],
+        head: Callable[..., Any],
+        **kwargs: Any,
+    ) -> Pipeline:
+        """Build on a TTML ``ParallelismContext`` (DDP, TP, PP take mesh axes in that order).
+
+        Its PP axis holds the stages, DDP splits the batch, TP shards inside each stage.
+        """
+        pp = context.get_pp_axis_name()
+        if pp is None:
+            raise ConfigError(
+                "pipeline: the ParallelismContext has no PP axis (enable_pp=False).\n"
+                "fix: DistributedConfig(enable_pp=True) with a mesh axis for the stages."
+            )
+        return cls.from_config(
+            context.jax_mesh,
+            config,
+            embed,
+            block,
+            head,
+            pp_axis=pp,
+            dp_axis=context.get_ddp_axis_name(),
+            tp_axis=context.get_tp_axis_name(),
             **kwargs,
         )
 

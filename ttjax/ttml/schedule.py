@@ -38,13 +38,13 @@ class PipelineParallelConfig:
     adds ``num_microbatches`` (TTML runs 1) and ``schedule`` (``gpipe`` or ``1f1b``).
 
     >>> PipelineParallelConfig.from_dict({"num_blocks": 6, "blocks_per_rank": {0: 3, 1: 3}})
-    PipelineParallelConfig(num_blocks=6, blocks_per_rank=(3, 3), num_microbatches=1, schedule='1f1b')
+    PipelineParallelConfig(num_blocks=6, blocks_per_rank=(3, 3), num_microbatches=1, schedule='gpipe')
     """
 
     num_blocks: int = 6
     blocks_per_rank: tuple[int, ...] | None = None
     num_microbatches: int = 1
-    schedule: str = "1f1b"
+    schedule: str = "gpipe"
 
     def __post_init__(self) -> None:
         _check_int("num_blocks", self.num_blocks, 1)

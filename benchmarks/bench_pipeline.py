@@ -75,10 +75,58 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     ]
 
 
+def memory_sweep(mesh: ttnn.MeshDevice, microbatch: int = 2) -> list[dict[str, object]]:
+    """Compiled temporary bytes per device of one step, GPipe vs 1F1B, m = 4, 8, 16.
+
+    The microbatch size is fixed, so GPipe's stash grows with m and 1F1B's stays at p.
+    """
+    cfg = tg.ToyGPTConfig(num_blocks=4, embedding_dim=64, seq_len=32)
+    io, blocks = tg.init_params(cfg, jax.random.key(0))
+    act = microbatch * cfg.seq_len * cfg.embedding_dim * 4
+    out = []
+    for schedule in ("gpipe", "1f1b"):
+        for m in (4, 8, 16):
+            pipe = Pipeline(
+                mesh,
+                tg.embed,
+                tg.make_block(cfg),
+                tg.head,
+                num_blocks=cfg.num_blocks,
+                pp_axis=mesh.axis_names[-1],
+                num_microbatches=m,
+                schedule=schedule,
+            )
+            tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.seq_len), jax.numpy.int32)
+            lowered = jax.jit(pipe.value_and_grad).lower(
+                pipe.place_io(io), pipe.stage_blocks(blocks), tokens, tokens
+            )
+            temp = int(lowered.compile().memory_analysis().temp_size_in_bytes)
+            out.append(
+                {
+                    "schedule": schedule,
+                    "m": m,
+                    "stash_slots": pipe.table.stash_slots,
+                    "temp_bytes": temp,
+                    "temp_in_microbatch_activations": temp / act,
+                }
+            )
+    return out
+
+
 if __name__ == "__main__":
+    import json
+    import sys
+
     from benchmarks._harness import RESULTS, report
 
-    rows = run(ttnn.open_mesh_device(ttnn.MeshShape(1, 4)))
-    report("ttjax benchmarks: pipeline", rows, RESULTS / "pipeline.json")
-    for r in rows:
-        print(r.extra)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 4))
+    if "--memory" in sys.argv:
+        rows = memory_sweep(mesh)
+        for r in rows:
+            print(r)
+        (RESULTS / "pipeline_memory.json").write_text(json.dumps(rows, indent=2))
+    else:
+        rows = run(mesh)
+        report("ttjax benchmarks: pipeline", rows, RESULTS / "pipeline.json")
+        for r in rows:
+            print(r.extra)

@@ -103,8 +103,14 @@ def _assert_same_run(pipe: Pipeline, cfg: tg.ToyGPTConfig, steps: int) -> None:
     for step, (g, r) in enumerate(zip(grads, ref_grads)):
         for path, a in jax.tree_util.tree_leaves_with_path(g):
             b = _leaf(r, path)
+            # float32 over 20 AdamW steps: summation order differs (microbatches, stages,
+            # DDP), so compare to 1e-4 of each gradient's scale.
             np.testing.assert_allclose(
-                a, b, rtol=1e-4, atol=2e-6, err_msg=f"step {step} {jax.tree_util.keystr(path)}"
+                a,
+                b,
+                rtol=1e-4,
+                atol=1e-4 * float(np.max(np.abs(b))),
+                err_msg=f"step {step} {jax.tree_util.keystr(path)}",
             )
 
 

@@ -59,7 +59,8 @@ def _jax_mesh(mesh: Any) -> Mesh:
     if isinstance(mesh, Mesh):
         return mesh
     jm = getattr(mesh, "jax_mesh", None)
-    jm = jm() if callable(jm) else jm
+    if jm is not None and not isinstance(jm, Mesh) and callable(jm):
+        jm = jm()
     if isinstance(jm, Mesh):
         return jm
     raise ConfigError(

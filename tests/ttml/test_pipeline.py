@@ -145,11 +145,11 @@ def gpipe_pp4(fast_reference) -> tuple[Pipeline, Any, tuple[Any, ...]]:
     (io, blocks, tokens, targets), _, _ = fast_reference
     pipe = _pipeline(FAST, _mesh((4,), ("pp",)), schedule="gpipe", m=4)
     args = (pipe.place_io(io), pipe.stage_blocks(blocks), tokens, targets)
-    return pipe, jax.jit(pipe.value_and_grad).lower(*args).compile(), args
+    return pipe, jax.jit(pipe.value_grad_and_busy_ticks).lower(*args).compile(), args
 
 
 def _assert_same_step(pipe: Pipeline, out: Any, loss: Any, grads: Any) -> None:
-    got_loss, (d_io, d_blocks) = out
+    got_loss, (d_io, d_blocks) = out[:2]
     np.testing.assert_allclose(got_loss, loss, rtol=1e-6)
     got = (d_io, pipe.unstage_blocks(d_blocks))
     for path, a in jax.tree_util.tree_leaves_with_path(got):
@@ -162,6 +162,15 @@ def test_gpipe_pp4_step_matches_single_device(gpipe_pp4, fast_reference) -> None
     pipe, compiled, args = gpipe_pp4
     _, loss, grads = fast_reference
     _assert_same_step(pipe, compiled(*args), loss, grads)
+
+
+def test_idle_fraction_measured_in_the_program(gpipe_pp4) -> None:
+    pipe, compiled, args = gpipe_pp4
+    busy = np.asarray(compiled(*args)[2])
+    p, m = pipe.num_stages, pipe.num_microbatches
+    np.testing.assert_array_equal(busy, [2 * m] * p)  # every stage: m forwards + m backwards
+    measured = 1 - busy.sum() / (p * pipe.table.num_ticks)
+    assert measured == pytest.approx((p - 1) / (m + p - 1))
 
 
 def test_1f1b_ddp2_pp4_step_matches_single_device(fast_reference) -> None:

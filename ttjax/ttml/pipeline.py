@@ -328,6 +328,21 @@ class Pipeline:
 
         Jittable; the schedule runs as one ``lax.scan`` inside one ``shard_map``.
         """
+        return self._shard_mapped(io, blocks, tokens, targets, count=False)
+
+    def value_grad_and_busy_ticks(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any
+    ) -> tuple[Any, tuple[Params, Params], Any]:
+        """:meth:`value_and_grad` plus, per stage, how many ticks ran a forward or a backward.
+
+        The count is taken inside the program (the switch branches it ran), so
+        ``1 - busy.sum() / (p * num_ticks)`` is the idle fraction measured from the program.
+        """
+        return self._shard_mapped(io, blocks, tokens, targets, count=True)
+
+    def _shard_mapped(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool
+    ) -> Any:
         self.check_batch(int(tokens.shape[0]))
         data = P(self.dp_axis)
         io_specs = self.io_partition_specs(io)
@@ -336,11 +351,14 @@ class Pipeline:
             _tree_specs(self.block_specs, jax.tree.map(lambda a: a[0, 0], blocks)),
             is_leaf=lambda x: isinstance(x, P),
         )
+        out_specs: tuple[Any, ...] = (P(), (io_specs, block_specs))
+        if count:
+            out_specs = (*out_specs, P(self.pp_axis))
         fn = jax.shard_map(
-            self._local_step,
+            partial(self._local_step, count=count),
             mesh=self.jax_mesh,
             in_specs=(io_specs, block_specs, data, data),
-            out_specs=(P(), (io_specs, block_specs)),
+            out_specs=out_specs,
             check_vma=False,
         )
         return fn(io, blocks, tokens, targets)
@@ -358,7 +376,9 @@ class Pipeline:
 
         return lax.scan(body, x, (blocks, on))[0]
 
-    def _local_step(self, io: Params, blocks: Params, tokens: Any, targets: Any) -> Any:
+    def _local_step(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool = False
+    ) -> Any:
         p, m, pp = self.num_stages, self.num_microbatches, self.pp_axis
         table, plan = self.table, self.plan
         stage = lax.axis_index(pp)
@@ -412,6 +432,7 @@ class Pipeline:
             y, loss = stage_fn(io, blocks, x_in, i)
             c["stash"] = put(c["stash"], i, ks, x_in)
             c["losses"] = c["losses"].at[i].set(loss)
+            c["busy"] = c["busy"] + 1
             return c, y, zeros_x
 
         def backward(c: dict[str, Any], i: Any) -> tuple[dict[str, Any], Any, Any]:
@@ -422,6 +443,7 @@ class Pipeline:
             d_io, d_b, d_x = vjp((d_y, d_loss))
             c["d_io"] = jax.tree.map(jnp.add, c["d_io"], d_io)
             c["d_blocks"] = jax.tree.map(jnp.add, c["d_blocks"], d_b)
+            c["busy"] = c["busy"] + 1
             return c, zeros_x, d_x
 
         fns = [idle, forward, backward]
@@ -449,6 +471,7 @@ class Pipeline:
             "act": buf(ka),
             "grad": buf(kg),
             "losses": jnp.zeros((m,), jnp.float32),
+            "busy": jnp.zeros((1,), jnp.int32),
             "d_io": jax.tree.map(jnp.zeros_like, io),
             "d_blocks": jax.tree.map(jnp.zeros_like, blocks),
         }
@@ -463,7 +486,13 @@ class Pipeline:
             d_io = lax.psum(d_io, pp)
         if self.dp_axis is not None:
             loss, d_io, d_blocks = lax.pmean((loss, d_io, d_blocks), self.dp_axis)
-        return loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
+        out = loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
+        if count:
+            busy = carry["busy"]
+            if self.dp_axis is not None:
+                busy = lax.pmax(busy, self.dp_axis)
+            return (*out, busy)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------

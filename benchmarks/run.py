@@ -20,6 +20,7 @@ SUITES = {
     "models": ("benchmarks.bench_models", None),
     "train": ("benchmarks.bench_train", (2, 4)),
     "numerics": ("benchmarks.bench_numerics", (2, 4)),
+    "pipeline": ("benchmarks.bench_pipeline", (1, 4)),
 }
 
 

@@ -1,0 +1,132 @@
+"""Pipeline parallelism: a PP 1x4 train step with 8 microbatches (1F1B) vs 1 (TTML's schedule).
+
+TTML keeps one microbatch in flight, so three of four stages idle at any time (bubble
+(p-1)/(m+p-1) = 0.75 for m = 1); with m = 8 the bubble is 3/11 = 0.27. Both variants run the same
+model, batch, optimizer and mesh, side by side in one run. On the CPU mesh the four "devices"
+share the machine's cores, so the speed-up is capped by the cores, not by the bubble; the
+``ideal`` column is what the tick tables predict when every stage has its own chip.
+"""
+
+from __future__ import annotations
+
+import jax
+import optax
+
+import ttjax as ttnn
+from benchmarks._harness import Row, compare
+from models import toy_gpt as tg
+from ttjax.ttml.pipeline import Pipeline, make_train_step
+
+CFG = tg.ToyGPTConfig(vocab_size=256, embedding_dim=128, num_heads=4, num_blocks=8, seq_len=64)
+BATCH = 32
+
+
+def _step(mesh: ttnn.MeshDevice, m: int, schedule: str) -> tuple[Pipeline, object, object]:
+    pipe = Pipeline(
+        mesh,
+        tg.embed,
+        tg.make_block(CFG),
+        tg.head,
+        num_blocks=CFG.num_blocks,
+        pp_axis=mesh.axis_names[-1],
+        num_microbatches=m,
+        schedule=schedule,
+        io_specs=tg.io_specs(),
+        block_specs=tg.block_specs(CFG, None),
+    )
+    init, step = make_train_step(pipe, optax.adamw(1e-3))
+    return pipe, init(*tg.init_params(CFG, jax.random.key(0))), step
+
+
+def run(mesh: ttnn.MeshDevice) -> list[Row]:
+    tokens, targets = tg.batch(CFG, jax.random.key(1), BATCH)
+    pipe8, state8, step8 = _step(mesh, 8, "1f1b")
+    pipe1, state1, step1 = _step(mesh, 1, "1f1b")
+    times = compare(
+        {
+            "m=8": lambda: step8(state8, tokens, targets),
+            "m=1": lambda: step1(state1, tokens, targets),
+        },
+        repeats=5,
+        number=3,
+    )
+    t8, t1 = pipe8.table, pipe1.table
+    # Ideal time ~ ticks x work per tick, and a tick's work scales with the microbatch size.
+    ideal = (t8.num_ticks / 8) / (t1.num_ticks / 1)
+    return [
+        Row(
+            name=(
+                f"PP {'x'.join(map(str, mesh.shape))} train step, toy GPT {CFG.num_blocks} blocks, "
+                f"batch {BATCH}: 8 microbatches (1F1B) vs 1 (TTML)"
+            ),
+            subject="m=8, 1F1B",
+            baseline="m=1",
+            subject_s=times["m=8"],
+            baseline_s=times["m=1"],
+            target="-",
+            extra={
+                "idle_fraction_m8": t8.idle_fraction,
+                "idle_fraction_m1": t1.idle_fraction,
+                "ticks_m8": t8.num_ticks,
+                "ticks_m1": t1.num_ticks,
+                "ideal_ratio_one_chip_per_stage": ideal,
+            },
+        )
+    ]
+
+
+def memory_sweep(mesh: ttnn.MeshDevice, microbatch: int = 2) -> list[dict[str, object]]:
+    """Compiled temporary bytes per device of one step, GPipe vs 1F1B, m = 4, 8, 16.
+
+    The microbatch size is fixed, so GPipe's stash grows with m and 1F1B's stays at p.
+    """
+    cfg = tg.ToyGPTConfig(num_blocks=4, embedding_dim=64, seq_len=32)
+    io, blocks = tg.init_params(cfg, jax.random.key(0))
+    act = microbatch * cfg.seq_len * cfg.embedding_dim * 4
+    out = []
+    for schedule in ("gpipe", "1f1b"):
+        for m in (4, 8, 16):
+            pipe = Pipeline(
+                mesh,
+                tg.embed,
+                tg.make_block(cfg),
+                tg.head,
+                num_blocks=cfg.num_blocks,
+                pp_axis=mesh.axis_names[-1],
+                num_microbatches=m,
+                schedule=schedule,
+            )
+            tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.seq_len), jax.numpy.int32)
+            lowered = jax.jit(pipe.value_and_grad).lower(
+                pipe.place_io(io), pipe.stage_blocks(blocks), tokens, tokens
+            )
+            temp = int(lowered.compile().memory_analysis().temp_size_in_bytes)
+            out.append(
+                {
+                    "schedule": schedule,
+                    "m": m,
+                    "stash_slots": pipe.table.stash_slots,
+                    "temp_bytes": temp,
+                    "temp_in_microbatch_activations": temp / act,
+                }
+            )
+    return out
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    from benchmarks._harness import RESULTS, report
+
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 4))
+    if "--memory" in sys.argv:
+        rows = memory_sweep(mesh)
+        for r in rows:
+            print(r)
+        (RESULTS / "pipeline_memory.json").write_text(json.dumps(rows, indent=2))
+    else:
+        rows = run(mesh)
+        report("ttjax benchmarks: pipeline", rows, RESULTS / "pipeline.json")
+        for r in rows:
+            print(r.extra)

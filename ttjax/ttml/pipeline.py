@@ -1,0 +1,602 @@
+"""Pipeline parallelism over a mesh axis: stages, microbatches, GPipe and 1F1B in one jitted step.
+
+A model is ``embed -> block x num_blocks -> head``. Block ``i`` lives on stage
+``i // blocks_per_stage`` of the PP mesh axis (or on TTML's ``blocks_per_rank`` map; short stages
+are padded with masked identity slots). One ``jax.shard_map`` runs the whole schedule as a
+``lax.scan`` over the ticks of :func:`ttjax.ttml.schedule.schedule_table`: at each tick every stage
+runs one forward or one backward of one microbatch (or idles), then activations move one stage
+forward and gradients one stage back with ``lax.ppermute``. The backward is written per tick: a
+stage keeps its input for each microbatch in flight (a ring buffer of ``stash_slots``: ``m`` for
+GPipe, ``p`` for 1F1B) and runs ``jax.vjp`` of the stage on it when the gradient arrives (the
+forward is recomputed, as in GPipe). Nothing is all-gathered and no block is replicated; the
+embedding and head (``io`` parameters, small) are held by every stage, used by the first and
+last, and their gradients summed over the PP axis once per step.
+
+Local functions see one device's parameters inside ``shard_map`` (``check_vma=False``, TTML's
+explicit-collective style, as in ``ttjax.ttml.train``)::
+
+    embed(io, tokens) -> x             # [mb, T] ids -> activations
+    block(block_params, x) -> x        # one block; TP collectives inside are fine
+    head(io, x, targets) -> loss       # mean loss of one microbatch
+
+>>> pipe = Pipeline(mesh, embed, block, head, num_blocks=8, pp_axis="x", num_microbatches=8)
+>>> blocks = pipe.stage_blocks(stacked_blocks)     # [num_blocks, ...] -> [p, slots, ...]
+>>> loss, (d_io, d_blocks) = jax.jit(pipe.value_and_grad)(io, blocks, tokens, targets)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property, partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ttjax.errors import ConfigError, ShapeMismatchError
+from ttjax.inspect import ProgramReport
+from ttjax.ttml.schedule import (
+    BACKWARD,
+    FORWARD,
+    PipelineParallelConfig,
+    ScheduleTable,
+    block_layout,
+    schedule_table,
+    stage_sizes,
+)
+
+Params = Any
+
+
+def _jax_mesh(mesh: Any) -> Mesh:
+    """A ``jax.sharding.Mesh`` from itself or from a ttjax ``MeshDevice`` (``.jax_mesh``)."""
+    if isinstance(mesh, Mesh):
+        return mesh
+    jm = getattr(mesh, "jax_mesh", None)
+    if jm is not None and not isinstance(jm, Mesh) and callable(jm):
+        jm = jm()
+    if isinstance(jm, Mesh):
+        return jm
+    raise ConfigError(
+        f"pipeline: mesh={mesh!r} is neither a jax.sharding.Mesh nor a ttjax MeshDevice.\n"
+        "fix: pass ttjax.open_mesh_device(...) or a jax Mesh."
+    )
+
+
+def _prepend(spec: P | None, *lead: Any) -> P:
+    return P(*lead, *(tuple(spec) if spec is not None else ()))
+
+
+def _tree_specs(specs: Any, tree: Any) -> Any:
+    """``specs`` broadcast over ``tree`` (None = replicated everywhere)."""
+    if specs is None:
+        return jax.tree.map(lambda _: P(), tree)
+    return specs
+
+
+@dataclass(frozen=True, eq=False)
+class TickPlan:
+    """The scan's per-tick inputs, ``[ticks, stages]`` each.
+
+    ``kind`` (0 idle, 1 forward, 2 backward) picks the ``lax.switch`` branch, ``microbatch`` its
+    microbatch; ``recv_act`` / ``recv_grad`` name the microbatch whose activation (from stage
+    s-1) or gradient (from stage s+1) arrives at the end of the tick, -1 for none.
+    """
+
+    kind: np.ndarray
+    microbatch: np.ndarray
+    recv_act: np.ndarray
+    recv_grad: np.ndarray
+
+
+def tick_plan(table: ScheduleTable) -> TickPlan:
+    """Turn a schedule table into the arrays the scan indexes."""
+    k, mb = table.kinds, table.microbatches
+    recv_act = -np.ones_like(mb)
+    recv_grad = -np.ones_like(mb)
+    recv_act[:, 1:] = np.where(k[:, :-1] == FORWARD, mb[:, :-1], -1)
+    recv_grad[:, :-1] = np.where(k[:, 1:] == BACKWARD, mb[:, 1:], -1)
+    return TickPlan(k.astype(np.int32), mb.astype(np.int32), recv_act, recv_grad)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline-parallel loss-and-gradient over ``pp_axis`` of ``mesh`` (see the module doc).
+
+    ``dp_axis`` splits the batch (DDP: gradients averaged once per step); ``tp_axis`` is only
+    named so the per-block ``block_specs`` may shard over it (the block runs its own TP
+    collectives). ``io_specs`` / ``block_specs`` are PartitionSpecs of the embedding/head
+    parameters and of one block's parameters (default: replicated).
+    """
+
+    mesh: Any
+    embed: Callable[[Params, Any], Any]
+    block: Callable[[Params, Any], Any]
+    head: Callable[[Params, Any, Any], Any]
+    num_blocks: int
+    pp_axis: str
+    dp_axis: str | None = None
+    tp_axis: str | None = None
+    num_microbatches: int = 1
+    schedule: str = "gpipe"
+    blocks_per_rank: tuple[int, ...] | None = None
+    io_specs: Any = None
+    block_specs: Any = None
+    unroll: int | bool = 1
+
+    def __post_init__(self) -> None:
+        jm = _jax_mesh(self.mesh)
+        for name in ("pp_axis", "dp_axis", "tp_axis"):
+            axis = getattr(self, name)
+            if axis is not None and axis not in jm.axis_names:
+                raise ConfigError(
+                    f"pipeline: {name}={axis!r} is not an axis of the mesh (axes "
+                    f"{tuple(jm.axis_names)}).\nfix: name one of {tuple(jm.axis_names)}."
+                )
+        axes = [a for a in (self.pp_axis, self.dp_axis, self.tp_axis) if a is not None]
+        if len(set(axes)) != len(axes):
+            raise ConfigError(
+                f"pipeline: pp_axis, dp_axis and tp_axis must differ, got {axes}.\n"
+                "fix: DDP, TP and PP each take their own mesh axis."
+            )
+        cfg = PipelineParallelConfig(
+            num_blocks=self.num_blocks,
+            blocks_per_rank=self.blocks_per_rank,
+            num_microbatches=self.num_microbatches,
+            schedule=self.schedule,
+        )
+        object.__setattr__(self, "blocks_per_rank", cfg.blocks_per_rank)
+        stage_sizes(self.num_blocks, self.num_stages, self.blocks_per_rank)
+
+    @classmethod
+    def from_config(
+        cls,
+        mesh: Any,
+        config: Any,
+        embed: Callable[..., Any],
+        block: Callable[..., Any],
+        head: Callable[..., Any],
+        **kwargs: Any,
+    ) -> Pipeline:
+        """Build from a ``pipeline_parallel_config`` (TTML's keys plus ttjax's schedule keys).
+
+        ``config`` is any object with ``num_blocks``, ``blocks_per_rank`` (empty = even split),
+        ``num_microbatches`` and ``schedule``, e.g. :class:`PipelineParallelConfig`.
+        """
+        return cls(
+            mesh,
+            embed,
+            block,
+            head,
+            num_blocks=config.num_blocks,
+            blocks_per_rank=tuple(config.blocks_per_rank or ()) or None,
+            num_microbatches=config.num_microbatches,
+            schedule=config.schedule,
+            **kwargs,
+        )
+
+    @classmethod
+    def from_context(
+        cls,
+        context: Any,
+        config: Any,
+        embed: Callable[..., Any],
+        block: Callable[..., Any],
+        head: Callable[..., Any],
+        **kwargs: Any,
+    ) -> Pipeline:
+        """Build on a TTML ``ParallelismContext`` (DDP, TP, PP take mesh axes in that order).
+
+        Its PP axis holds the stages, DDP splits the batch, TP shards inside each stage.
+        """
+        pp = context.get_pp_axis_name()
+        if pp is None:
+            raise ConfigError(
+                "pipeline: the ParallelismContext has no PP axis (enable_pp=False).\n"
+                "fix: DistributedConfig(enable_pp=True) with a mesh axis for the stages."
+            )
+        return cls.from_config(
+            context.jax_mesh,
+            config,
+            embed,
+            block,
+            head,
+            pp_axis=pp,
+            dp_axis=context.get_ddp_axis_name(),
+            tp_axis=context.get_tp_axis_name(),
+            **kwargs,
+        )
+
+    # -- structure -------------------------------------------------------------------------
+
+    @property
+    def jax_mesh(self) -> Mesh:
+        return _jax_mesh(self.mesh)
+
+    @property
+    def num_stages(self) -> int:
+        return int(self.jax_mesh.shape[self.pp_axis])
+
+    @property
+    def dp_size(self) -> int:
+        return 1 if self.dp_axis is None else int(self.jax_mesh.shape[self.dp_axis])
+
+    @cached_property
+    def stage_sizes(self) -> tuple[int, ...]:
+        """Blocks on each stage."""
+        return stage_sizes(self.num_blocks, self.num_stages, self.blocks_per_rank)
+
+    @cached_property
+    def table(self) -> ScheduleTable:
+        """The tick table the scan runs."""
+        return schedule_table(self.schedule, self.num_stages, self.num_microbatches)
+
+    @cached_property
+    def plan(self) -> TickPlan:
+        return tick_plan(self.table)
+
+    @property
+    def slots(self) -> int:
+        """Block slots per stage (the largest stage; shorter ones are padded)."""
+        return max(self.stage_sizes)
+
+    @property
+    def even(self) -> bool:
+        return len(set(self.stage_sizes)) == 1
+
+    # -- parameters ------------------------------------------------------------------------
+
+    def staged_specs(self, blocks: Params) -> Params:
+        """PartitionSpecs of staged block parameters: ``[stage, slot, *block dims]``."""
+        specs = _tree_specs(self.block_specs, blocks)
+        return jax.tree.map(
+            lambda s: _prepend(s, self.pp_axis, None), specs, is_leaf=lambda x: isinstance(x, P)
+        )
+
+    def io_partition_specs(self, io: Params) -> Params:
+        return _tree_specs(self.io_specs, io)
+
+    def stage_blocks(self, stacked: Params) -> Params:
+        """Stacked blocks ``[num_blocks, ...]`` -> staged ``[p, slots, ...]``, placed on the mesh.
+
+        Padded slots (uneven ``blocks_per_rank``) hold zeros and are skipped at run time.
+        """
+        index, mask = block_layout(self.stage_sizes)
+        leaves = jax.tree.leaves(stacked)
+        if any(np.shape(a)[0] != self.num_blocks for a in leaves):
+            raise ShapeMismatchError(
+                f"pipeline: stacked block parameters must have num_blocks={self.num_blocks} "
+                f"rows, got leading dims {sorted({np.shape(a)[0] for a in leaves})}.\n"
+                "fix: stack one entry per block on axis 0."
+            )
+        flat, keep = np.maximum(index, 0).reshape(-1), mask.reshape(-1)
+
+        def stage(a: Any) -> Any:
+            a = jnp.asarray(a)
+            g = jnp.take(a, flat, axis=0)
+            g = jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), g, 0)
+            return g.reshape((self.num_stages, self.slots, *a.shape[1:]))
+
+        staged = jax.tree.map(stage, stacked)
+        return self._place(staged, self.staged_specs(stacked))
+
+    def unstage_blocks(self, staged: Params) -> Params:
+        """The inverse of :meth:`stage_blocks`: ``[p, slots, ...]`` -> ``[num_blocks, ...]``."""
+        index, mask = block_layout(self.stage_sizes)
+        rows = np.flatnonzero(mask.reshape(-1))
+        order = np.argsort(index.reshape(-1)[rows])
+        pick = rows[order]
+        return jax.tree.map(lambda a: jnp.take(a.reshape((-1, *a.shape[2:])), pick, axis=0), staged)
+
+    def place_io(self, io: Params) -> Params:
+        return self._place(io, self.io_partition_specs(io))
+
+    def _place(self, tree: Params, specs: Params) -> Params:
+        jm = self.jax_mesh
+        shardings = jax.tree.map(
+            lambda s: NamedSharding(jm, s), specs, is_leaf=lambda x: isinstance(x, P)
+        )
+        return jax.device_put(tree, shardings)
+
+    # -- the step ----------------------------------------------------------------------------
+
+    def check_batch(self, batch: int) -> None:
+        """Raise a ConfigError unless ``batch`` splits over DDP and then into microbatches."""
+        dp, m = self.dp_size, self.num_microbatches
+        if batch % dp:
+            raise ConfigError(
+                f"pipeline: batch_size={batch} is not divisible by the DDP size {dp}.\n"
+                f"fix: use a batch size that is a multiple of {dp}."
+            )
+        if (batch // dp) % m:
+            raise ConfigError(
+                f"pipeline: num_microbatches={m} does not divide the batch of {batch // dp} "
+                f"per DDP group (batch_size={batch}, DDP size {dp}).\nfix: use a batch size that "
+                f"is a multiple of {dp * m}, or a num_microbatches that divides {batch // dp}."
+            )
+
+    def value_and_grad(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any
+    ) -> tuple[Any, tuple[Params, Params]]:
+        """Mean loss over the batch and its gradients ``(d_io, d_blocks)`` (staged like ``blocks``).
+
+        Jittable; the schedule runs as one ``lax.scan`` inside one ``shard_map``.
+        """
+        return self._shard_mapped(io, blocks, tokens, targets, count=False)
+
+    def value_grad_and_busy_ticks(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any
+    ) -> tuple[Any, tuple[Params, Params], Any]:
+        """:meth:`value_and_grad` plus, per stage, how many ticks ran a forward or a backward.
+
+        The count is taken inside the program (the switch branches it ran), so
+        ``1 - busy.sum() / (p * num_ticks)`` is the idle fraction measured from the program.
+        """
+        return self._shard_mapped(io, blocks, tokens, targets, count=True)
+
+    def _shard_mapped(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool
+    ) -> Any:
+        self.check_batch(int(tokens.shape[0]))
+        data = P(self.dp_axis)
+        io_specs = self.io_partition_specs(io)
+        block_specs = jax.tree.map(
+            lambda s: _prepend(s, self.pp_axis, None),
+            _tree_specs(self.block_specs, jax.tree.map(lambda a: a[0, 0], blocks)),
+            is_leaf=lambda x: isinstance(x, P),
+        )
+        out_specs: tuple[Any, ...] = (P(), (io_specs, block_specs))
+        if count:
+            out_specs = (*out_specs, P(self.pp_axis))
+        fn = jax.shard_map(
+            partial(self._local_step, count=count),
+            mesh=self.jax_mesh,
+            in_specs=(io_specs, block_specs, data, data),
+            out_specs=out_specs,
+            check_vma=False,
+        )
+        return fn(io, blocks, tokens, targets)
+
+    def _run_blocks(self, blocks: Params, x: Any, stage: Any) -> Any:
+        """Apply this stage's block slots in order (padded slots are identity)."""
+        if self.even:
+            return lax.scan(lambda h, bp: (self.block(bp, h), None), x, blocks)[0]
+        _, mask = block_layout(self.stage_sizes)
+        on = jnp.asarray(mask)[stage]
+
+        def body(h: Any, inp: tuple[Params, Any]) -> tuple[Any, None]:
+            bp, live = inp
+            return lax.cond(live, lambda: self.block(bp, h), lambda: h), None
+
+        return lax.scan(body, x, (blocks, on))[0]
+
+    def _local_step(
+        self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool = False
+    ) -> Any:
+        p, m, pp = self.num_stages, self.num_microbatches, self.pp_axis
+        table, plan = self.table, self.plan
+        stage = lax.axis_index(pp)
+        blocks = jax.tree.map(lambda a: a[0], blocks)
+        tok = tokens.reshape((m, tokens.shape[0] // m, *tokens.shape[1:]))
+        tgt = targets.reshape((m, targets.shape[0] // m, *targets.shape[1:]))
+        x_aval = jax.eval_shape(self.embed, io, tok[0])
+        y_aval = jax.eval_shape(
+            lambda x: self.block(jax.tree.map(lambda a: a[0], blocks), x), x_aval
+        )
+        if (y_aval.shape, y_aval.dtype) != (x_aval.shape, x_aval.dtype):
+            raise ShapeMismatchError(
+                f"pipeline: a block maps activations {x_aval.shape} {x_aval.dtype} to "
+                f"{y_aval.shape} {y_aval.dtype}; stages pass one activation shape.\n"
+                "fix: make block(params, x) return x's shape and dtype."
+            )
+        ks, ka, kg = table.stash_slots, table.activation_slots, table.gradient_slots
+        zeros_x = jnp.zeros(x_aval.shape, x_aval.dtype)
+
+        def buf(k: int) -> Any:
+            return jnp.zeros((k, *x_aval.shape), x_aval.dtype)
+
+        run = partial(self._run_blocks, stage=stage)
+        first, last = stage == 0, stage == p - 1
+
+        def stage_fn(e: Params, b: Params, x_in: Any, i: Any) -> tuple[Any, Any]:
+            """One stage on one microbatch: (embed on the first) blocks (head on the last)."""
+            if p == 1:
+                x = self.embed(e, tok[i])
+            else:
+                x = lax.cond(
+                    first, lambda: self.embed(e, tok[i]).astype(x_aval.dtype), lambda: x_in
+                )
+            y = run(b, x)
+            zero = jnp.zeros((), jnp.float32)
+            loss = lax.cond(last, lambda: self.head(e, y, tgt[i]).astype(jnp.float32), lambda: zero)
+            return y, loss
+
+        def get(b: Any, i: Any, k: int) -> Any:
+            return lax.dynamic_index_in_dim(b, i % k, keepdims=False)
+
+        def put(b: Any, i: Any, k: int, v: Any) -> Any:
+            return lax.dynamic_update_index_in_dim(b, v, i % k, 0)
+
+        def idle(c: dict[str, Any], i: Any) -> tuple[dict[str, Any], Any, Any]:
+            return c, zeros_x, zeros_x
+
+        def forward(c: dict[str, Any], i: Any) -> tuple[dict[str, Any], Any, Any]:
+            c = dict(c)
+            x_in = get(c["act"], i, ka)
+            y, loss = stage_fn(io, blocks, x_in, i)
+            c["stash"] = put(c["stash"], i, ks, x_in)
+            c["losses"] = c["losses"].at[i].set(loss)
+            c["busy"] = c["busy"] + 1
+            return c, y, zeros_x
+
+        def backward(c: dict[str, Any], i: Any) -> tuple[dict[str, Any], Any, Any]:
+            c = dict(c)
+            _, vjp = jax.vjp(partial(stage_fn, i=i), io, blocks, get(c["stash"], i, ks))
+            d_y = jnp.where(last, zeros_x, get(c["grad"], i, kg))
+            d_loss = jnp.where(last, jnp.float32(1.0 / m), jnp.float32(0.0))
+            d_io, d_b, d_x = vjp((d_y, d_loss))
+            c["d_io"] = jax.tree.map(jnp.add, c["d_io"], d_io)
+            c["d_blocks"] = jax.tree.map(jnp.add, c["d_blocks"], d_b)
+            c["busy"] = c["busy"] + 1
+            return c, zeros_x, d_x
+
+        fns = [idle, forward, backward]
+        fwd_perm = [(j, j + 1) for j in range(p - 1)]
+        bwd_perm = [(j + 1, j) for j in range(p - 1)]
+
+        def tick(c: dict[str, Any], row: tuple[Any, ...]) -> tuple[dict[str, Any], None]:
+            kind, mb, r_act, r_grad = (a[stage] for a in row)
+            c, send_f, send_b = lax.switch(kind, fns, c, jnp.maximum(mb, 0))
+            if p > 1:
+                got_f = lax.ppermute(send_f, pp, fwd_perm)
+                got_b = lax.ppermute(send_b, pp, bwd_perm)
+                c = dict(c)
+                ia, ig = jnp.maximum(r_act, 0), jnp.maximum(r_grad, 0)
+                c["act"] = put(
+                    c["act"], ia, ka, jnp.where(r_act >= 0, got_f, get(c["act"], ia, ka))
+                )
+                c["grad"] = put(
+                    c["grad"], ig, kg, jnp.where(r_grad >= 0, got_b, get(c["grad"], ig, kg))
+                )
+            return c, None
+
+        carry = {
+            "stash": buf(ks),
+            "act": buf(ka),
+            "grad": buf(kg),
+            "losses": jnp.zeros((m,), jnp.float32),
+            "busy": jnp.zeros((1,), jnp.int32),
+            "d_io": jax.tree.map(jnp.zeros_like, io),
+            "d_blocks": jax.tree.map(jnp.zeros_like, blocks),
+        }
+        rows = tuple(
+            jnp.asarray(a) for a in (plan.kind, plan.microbatch, plan.recv_act, plan.recv_grad)
+        )
+        carry, _ = lax.scan(tick, carry, rows, unroll=self.unroll)
+        loss = jnp.mean(carry["losses"])
+        d_io, d_blocks = carry["d_io"], carry["d_blocks"]
+        if p > 1:
+            loss = lax.psum(loss, pp)
+            d_io = lax.psum(d_io, pp)
+        if self.dp_axis is not None:
+            loss, d_io, d_blocks = lax.pmean((loss, d_io, d_blocks), self.dp_axis)
+        out = loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
+        if count:
+            busy = carry["busy"]
+            if self.dp_axis is not None:
+                busy = lax.pmax(busy, self.dp_axis)
+            return (*out, busy)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A train step and what it sends
+# ---------------------------------------------------------------------------------------------
+
+
+class TrainState(NamedTuple):
+    """Parameters (embedding/head and staged blocks) and the optax state."""
+
+    io: Params
+    blocks: Params
+    opt_state: Any
+
+
+def make_train_step(
+    pipe: Pipeline, optimizer: optax.GradientTransformation
+) -> tuple[Callable[[Params, Params], TrainState], Callable[..., Any]]:
+    """``(init, step)``: ``step(state, tokens, targets) -> (state, loss, (d_io, d_blocks))``, jitted.
+
+    The optimizer updates the staged blocks where they live (AdamW is elementwise; padded slots
+    have zero gradients and stay zero), so no parameter moves between stages.
+    """
+
+    def init(io: Params, stacked_blocks: Params) -> TrainState:
+        io, blocks = pipe.place_io(io), pipe.stage_blocks(stacked_blocks)
+        return TrainState(io, blocks, jax.jit(optimizer.init)((io, blocks)))
+
+    @jax.jit
+    def step(state: TrainState, tokens: Any, targets: Any) -> Any:
+        loss, grads = pipe.value_and_grad(state.io, state.blocks, tokens, targets)
+        updates, opt_state = optimizer.update(grads, state.opt_state, (state.io, state.blocks))
+        io, blocks = optax.apply_updates((state.io, state.blocks), updates)
+        return TrainState(io, blocks, opt_state), loss, grads
+
+    return init, step
+
+
+@dataclass(frozen=True)
+class TickPermute:
+    """One collective-permute of one tick: direction, stage pairs carrying data, bytes."""
+
+    tick: int
+    direction: str
+    pairs: tuple[tuple[int, int], ...]
+    live: tuple[tuple[int, int], ...]
+    bytes_per_device: int
+
+
+def permutes_per_tick(pipe: Pipeline, report: ProgramReport) -> list[TickPermute]:
+    """The collective-permutes of a compiled pipeline step (``ttjax.inspect``), tick by tick.
+
+    The scan body holds the step's collective-permutes (one forward, one backward), so each runs
+    once per tick; ``live`` lists the stage pairs whose sender really produced a value at that
+    tick (the others send zeros: every device runs the same program).
+    """
+    jm, pp = pipe.jax_mesh, pipe.pp_axis
+    names = tuple(jm.axis_names)
+    pp_dim = names.index(pp)
+    shape = tuple(jm.devices.shape)
+    permutes = [c for c in report.collectives if c.kind == "collective-permute"]
+    out = []
+    for c in permutes:
+        stage_pairs = sorted(
+            {
+                (int(np.unravel_index(a, shape)[pp_dim]), int(np.unravel_index(b, shape)[pp_dim]))
+                for a, b in c.source_target_pairs
+            }
+        )
+        direction = "forward" if all(b == a + 1 for a, b in stage_pairs) else "backward"
+        kind = FORWARD if direction == "forward" else BACKWARD
+        for t in range(pipe.table.num_ticks):
+            live = tuple((a, b) for a, b in stage_pairs if pipe.table.kinds[t, a] == kind)
+            out.append(TickPermute(t, direction, tuple(stage_pairs), live, int(c.bytes)))
+    return sorted(out, key=lambda r: (r.tick, r.direction != "forward"))
+
+
+def print_permutes(rows: list[TickPermute], console: Any = None) -> None:
+    """A rich table of :func:`permutes_per_tick`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="collective-permutes per tick (scan body, once per tick)")
+    for col in ("tick", "direction", "stage pairs", "carrying data", "bytes/device"):
+        table.add_column(col, justify="right" if col in ("tick", "bytes/device") else "left")
+    for r in rows:
+        table.add_row(
+            str(r.tick),
+            r.direction,
+            ",".join(f"{a}->{b}" for a, b in r.pairs),
+            ",".join(f"{a}->{b}" for a, b in r.live) or "-",
+            str(r.bytes_per_device),
+        )
+    (console or Console()).print(table)
+
+
+__all__ = [
+    "Pipeline",
+    "PipelineParallelConfig",
+    "TickPermute",
+    "TickPlan",
+    "TrainState",
+    "make_train_step",
+    "permutes_per_tick",
+    "print_permutes",
+    "tick_plan",
+]

@@ -133,7 +133,7 @@ def _dim(op: str, t: Tensor, dim: Any, name: str = "dim") -> int:
         raise CCLError(
             f"ttnn.{op}: {name}={dim!r} is not an int.\nfix: a tensor dim in [{-rank}, {rank - 1}]."
         )
-    d = _specs.normalize_dim(dim, rank)
+    d = _specs.normalize_dim(int(dim), rank)
     if d is None:
         raise CCLError(
             f"ttnn.{op}: {name}={dim} is out of range for per-device shape {list(t._shape)} "

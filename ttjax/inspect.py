@@ -9,9 +9,8 @@ device sends (standard ring formulas), the compiled per-device memory and the FL
 ...     h = ttnn.all_reduce(ttnn.linear(x, params["w1"]))
 ...     return ttnn.all_reduce(ttnn.linear(h, params["w2"]))
 >>> report = ttjax.inspect.inspect(step, x, {"w1": w, "w2": w})
->>> report.print()                      # rich table
-step on a 2x4 mesh: 2 collective(s)
-...
+>>> report.summary_lines()[0]           # report.print() shows these under a rich table
+"collectives per step: 2 {'all-reduce': 2}"
 >>> report.collective_counts()
 {'all-gather': 0, 'reduce-scatter': 0, 'all-reduce': 2, 'collective-permute': 0, 'all-to-all': 0}
 

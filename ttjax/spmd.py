@@ -33,7 +33,7 @@ import ttjax
 from ttjax.errors import MeshMismatchError, MeshShapeError, ShardingError
 from ttjax.mesh import available_devices
 from ttjax.placements import PlacementReplicate, PlacementShard
-from ttjax.tensor import make_tensor
+from ttjax.tensor import Tensor
 
 _state = threading.local()
 
@@ -297,14 +297,9 @@ def _mark_tensor(t: ttjax.Tensor, mesh: Any, partition_spec: Any) -> ttjax.Tenso
         s // int(np.prod([m.shape()[a] for a in names], dtype=np.int64))
         for s, names in zip(value.shape, spec.dims)
     )
-    return make_tensor(
+    return Tensor(
         _place(value, m, spec),
-        mesh=md,
-        placements=tuple(placements),
-        dtype=t.dtype,
-        layout=t.layout,
-        shape=local,
-        storage=t.storage_type(),
+        t.spec.replace(mesh=md, placements=tuple(placements), shape=local),
     )
 
 

@@ -16,7 +16,7 @@ Shape([1, 32])
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import jax
 
@@ -105,7 +105,7 @@ def scan(
 
     carry, ys_raw = jax.lax.scan(body, init, raw, length=n, unroll=unroll)
     ys = [
-        y if meta is None else Tensor(y, _stacked(meta, n))
+        y if meta is None else Tensor(y, _stacked(meta, cast(int, n)))
         for y, meta in zip(ys_raw, out_info["metas"])
     ]
     return carry, jax.tree_util.tree_unflatten(out_info["treedef"], ys)

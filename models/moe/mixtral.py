@@ -23,6 +23,7 @@ import numpy as np
 import ttjax as ttnn
 from models.llama.config import LlamaConfig
 from models.llama.model import TtLlama
+from models.llama.sharding import WeightRecipe
 from models.moe.config import MoEConfig
 from models.moe.layer import MoELayer, MoEParams
 from ttjax.errors import ConfigError
@@ -203,10 +204,10 @@ class TtMixtral(TtLlama):
         )
         super().__init__(config, weights, mesh_device, mode=mode, **kwargs)
 
-    def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, tuple[Any, ...]]:
+    def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, WeightRecipe]:
         specs = super()._layer_specs(_NoDenseMLP(w), i)
         for name in ("w_in", "w_up", "w_out"):
-            specs[name] = (None, None, None, None, False)  # absent: see _load
+            specs[name] = WeightRecipe.absent()  # the experts live in the MoE layer: see _load
         return specs
 
     def _load(self, w: dict[str, np.ndarray]) -> None:

@@ -163,37 +163,37 @@ def parse_rank_bindings(
         )
     global_env = _env(source, "global_env", doc.get("global_env"))
     ranks: dict[int, RankBinding] = {}
-    for i, e in enumerate(entries):
-        if not isinstance(e, Mapping):
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
             raise _fail(
                 source,
                 f"rank_bindings[{i}]",
                 "must be a mapping.",
                 "- {rank: 0, mesh_id: 0, mesh_host_rank: 0, env_overrides: {...}}.",
             )
-        if "rank" not in e:
+        if "rank" not in entry:
             raise _fail(source, f"rank_bindings[{i}]", "has no `rank`.", f"add rank: {i}.")
-        rank = _int(source, f"rank_bindings[{i}].rank", e["rank"])
+        rank = _int(source, f"rank_bindings[{i}].rank", entry["rank"])
         where = f"rank {rank}"
-        bad = sorted(str(k) for k in e if k not in BINDING_KEYS)
+        bad = sorted(str(k) for k in entry if k not in BINDING_KEYS)
         if bad:
             raise _fail(source, where, f"unknown key(s) {bad}.", f"use only {list(BINDING_KEYS)}.")
         if rank in ranks:
             raise _fail(source, where, "appears twice in rank_bindings.", "give each rank once.")
-        if "mesh_id" not in e:
+        if "mesh_id" not in entry:
             raise _fail(
                 source, where, "has no mesh_id.", "add mesh_id: 0 (ranks sharing it form one mesh)."
             )
-        mesh_id = _int(source, f"{where}.mesh_id", e["mesh_id"])
-        host_rank = _int(source, f"{where}.mesh_host_rank", e.get("mesh_host_rank"), default=0)
-        env = _env(source, f"{where}.env_overrides", e.get("env_overrides"))
+        mesh_id = _int(source, f"{where}.mesh_id", entry["mesh_id"])
+        host_rank = _int(source, f"{where}.mesh_host_rank", entry.get("mesh_host_rank"), default=0)
+        env = _env(source, f"{where}.env_overrides", entry.get("env_overrides"))
         raw = dict(global_env) | dict(env)
         if "TT_VISIBLE_DEVICES" not in raw:
             raise _fail(
                 source,
                 f"{where}.env_overrides",
                 "sets no TT_VISIBLE_DEVICES.",
-                'list the global device ids this rank drives, e.g. TT_VISIBLE_DEVICES: "0,1".',
+                'list the global device ids this rank drives, entry.g. TT_VISIBLE_DEVICES: "0,1".',
             )
         visible = parse_visible_devices(
             source, f"{where}.env_overrides.TT_VISIBLE_DEVICES", raw["TT_VISIBLE_DEVICES"]

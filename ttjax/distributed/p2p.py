@@ -23,7 +23,7 @@ from ttjax.distributed import runtime
 from ttjax.enums import StorageType
 from ttjax.errors import MeshMismatchError, TTJaxError
 from ttjax.mesh import MeshDevice
-from ttjax.tensor import Tensor, make_tensor
+from ttjax.tensor import Tensor
 
 _PAIR = "_p2p"
 
@@ -36,8 +36,9 @@ def _program(mesh: Mesh, spec: P) -> Any:
     return jax.jit(jax.shard_map(move, mesh=mesh, in_specs=spec, out_specs=spec))
 
 
-def _check(t: Any, what: str) -> Tensor:
-    if not isinstance(t, Tensor) or t.mesh_device is None:
+def _check(t: Any, what: str) -> tuple[Tensor, MeshDevice]:
+    mesh = t.mesh_device if isinstance(t, Tensor) else None
+    if mesh is None:
         raise TTJaxError(
             f"ttjax.distributed.{what} needs a tensor on a mesh, got {type(t).__name__}.\n"
             "fix: place it with ttnn.from_torch(..., device=mesh)."
@@ -47,7 +48,7 @@ def _check(t: Any, what: str) -> Tensor:
             f"ttjax.distributed.{what}: block-float tensors ({t.dtype}) cannot be sent yet.\n"
             "fix: ttnn.typecast(t, ttnn.bfloat16) before sending."
         )
-    return t
+    return t, mesh
 
 
 def _pair_mesh(local: MeshDevice, local_mesh: int, other_mesh: int, local_first: bool) -> Mesh:
@@ -91,9 +92,9 @@ def _exchange(t: Tensor, mesh: Mesh, fill_zeros: bool) -> jax.Array:
 
 def send(tensor: Tensor, to_mesh: int) -> None:
     """Send ``tensor`` (on this rank's mesh) to the ranks of mesh ``to_mesh``, which call recv."""
-    t = _check(tensor, "send")
+    t, local = _check(tensor, "send")
     env = runtime.current()
-    out = _exchange(t, _pair_mesh(t.mesh_device, env.mesh_id, to_mesh, local_first=True), False)
+    out = _exchange(t, _pair_mesh(local, env.mesh_id, to_mesh, local_first=True), False)
     out.block_until_ready()
 
 
@@ -103,9 +104,9 @@ def recv(template: Tensor, from_mesh: int) -> Tensor:
     The template plays the role of TT-NN's ``optional_output_tensor``: same shape, dtype and mesh
     mapping as the sender's tensor (e.g. from ``ttnn.allocate_tensor_on_device``).
     """
-    t = _check(template, "recv")
+    t, local = _check(template, "recv")
     env = runtime.current()
-    mesh = _pair_mesh(t.mesh_device, env.mesh_id, from_mesh, local_first=False)
+    mesh = _pair_mesh(local, env.mesh_id, from_mesh, local_first=False)
     out = _exchange(t, mesh, True)
     blocks = [s.data[0] for s in out.addressable_shards]
     by_device = dict(zip([s.device for s in out.addressable_shards], blocks))
@@ -113,15 +114,7 @@ def recv(template: Tensor, from_mesh: int) -> Tensor:
     data = jax.make_array_from_single_device_arrays(
         value.shape, value.sharding, [by_device[s.device] for s in value.addressable_shards]
     )
-    return make_tensor(
-        data,
-        mesh=t.mesh_device,
-        placements=tuple(t.placements),
-        dtype=t.dtype,
-        layout=t.layout,
-        shape=tuple(t.shape),
-        storage=StorageType.DEVICE,
-    )
+    return Tensor(data, t.spec.replace(storage=StorageType.DEVICE))
 
 
 __all__ = ["recv", "send"]

@@ -99,17 +99,18 @@ def _train(pipe: Pipeline, cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float
 def _assert_same_run(pipe: Pipeline, cfg: tg.ToyGPTConfig, steps: int) -> None:
     ref_losses, ref_grads = reference(cfg, steps)
     losses, grads = _train(pipe, cfg, steps)
-    np.testing.assert_allclose(losses, ref_losses, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
     for step, (g, r) in enumerate(zip(grads, ref_grads)):
         for path, a in jax.tree_util.tree_leaves_with_path(g):
             b = _leaf(r, path)
-            # float32 over 20 AdamW steps: summation order differs (microbatches, stages,
-            # DDP), so compare to 1e-4 of each gradient's scale.
+            # float32: the summation order differs (microbatches, stages, DDP, TP shards) and
+            # 20 AdamW steps (lr 1e-2) amplify it; compare to 1e-3 of each gradient's scale
+            # (JAX's own float32 gradient tolerance is 2e-3). One step agrees to 1e-5.
             np.testing.assert_allclose(
                 a,
                 b,
-                rtol=1e-4,
-                atol=1e-4 * float(np.max(np.abs(b))),
+                rtol=1e-3,
+                atol=1e-3 * float(np.max(np.abs(b))),
                 err_msg=f"step {step} {jax.tree_util.keystr(path)}",
             )
 

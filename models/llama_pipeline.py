@@ -1,0 +1,60 @@
+"""Llama's training forward (``models/llama/train.py``) cut into pipeline stages.
+
+As TTML's ``PipelineParallelLlama``: the first stage embeds (``tok_emb``), every stage runs its
+``llama_block_{i}`` range, the last applies ``ln_fc`` and ``fc``; ``io`` holds those three and the
+blocks are stacked on axis 0. Under TP the embedding and ``fc`` stay vocabulary-parallel.
+
+>>> embed, block, head = stage_functions(LlamaTrain(config), tp=par.tp)
+>>> io, blocks = split_params(params_from_weights(config, random_weights(config, seed)))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from models.llama.config import LlamaConfig, rope_tables
+from models.llama.train import LlamaTrain, param_specs
+from ttjax.ttml.modules import RMSNorm
+from ttjax.ttml.ops.loss import cross_entropy_loss
+from ttjax.ttml.parallel import Parallelism
+
+Params = dict[str, Any]
+IO_KEYS = ("tok_emb", "ln_fc", "fc")
+
+
+def stage_functions(model: LlamaTrain, tp: str | None) -> tuple[Any, Any, Any]:
+    """``(embed, block, head)`` on one device's local parameters, ``tp`` the TP axis or None."""
+    c = model.config
+    norm = RMSNorm(c.dim, c.norm_eps)
+
+    def embed(io: Params, idx: Any) -> Any:
+        return model.tok_emb(io["tok_emb"], idx, tp)
+
+    def block(p: Params, x: Any) -> Any:
+        t = x.shape[1]
+        cos, sin = (jnp.asarray(a)[:t, None, :] for a in rope_tables(c, t))
+        return model.block(p, x, cos, sin, tp)
+
+    def head(io: Params, x: Any, targets: Any) -> Any:
+        return cross_entropy_loss(model.fc(io["fc"], norm(io["ln_fc"], x), tp), targets, tp)
+
+    return embed, block, head
+
+
+def split_params(params: Params) -> tuple[Params, Params]:
+    """``{tok_emb, blocks: [...], ln_fc, fc}`` -> ``(io, blocks stacked on axis 0)``."""
+    io = {k: params[k] for k in IO_KEYS}
+    return io, jax.tree.map(lambda *xs: jnp.stack(xs), *params["blocks"])
+
+
+def io_specs(config: LlamaConfig, par: Parallelism) -> Params:
+    specs = param_specs(config, par)
+    return {k: specs[k] for k in IO_KEYS}
+
+
+def block_specs(config: LlamaConfig, par: Parallelism) -> Params:
+    """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
+    return param_specs(config, par)["blocks"][0]

@@ -1,0 +1,64 @@
+"""NanoGPT (``models/nanogpt``) cut into pipeline stages for ``ttjax.ttml.pipeline.Pipeline``.
+
+``io`` holds the token and position embeddings and the final norm (the tied LM head reuses
+``wte``); the blocks are stacked on axis 0, one entry per block, as the pipeline stages them.
+Under TP the embedding and the LM head stay vocabulary-parallel, so logits are never gathered.
+
+>>> embed, block, head = stage_functions(GPT(config), tp=par.tp)
+>>> io, blocks = split_params(init_params(config, seed))
+>>> pipe = Pipeline(mesh, embed, block, head, num_blocks=config.n_layer, pp_axis="x", ...,
+...                 io_specs=io_specs(config, par), block_specs=block_specs(config, par))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from models.nanogpt.model import GPT, GPTConfig
+from models.nanogpt.weights import param_specs
+from ttjax.ttml.ops.loss import cross_entropy_loss
+from ttjax.ttml.parallel import Parallelism
+
+Params = dict[str, Any]
+IO_KEYS = ("wte", "wpe", "ln_f")
+
+
+def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
+    """``(embed, block, head)`` on one device's local parameters, ``tp`` the TP axis or None."""
+
+    def embed(io: Params, idx: Any) -> Any:
+        return model.wte(io["wte"], idx, tp) + io["wpe"][: idx.shape[-1]]
+
+    def block(p: Params, x: Any) -> Any:
+        return model.block(p, x, tp)
+
+    def head(io: Params, x: Any, targets: Any) -> Any:
+        logits = model.wte.attend(io["wte"], model.ln_f(io["ln_f"], x), tp)
+        return cross_entropy_loss(logits, targets, tp)
+
+    return embed, block, head
+
+
+def split_params(params: Params) -> tuple[Params, Params]:
+    """NanoGPT's ``{wte, wpe, blocks: [...], ln_f}`` -> ``(io, blocks stacked on axis 0)``."""
+    io = {k: params[k] for k in IO_KEYS}
+    return io, jax.tree.map(lambda *xs: jnp.stack(xs), *params["blocks"])
+
+
+def join_params(io: Params, blocks: Params, n_layer: int) -> Params:
+    """The inverse of :func:`split_params` (blocks stacked ``[n_layer, ...]``)."""
+    listed = [jax.tree.map(lambda a, i=i: a[i], blocks) for i in range(n_layer)]
+    return {**io, "blocks": listed}
+
+
+def io_specs(config: GPTConfig, par: Parallelism) -> Params:
+    specs = param_specs(config, par)
+    return {k: specs[k] for k in IO_KEYS}
+
+
+def block_specs(config: GPTConfig, par: Parallelism) -> Params:
+    """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
+    return param_specs(config, par)["blocks"][0]

@@ -174,8 +174,7 @@ def test_tensor_is_data_plus_spec():
     )
     leaves, treedef = jax.tree_util.tree_flatten(t)
     assert len(leaves) == 1 and leaves[0] is t.value
-    (aux,) = [treedef.node_data()[1]]
-    assert aux is spec  # the pytree aux data is the spec itself
+    assert treedef.node_data()[1] is spec  # the pytree aux data is the spec itself
     with pytest.raises(AttributeError):
         t._placements = ()  # the fields are read-only: Tensor.assign is the way to write
     with pytest.raises(Exception):  # noqa: B017 - dataclasses.FrozenInstanceError

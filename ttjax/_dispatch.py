@@ -71,13 +71,14 @@ def common_mesh(op: str, tensors: Sequence[Tensor]) -> MeshDevice:
                 f"ttnn.{op}: input {i} is a {type(t).__name__}, not a ttnn Tensor.\n"
                 "fix: convert it with ttnn.from_torch(x, device=mesh_device)."
             )
-        if t._storage is not StorageType.DEVICE or t._mesh is None:
+        spec = t._spec
+        m = spec.mesh
+        if spec.storage is not StorageType.DEVICE or m is None:
             raise TTJaxError(
                 f"ttnn.{op}: input {i} ({_describe(t)}) is a host tensor; Input tensor must be on device!\n"
                 "fix: pass device=mesh_device to ttnn.from_torch, or call ttnn.to_device(t, mesh_device)."
             )
-        m = t._mesh
-        if t._gen != m._gen:
+        if spec.gen != m._gen:
             if m._closed:
                 raise DeviceClosedError(
                     f"ttnn.{op}: input {i} lives on {m!r}, which was closed.\n"

@@ -550,8 +550,8 @@ def distribute(default: TensorToMesh | MeshToTensor) -> Iterator[None]:
         attr = "composer"
     else:
         raise ShardingError(
-            f"distribute: argument must be an instance of either TensorToMesh or MeshToTensor, "
-            f"got {type(default).__name__} ({default!r}).\nfix: pass a mesh mapper such as "
+            "Argument must be an instance of either TensorToMesh or MeshToTensor. "
+            f"ttnn.distribute got {type(default).__name__} ({default!r}).\nfix: pass a mesh mapper such as "
             "ttnn.ShardTensorToMesh(mesh, dim=0) or a composer such as "
             "ttnn.ConcatMeshToTensor(mesh, dim=0)."
         )

@@ -20,6 +20,7 @@ from conftest import mesh_of
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from models.nanogpt.train import build as nanogpt_build
 from ttjax.ttml import cli
 from ttjax.ttml.checkpoint import Checkpointer
 
@@ -122,7 +123,7 @@ def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
         assert (
             cli.main(
                 ["--config", str(ref_cfg), "--out", str(ref_out), "--no-progress"],
-                build=__import__("models.nanogpt.train", fromlist=["build"]).build,
+                build=nanogpt_build,
                 prog="ref",
             )
             == 0
@@ -139,7 +140,7 @@ def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
     assert "rank 1 was killed by signal 9 (SIGKILL)" in out, out[-3000:]
     assert_all_gone(sorted(seen))
     killed = losses(tmp_path / "out" / "log.jsonl")  # rank 0's log, up to step 5
-    assert len(killed) == 5
+    assert 4 <= len(killed) <= 5
     assert Checkpointer(tmp_path / "ckpt", use_async=False).latest_step() == 4
 
     plain = write_bindings(
@@ -154,8 +155,12 @@ def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
     assert [r["loss"] for r in log["steps"]] == resumed and log["processes"] == 2
     reference = losses(ref_out / "log.jsonl")
     assert len(resumed) == len(reference) == 6
-    # Same processes, same mesh: the restarted run repeats the lost run's step 5 bit for bit.
-    assert resumed[:5] == killed
-    # Against one process on 8 devices: gloo adds the DDP gradients in another order.
-    np.testing.assert_allclose(resumed, reference, rtol=2e-5, atol=0)
-    print("bitwise equal to single-process:", resumed == reference, resumed, reference)
+    # Same processes, same mesh: the restarted run repeats the lost run's steps bit for bit.
+    assert resumed[: len(killed)] == killed
+    # And one process on 8 devices gives the same bits: the only cross-process sums (DDP, over 2
+    # ranks) have two terms, and a + b == b + a; the TP sums stay inside each process.
+    assert resumed == reference
+    ref_log = json.loads((ref_out / "log.json").read_text())
+    val = [(r["step"], r["val_loss"]) for r in log["steps"] if "val_loss" in r]
+    assert val == [(r["step"], r["val_loss"]) for r in ref_log["steps"] if "val_loss" in r]
+    assert [s for s, _ in val] == [3, 6]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jax
+
 from ttjax.errors import ConfigError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
@@ -109,27 +111,36 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                     f"{ckpt.all_steps()}.\nfix: pass --resume to continue, or remove the folder."
                 )
             state, history = step.init_state(parts.params), []
-        print(
-            f"{prog}: {parts.description} on {par!r}; {data.tokenizer!r}, "
-            f"unigram val loss {trainer.unigram:.4f}"
-        )
+        if trainer.primary:
+            print(
+                f"{prog}: {parts.description} on {par!r}; {data.tokenizer!r}, "
+                f"unigram val loss {trainer.unigram:.4f}"
+                + (f", resumed at step {int(state.step)}" if args.resume else "")
+            )
         state, history = trainer.run(state, history)
         ckpt.close()
         last = history[-1] if history else {}
         summary = {
             "config": str(args.config),
             "mesh_shape": shape,
+            "processes": jax.process_count(),
             "model": parts.description,
             "final_loss": last.get("loss"),
             "final_val_loss": last.get("val_loss"),
         }
         log = trainer.write_summary(history, summary)
         png = trainer.plot(history, f"{t.project_name} on mesh {shape}\n{parts.description}")
-        print(
-            json.dumps(
-                {**summary, "unigram_val_loss": trainer.unigram, "log": str(log), "plot": str(png)}
+        if trainer.primary:
+            print(
+                json.dumps(
+                    {
+                        **summary,
+                        "unigram_val_loss": trainer.unigram,
+                        "log": str(log),
+                        "plot": str(png),
+                    }
+                )
             )
-        )
     finally:
         ctx.close_device()
     return 0

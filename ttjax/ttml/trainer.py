@@ -2,6 +2,11 @@
 orbax checkpoints written only for states whose loss was finite, a NaN/inf stop naming the
 step, a rich progress bar (loss, tokens/s, ETA) and a loss-curve PNG.
 
+Under ``ttjax-run`` every process runs the loop and writes its shards of each checkpoint; only
+process 0 writes the log, the progress bar and the PNG. ``TTJAX_FAULT_KILL_AT_STEP=N`` (set on one
+rank through ``env_overrides``) makes that process kill itself with SIGKILL after step N, once its
+checkpoints are on disk: the fault a ``--resume`` restart recovers from.
+
 >>> trainer = Trainer(step, data, LoopSettings(batch_size=16, seq_len=64, max_steps=300), out_dir)
 >>> state, history = trainer.run(state)                  # or trainer.resume(params) to continue
 """
@@ -10,11 +15,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import jax
+
+from ttjax.errors import ConfigError
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.data import TokenDataset
 from ttjax.ttml.train import TrainingDivergedError, TrainState, TrainStep
@@ -54,6 +64,8 @@ class Trainer:
         self.val_tokens = data.val_batches(s.eval_batches, s.batch_size, s.seq_len)
         self.unigram = data.unigram_loss()
         self.log_path = self.out_dir / "log.jsonl"
+        self.primary = jax.process_index() == 0
+        self.kill_at = _fault_step()
 
     # -- resume --------------------------------------------------------------------------------
 
@@ -78,11 +90,12 @@ class Trainer:
         """Train from ``state`` to ``max_steps``; returns the final state and one record per step."""
         s, history = self.settings, list(history or [])
         start = int(state.step)
-        with self.log_path.open("w") as f:
-            for rec in history:
-                f.write(json.dumps(rec) + "\n")
+        if self.primary:
+            with self.log_path.open("w") as f:
+                for rec in history:
+                    f.write(json.dumps(rec) + "\n")
         tokens_per_step = self.step.accum * s.batch_size * s.seq_len
-        progress = _Progress(s.max_steps, start, s.progress)
+        progress = _Progress(s.max_steps, start, s.progress and self.primary)
         try:
             t0 = time.perf_counter()
             for i in range(start, s.max_steps):
@@ -108,9 +121,12 @@ class Trainer:
                     if not math.isfinite(rec["val_loss"]):
                         self._diverged(i + 1, rec["val_loss"], history)
                 history.append(rec)
-                with self.log_path.open("a") as f:
-                    f.write(json.dumps(rec) + "\n")
+                if self.primary:
+                    with self.log_path.open("a") as f:
+                        f.write(json.dumps(rec) + "\n")
                 progress.update(rec)
+                if self.kill_at == i + 1:
+                    self._kill_self(i + 1)
             if history and "val_loss" in history[-1]:
                 self._maybe_save(state, history, force=True)
         finally:
@@ -127,6 +143,17 @@ class Trainer:
         if step in self.checkpointer.all_steps():
             return
         self.checkpointer.save(step, state, meta={"history": history[:step]})
+
+    def _kill_self(self, step: int) -> None:
+        """Fault injection (``TTJAX_FAULT_KILL_AT_STEP``): die as a crashed host would."""
+        if self.checkpointer is not None:
+            self.checkpointer.wait()
+        print(
+            f"TTJAX_FAULT_KILL_AT_STEP={step}: process {jax.process_index()} kills itself "
+            f"(latest checkpoint: step {self.checkpointer and self.checkpointer.latest_step()})",
+            flush=True,
+        )
+        os.kill(os.getpid(), signal.SIGKILL)
 
     def _diverged(self, step: int, loss: float, history: list[dict]) -> None:
         last = None
@@ -147,8 +174,10 @@ class Trainer:
     # -- outputs -------------------------------------------------------------------------------
 
     def write_summary(self, history: list[dict[str, Any]], extra: dict[str, Any]) -> Path:
-        """``log.json``: settings, the unigram baseline and every step's record."""
+        """``log.json``: settings, the unigram baseline and every step's record (process 0 writes)."""
         path = self.out_dir / "log.json"
+        if not self.primary:
+            return path
         summary = {
             "settings": asdict(self.settings),
             "unigram_val_loss": self.unigram,
@@ -161,13 +190,15 @@ class Trainer:
     def plot(
         self, history: list[dict[str, Any]], title: str, path: str | Path | None = None
     ) -> Path:
-        """The loss curve (train, validation, unigram baseline) as a PNG."""
+        """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it)."""
+        path = Path(path or self.out_dir / "loss.png")
+        if not self.primary:
+            return path
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        path = Path(path or self.out_dir / "loss.png")
         fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
         steps = [r["step"] for r in history]
         ax.plot(steps, [r["loss"] for r in history], lw=1, label="train loss")
@@ -184,6 +215,19 @@ class Trainer:
         fig.savefig(path)
         plt.close(fig)
         return path
+
+
+def _fault_step() -> int | None:
+    """The step ``TTJAX_FAULT_KILL_AT_STEP`` names, or None when it is unset."""
+    raw = os.environ.get("TTJAX_FAULT_KILL_AT_STEP", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(
+            f"TTJAX_FAULT_KILL_AT_STEP={raw!r} is not a step number.\n"
+            "fix: a positive integer (the step after which this process kills itself), or unset it."
+        )
+    return int(raw)
 
 
 class _Progress:

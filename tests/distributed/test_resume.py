@@ -1,0 +1,166 @@
+"""Restarting a multi-process training run: orbax checkpoints written collectively by both ranks
+of a 2x4 big mesh, and a NanoGPT TP+DDP run under ttjax-run that loses rank 1 after a checkpoint,
+then continues with ``--resume`` along the same loss trajectory."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import checkpoint_program
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import yaml
+from _launch import ROOT, Watched, assert_all_gone, descendants, launcher_argv, write_bindings
+from conftest import mesh_of
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from models.nanogpt.train import build as nanogpt_build
+from ttjax.ttml import cli
+from ttjax.ttml.checkpoint import Checkpointer
+
+pytestmark = pytest.mark.timeout(600)
+
+BINDINGS = ROOT / "configs" / "rank_bindings" / "2x4_big_mesh.yaml"
+MGD = ROOT / "configs" / "rank_bindings" / "t3k_2x4_two_hosts.textproto"
+
+
+def run_launcher(argv: list[str], timeout: float = 400) -> tuple[int, str, list[int]]:
+    """Run a launcher to its end; returns its exit code, its output and every rank pid seen."""
+    w = Watched(argv)
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while w.proc.poll() is None and time.monotonic() < deadline:
+        seen.update(descendants(w.proc.pid))
+        time.sleep(0.5)
+    code, _ = w.wait(timeout=max(1.0, deadline - time.monotonic()))
+    return code, w.text(), sorted(seen)
+
+
+def test_collective_checkpoint_save_and_restore(tmp_path):
+    """Both ranks write their shards of one checkpoint and read them back; this process then
+    restores the same checkpoint onto a 1x8 mesh."""
+    ckpt = tmp_path / "ckpt"
+    prog = [sys.executable, str(Path(checkpoint_program.__file__)), str(ckpt), str(tmp_path)]
+    code, out, pids = run_launcher(launcher_argv(BINDINGS, tmp_path, *prog), timeout=200)
+    assert code == 0, out[-3000:]
+    assert_all_gone(pids)
+    want = checkpoint_program.weight()
+    for r in (0, 1):
+        got = np.load(tmp_path / f"rank{r}.npz")
+        np.testing.assert_array_equal(got["w"], want)
+        assert int(got["step"]) == checkpoint_program.STEP and float(got["loss"]) == 1.5
+        assert int(got["local_shards"]) == 4  # each process holds its own row of the mesh
+    # Both processes wrote shards; one commit marker says the step is complete.
+    state = ckpt / str(checkpoint_program.STEP) / "state"
+    assert {p.name for p in state.glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+    mesh = mesh_of((1, 8)).jax_mesh
+    like = {
+        "w": jax.ShapeDtypeStruct((8, 16), jnp.float32, sharding=NamedSharding(mesh, P(None, "x"))),
+        "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, P())),
+    }
+    c = Checkpointer(ckpt, use_async=False)
+    try:
+        got, meta = c.restore(checkpoint_program.STEP, like)
+    finally:
+        c.close()
+    np.testing.assert_array_equal(np.asarray(got["w"]), want)
+    assert meta["history"] == [{"step": 1, "loss": 1.5}]
+
+
+def tiny_config(path: Path, checkpoint_dir: Path) -> Path:
+    """TP+DDP 2x4 NanoGPT, 6 steps, a checkpoint every 2 steps."""
+    doc = yaml.safe_load((ROOT / "configs" / "training_nanogpt_tp_ddp.yaml").read_text())
+    t = doc["training_config"]
+    t.update(
+        project_name="resume_tiny",
+        batch_size=4,
+        max_steps=6,
+        eval_every=3,
+        model_save_interval=2,
+        checkpoint_dir=str(checkpoint_dir),
+    )
+    t.pop("model_config")
+    model = yaml.safe_load((ROOT / "configs" / "model_configs" / "nanogpt_tiny.yaml").read_text())
+    m = model["transformer_config"]
+    m.update(num_heads=4, embedding_dim=32, num_blocks=1, max_sequence_length=16)
+    m.pop("experimental", None)
+    m.pop("model_type", None)
+    t["transformer_config"] = m
+    doc["scheduler_config"]["warmup_steps"] = 2
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def losses(path: Path) -> list[float]:
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in recs] == list(range(1, len(recs) + 1))
+    return [r["loss"] for r in recs]
+
+
+@pytest.mark.slow
+def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
+    cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
+    train = [sys.executable, "-m", "models.nanogpt.train", "--config", str(cfg)]
+    train += ["--out", str(tmp_path / "out"), "--no-progress"]
+    # Rank 1 kills itself (SIGKILL) after step 5: checkpoints 2 and 4 are on disk.
+    faulty = write_bindings(
+        tmp_path / "faulty.yaml",
+        ["0,1,2,3", "4,5,6,7"],
+        env={1: {"TTJAX_FAULT_KILL_AT_STEP": "5"}},
+        mesh_graph_desc_path=str(MGD),
+    )
+    w = Watched(launcher_argv(faulty, tmp_path, *train))
+    try:
+        # The single-process 2x4 run of the same config, while the ranks train.
+        ref_cfg = tiny_config(tmp_path / "ref.yaml", tmp_path / "ref_ckpt")
+        ref_out = tmp_path / "ref"
+        assert (
+            cli.main(
+                ["--config", str(ref_cfg), "--out", str(ref_out), "--no-progress"],
+                build=nanogpt_build,
+                prog="ref",
+            )
+            == 0
+        )
+        seen: set[int] = set()
+        while w.proc.poll() is None:
+            seen.update(descendants(w.proc.pid))
+            time.sleep(0.5)
+        code, _ = w.wait(timeout=60)
+    finally:
+        w.kill()
+    out = w.text()
+    assert code != 0, out[-3000:]
+    assert "rank 1 was killed by signal 9 (SIGKILL)" in out, out[-3000:]
+    assert_all_gone(sorted(seen))
+    killed = losses(tmp_path / "out" / "log.jsonl")  # rank 0's log, up to step 5
+    assert 4 <= len(killed) <= 5
+    assert Checkpointer(tmp_path / "ckpt", use_async=False).latest_step() == 4
+
+    plain = write_bindings(
+        tmp_path / "plain.yaml", ["0,1,2,3", "4,5,6,7"], mesh_graph_desc_path=str(MGD)
+    )
+    code, out, pids = run_launcher(launcher_argv(plain, tmp_path, *train, "--resume"))
+    assert code == 0, out[-3000:]
+    assert_all_gone(pids)
+    assert "resumed at step 4" in out
+    resumed = losses(tmp_path / "out" / "log.jsonl")
+    log = json.loads((tmp_path / "out" / "log.json").read_text())
+    assert [r["loss"] for r in log["steps"]] == resumed and log["processes"] == 2
+    reference = losses(ref_out / "log.jsonl")
+    assert len(resumed) == len(reference) == 6
+    # Same processes, same mesh: the restarted run repeats the lost run's steps bit for bit.
+    assert resumed[: len(killed)] == killed
+    # And one process on 8 devices gives the same bits: the only cross-process sums (DDP, over 2
+    # ranks) have two terms, and a + b == b + a; the TP sums stay inside each process.
+    assert resumed == reference
+    ref_log = json.loads((ref_out / "log.json").read_text())
+    val = [(r["step"], r["val_loss"]) for r in log["steps"] if "val_loss" in r]
+    assert val == [(r["step"], r["val_loss"]) for r in ref_log["steps"] if "val_loss" in r]
+    assert [s for s, _ in val] == [3, 6]

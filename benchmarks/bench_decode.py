@@ -212,8 +212,8 @@ def jit_vs_handwritten_row(mesh: ttnn.MeshDevice, name: str, repeats: int, numbe
 
 def run(mesh: ttnn.MeshDevice) -> list[Row]:
     return [
-        trace_vs_jit_row(mesh, "tiny", repeats=9, number=20),
-        trace_vs_jit_row(mesh, "8-layer", repeats=5, number=3),
-        jit_vs_handwritten_row(mesh, "tiny", repeats=9, number=20),
-        jit_vs_handwritten_row(mesh, "8-layer", repeats=5, number=3),
+        trace_vs_jit_row(mesh, "tiny", repeats=15, number=20),
+        trace_vs_jit_row(mesh, "8-layer", repeats=7, number=2),
+        jit_vs_handwritten_row(mesh, "tiny", repeats=15, number=20),
+        jit_vs_handwritten_row(mesh, "8-layer", repeats=7, number=2),
     ]

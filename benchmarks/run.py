@@ -17,6 +17,7 @@ SUITES = {
     "dispatch": ("benchmarks.bench_dispatch", (2, 4)),
     "transfer": ("benchmarks.bench_transfer", (2, 4)),
     "trace": ("benchmarks.bench_trace", (2, 4)),
+    "decode": ("benchmarks.bench_decode", (1, 8)),
     "models": ("benchmarks.bench_models", None),
     "train": ("benchmarks.bench_train", (2, 4)),
     "numerics": ("benchmarks.bench_numerics", (2, 4)),

@@ -112,6 +112,31 @@ def test_kv_cache_updated_in_place_across_replays(t3000):
     ttnn.release_trace(t3000, tid)
 
 
+def test_replay_donates_only_the_buffers_it_overwrites(t3000):
+    """The cache (read, then updated in place) is donated: XLA aliases it to its result and the
+    old array is consumed; an input the trace only reads keeps its buffer."""
+    cache = ttnn.from_torch(np.zeros((2, 1, 8, 32), np.float32), device=t3000)
+    pos = ttnn.from_torch(np.zeros((2,), np.int32), device=t3000)
+    new = ttnn.from_torch(np.ones((1, 2, 1, 32), np.float32), device=t3000)
+    tid = ttnn.begin_trace_capture(t3000)
+    ttnn.experimental.paged_update_cache(cache, new, update_idxs_tensor=pos)
+    total = ttnn.sum(cache, dim=-1)
+    ttnn.add(pos, 1, output_tensor=pos)
+    ttnn.end_trace_capture(t3000, tid)
+    (program,) = ttnn.trace.compiled_programs(tid)
+    assert program.as_text().count("may-alias") == 2  # cache and pos, not `new`
+    for _ in range(3):  # (a host read of the cache would pin its buffer: XLA would copy)
+        old_cache, old_new = cache.value, new.value
+        ttnn.execute_trace(t3000, tid)
+        assert old_cache.is_deleted() and not old_new.is_deleted()
+    want = np.zeros((2, 1, 8, 32), np.float32)
+    want[:, :, :4] = 1.0  # the captured run wrote position 0, the replays 1, 2 and 3
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(cache)[0]), want)
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(pos)[0]), 4)
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(total)[0]), want.sum(-1))
+    ttnn.release_trace(t3000, tid)
+
+
 def test_submesh_trace_replays_every_submesh_in_one_execute(galaxy):
     subs = galaxy.create_submeshes(ttnn.MeshShape(2, 4))
     rng = np.random.default_rng(1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,10 @@ class _Group:
     outputs: list[tuple[weakref.ref[Tensor], int]]
     signature: list[TensorSpec] = field(default_factory=list)
     compiled: Any = None
+    donated: tuple[int, ...] = ()  # inputs the replay overwrites: their buffers are reused
+    # Flat lists fixed at end_trace_capture, so a replay does no Python work beyond the call:
+    in_tensors: list[Tensor] = field(default_factory=list)
+    out_targets: list[tuple[weakref.ref[Tensor], TensorSpec]] = field(default_factory=list)
 
 
 class _Trace:
@@ -194,11 +199,35 @@ def _program(group: _Group) -> Any:
     return program
 
 
+def _donated(group: _Group) -> tuple[int, ...]:
+    """Positions of the inputs a replay overwrites (KV caches, ``output_tensor=`` targets).
+
+    Their old buffers are dead once the replay writes the new values back, so XLA may write the
+    results in place (``donate_argnums``) instead of allocating and copying. An input whose array
+    is also held by another input is not donated (the other would lose it).
+    """
+    overwritten = {id(ref()) for ref, _ in group.outputs if ref() is not None}
+    datas = [id(t._data) for _, t in group.inputs]
+    return tuple(
+        i
+        for i, (_, t) in enumerate(group.inputs)
+        if id(t) in overwritten and datas.count(id(t._data)) == 1
+    )
+
+
 def _compile(tid: MeshTraceId, group: _Group) -> None:
     group.signature = [t.spec for _, t in group.inputs]
-    datas = [t._data for _, t in group.inputs]
+    group.in_tensors = [t for _, t in group.inputs]
+    group.out_targets = [(ref, obj.spec) for ref, _ in group.outputs if (obj := ref()) is not None]
+    group.outputs = [(ref, s) for ref, s in group.outputs if ref() is not None]
+    group.donated = _donated(group)
+    datas = [t._data for t in group.in_tensors]
     try:
-        group.compiled = jax.jit(_program(group)).lower(*datas).compile()
+        with warnings.catch_warnings():
+            # A donated buffer XLA cannot alias to a result (another shape) is simply not reused.
+            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+            lowered = jax.jit(_program(group), donate_argnums=group.donated).lower(*datas)
+            group.compiled = lowered.compile()
     except Exception as e:  # pragma: no cover - surfaced with context
         raise TraceError(
             f"trace {tid!r}: compiling the captured ops failed ({type(e).__name__}: {e}).\n"
@@ -289,27 +318,36 @@ def execute_trace(
     for g in tr.groups:
         g.mesh._check_open()
         datas = []
-        for (_, t), want in zip(g.inputs, g.signature):
-            got = t.spec
-            if got != want:
-                raise TraceError(
-                    f"execute_trace: trace {tr.id!r} was captured with an input "
-                    f"{want.describe()}, but that tensor is now {got.describe()}.\n"
-                    "fix: refresh inputs with copy_host_to_device_tensor using a host tensor of the "
-                    "same per-device shape, dtype, layout and mesh mapper; or capture a new trace."
-                )
+        for t, want in zip(g.in_tensors, g.signature):
+            if (
+                t._spec is not want
+            ):  # refreshed by copy_host_to_device_tensor: same spec, new object
+                _check_input(tr, t, want)
             datas.append(t._data)
         outs = g.compiled(*datas)
-        for (ref, _), data in zip(g.outputs, outs):
+        for (ref, spec), data in zip(g.out_targets, outs):
             obj = ref()
-            if obj is not None:
-                obj.assign(Tensor(data, obj.spec))
-        first = _blockfloat.primary(outs[0]) if outs else None
-        if first is not None:
-            g.mesh._last_outputs = (first,)
+            if obj is not None:  # written like Tensor.assign (no capture is open here)
+                obj._data = data
+                obj._spec = spec
+        if outs:
+            g.mesh._last_outputs = (_blockfloat.primary(outs[0]),)
         pending.append(outs)
     if blocking:
         jax.block_until_ready(pending)
+
+
+def _check_input(tr: _Trace, t: Tensor, want: TensorSpec) -> None:
+    """Refuse an input whose spec changed since capture; an equal spec is adopted (fast path)."""
+    got = t._spec
+    if got != want:
+        raise TraceError(
+            f"execute_trace: trace {tr.id!r} was captured with an input "
+            f"{want.describe()}, but that tensor is now {got.describe()}.\n"
+            "fix: refresh inputs with copy_host_to_device_tensor using a host tensor of the "
+            "same per-device shape, dtype, layout and mesh mapper; or capture a new trace."
+        )
+    t._spec = want
 
 
 def release_trace(mesh_device: MeshDevice, trace_id: Any) -> None:

@@ -110,7 +110,7 @@ class Generator:
         for m, (tok, pos) in zip(self.models, self._bufs):
             logits = m.decode(tok, pos)
             if greedy:
-                ttnn.argmax(logits, dim=-1, output_tensor=tok)  # next token, on device
+                ttnn.copy(m.greedy_tokens(logits), tok)  # next token, on device
             ttnn.add(pos, 1, output_tensor=pos)
             outs.append(logits)
         return outs

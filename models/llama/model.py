@@ -6,6 +6,10 @@ Every op runs per device; the only communication is explicit:
   heads are split across the devices of the mesh, and each attention and each MLP block ends in
   one ``all_reduce`` — the two collectives per layer of the Megatron optimum. The embedding is
   sharded on the hidden dim and the LM head on the vocabulary; one ``all_gather`` follows each.
+  Options bring decode to the hand-written collective count: ``embedding="vocab_parallel"``
+  shards the table on the vocabulary (a masked local lookup + one ``all_reduce``), and
+  ``gather_logits=False`` leaves the logits vocab-sharded; :meth:`TtLlama.greedy_tokens` then
+  takes the argmax over the shards by gathering one candidate (value, index) per device.
 * ``mode="dp"``: weights are replicated, the batch is sharded over the devices, and nothing is
   communicated.
 * Hybrid DP+TP (TT-NN guide 8.3) runs one ``mode="tp"`` model per submesh; see ``generate.py``.
@@ -48,11 +52,19 @@ class TtLlama(LlamaSharding):
         max_seq_len: int | None = None,
         scan_layers: bool = False,
         transpose_weights: bool = False,
+        embedding: str = "hidden_sharded",
+        gather_logits: bool = True,
     ) -> None:
         if mode not in ("tp", "dp"):
             raise ttnn.errors.ConfigError(
                 f"TtLlama: mode={mode!r} is not a parallel mode.\n"
                 "fix: use 'tp' or 'dp' (hybrid = one 'tp' model per submesh)."
+            )
+        if embedding not in ("hidden_sharded", "vocab_parallel"):
+            raise ttnn.errors.ConfigError(
+                f"TtLlama: embedding={embedding!r} is not an embedding layout.\n"
+                "fix: use 'hidden_sharded' (all_gather after the lookup) or 'vocab_parallel' "
+                "(masked lookup + all_reduce)."
             )
         self.config = config
         self.mesh = mesh_device
@@ -70,6 +82,9 @@ class TtLlama(LlamaSharding):
         self.transpose_weights = transpose_weights
         n = mesh_device.get_num_devices()
         self.tp = n if mode == "tp" else 1
+        # Both options only change anything under TP (one device holds the whole vocab in DP).
+        self.vocab_parallel = embedding == "vocab_parallel" and self.tp > 1
+        self.gather_logits = gather_logits or self.tp == 1
         self.dp = n if mode == "dp" else 1
         self._check_divisible()
         self.q_heads = config.n_heads // self.tp
@@ -190,9 +205,7 @@ class TtLlama(LlamaSharding):
         p = self.params if params is None else params
         caches = self.caches if caches is None else caches
         b, s = tokens.shape[0], tokens.shape[1]
-        x = ttnn.embedding(tokens, p["embed"], layout=ttnn.TILE_LAYOUT)
-        if x.shape[-1] != c.dim:
-            x = ttnn.all_gather(x, dim=-1)  # the embedding is sharded on the hidden dim
+        x = self._embed(tokens, p)
         if pos is None:
             ids = ttnn.reshape(ttnn.arange(0, s, 1, ttnn.int32, device=self.mesh), (1, s))
         else:
@@ -223,9 +236,48 @@ class TtLlama(LlamaSharding):
                 x = block(x, layer, cache)
         x = self._norm(x, p["norm"], p["norm_bias"])
         logits = self._linear(x, p["lm_head"])  # [B, S, vocab / tp]
-        if self.tp > 1:
+        if self.tp > 1 and self.gather_logits:
             logits = ttnn.all_gather(logits, dim=-1)
         return logits
+
+    def _embed(self, tokens: ttnn.Tensor, p: dict[str, Any]) -> ttnn.Tensor:
+        """Token ids [B, S] -> [B, S, dim] on every device.
+
+        Vocab-parallel: each device looks up the ids in its own rows (ids shifted by its first
+        row, ``vocab_start``; uint32 wrap-around sends smaller ids out of range too), zeroes the
+        rows it does not own, and one ``all_reduce`` sums the single owner's row into place.
+        """
+        if not self.vocab_parallel:
+            x = ttnn.embedding(tokens, p["embed"], layout=ttnn.TILE_LAYOUT)
+            if x.shape[-1] != self.config.dim:
+                x = ttnn.all_gather(x, dim=-1)  # the embedding is sharded on the hidden dim
+            return x
+        b, s = tokens.shape[0], tokens.shape[1]
+        local = ttnn.subtract(tokens, self.vocab_start)  # [B, S] uint32
+        owned = ttnn.lt(local, self.config.vocab_size // self.tp)
+        rows = ttnn.embedding(local, p["embed"], layout=ttnn.TILE_LAYOUT)  # out of range: clipped
+        rows = ttnn.where(ttnn.reshape(owned, (b, s, 1)), rows, 0.0)
+        return ttnn.all_reduce(rows)
+
+    def greedy_tokens(self, logits: ttnn.Tensor) -> ttnn.Tensor:
+        """Greedy next token [B, S] (uint32, on every device) of logits [B, S, vocab(/tp)].
+
+        Logits left vocab-sharded are not gathered: each device takes its local max and argmax,
+        one ``all_gather`` brings the tp (value, global index) candidates to every device, and
+        the smallest index among the best values wins (numpy's argmax tie rule). Indices travel
+        as float32, exact for vocabularies below 2**24.
+        """
+        if self.gather_logits:
+            return ttnn.argmax(logits, dim=-1)
+        b, s = logits.shape[0], logits.shape[1]
+        values = ttnn.typecast(ttnn.max(logits, dim=-1, keepdim=True), ttnn.float32)
+        index = ttnn.add(ttnn.argmax(logits, dim=-1, keepdim=True), self.vocab_start)
+        pair = ttnn.concat([values, ttnn.typecast(index, ttnn.float32)], dim=-1)  # [B, S, 2]
+        pairs = ttnn.reshape(ttnn.all_gather(pair, dim=-1), (b, s, self.tp, 2))
+        values, index = pairs[..., 0], pairs[..., 1]  # [B, S, tp] each
+        best = ttnn.eq(values, ttnn.max(values, dim=-1, keepdim=True))
+        token = ttnn.min(ttnn.where(best, index, float(2**24)), dim=-1)
+        return ttnn.typecast(token, ttnn.uint32)
 
     def prefill(self, tokens: ttnn.Tensor) -> ttnn.Tensor:
         """Run the prompt [B, S] (positions 0..S-1), filling the KV cache; logits [B, S, vocab]."""
@@ -247,6 +299,8 @@ class TtLlama(LlamaSharding):
 
     def logits_to_numpy(self, logits: ttnn.Tensor) -> np.ndarray:
         """Device logits -> host [B, S, vocab] (one copy per user, whatever the mode)."""
+        if logits.shape[-1] != self.config.vocab_size:  # vocab-sharded (gather_logits=False)
+            return ttnn.to_numpy(logits, mesh_composer=ttnn.ConcatMeshToTensor(self.mesh, dim=-1))
         if self.dp > 1:
             return ttnn.to_numpy(logits, mesh_composer=ttnn.ConcatMeshToTensor(self.mesh, dim=0))
         return ttnn.to_numpy(ttnn.get_device_tensors(logits)[0])

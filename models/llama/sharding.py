@@ -56,6 +56,8 @@ class LlamaSharding:
     cache_dtype: Any
     max_seq_len: int
     abstract: bool
+    vocab_parallel: bool
+    vocab_start: Any
     scan_layers: bool
     transpose_weights: bool
     tp: int
@@ -135,8 +137,10 @@ class LlamaSharding:
         embed = get("model.embed_tokens.weight")
         head = embed if c.tie_word_embeddings else get("lm_head.weight")
         cos, sin = rope_tables(c, self.max_seq_len)
+        # Hidden-sharded table (all_gather after the lookup) or vocab-parallel rows (all_reduce).
+        embed_dim = 0 if self.vocab_parallel else (1 if c.dim % tp == 0 else None)
         self.params: dict[str, Any] = {
-            "embed": self._put(embed, (c.vocab_size, c.dim), 1 if c.dim % tp == 0 else None, ad),
+            "embed": self._put(embed, (c.vocab_size, c.dim), embed_dim, ad),
             "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype, True),
             "norm": self._put(get("model.norm.weight"), (c.dim,), None, ad),
             "norm_bias": self._put(get("model.norm.bias"), (c.dim,), None, ad)
@@ -145,6 +149,15 @@ class LlamaSharding:
             "cos": self._put(cos, cos.shape, None, ad),
             "sin": self._put(sin, sin.shape, None, ad),
         }
+        if tp > 1:
+            # Each device's first vocabulary row (embedding rows and LM-head columns alike); not a
+            # parameter (nothing trains it), so it lives beside ``params``.
+            self.vocab_start = ttnn.from_torch(
+                np.arange(tp, dtype=np.uint32) * (c.vocab_size // tp),
+                dtype=ttnn.uint32,
+                device=self.mesh,
+                mesh_mapper=ttnn.ShardTensorToMesh(self.mesh, dim=0),
+            )
         specs = [self._layer_specs(w, i) for i in range(c.n_layers)]
         if self.scan_layers:
             # One stacked tensor per weight ([n_layers, ...] per device) for ttnn.scan.

@@ -152,9 +152,16 @@ def scaled_dot_product_attention_decode(
     positions = tuple(int(p) for p in cur_pos or ()) if mode == "list" else ()
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
-        qb = jnp.transpose(qa, (1, 2, 0, 3))  # [b, nh, 1, d]
-        total = ka.shape[2]
-        mask = None
+        if mode == "mask":
+            qb = jnp.transpose(qa, (1, 2, 0, 3))  # [b, nh, 1, d]
+            out = _attend(qb, ka, va, rest[0].astype(jnp.float32), sc)  # [b, nh, 1, d]
+            return jnp.transpose(out, (2, 0, 1, 3))
+        # One query per user: no query-length dim in the einsums, so XLA reads the caches in
+        # their own layout (a size-1 dim there made it transpose the V cache every step).
+        b, nh, d = qa.shape[1:]
+        kv, total = ka.shape[1], ka.shape[2]
+        qg = jnp.reshape(qa[0], (b, kv, nh // kv, d))
+        scores = jnp.einsum("bkgd,bktd->bkgt", qg, ka, preferred_element_type=jnp.float32) * sc
         if mode in ("tensor", "list"):
             pos = (
                 rest[0].reshape(-1).astype(jnp.int32)
@@ -162,11 +169,10 @@ def scaled_dot_product_attention_decode(
                 else jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
             )
             allowed = jnp.arange(total)[None, :] <= pos[:, None]  # [b, S]
-            mask = jnp.where(allowed, 0.0, -jnp.inf)[:, None, None, :]
-        elif mode == "mask":
-            mask = rest[0].astype(jnp.float32)
-        out = _attend(qb, ka, va, mask, sc)  # [b, nh, 1, d]
-        return jnp.transpose(out, (2, 0, 1, 3))
+            scores = scores + jnp.where(allowed, 0.0, -jnp.inf)[:, None, None, :]
+        probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+        out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
+        return jnp.reshape(out, (1, b, nh, d)).astype(qa.dtype)
 
     return run_op("sdpa_decode", fn, tensors, static=(sc, mode), scalars=positions)
 

@@ -34,6 +34,27 @@ PYTHON_COMMANDS = {
         True,
     ),
     "python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
+    "python -m models.llama.demo --frontend spmd --config tiny": (
+        [],
+        "PCC vs single device 1.000000",
+        True,
+    ),
+    "python -m models.llama.side_by_side": ([], "three programming models", True),
+    "python -m models.moe.demo --mesh t3000 --steps 150 --png routing.png": (
+        ["--steps", "4"],
+        "spread of tokens per expert",
+        True,
+    ),
+    ".venv/bin/ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
+        [],
+        "collectives per step: 4 {'all-to-all': 4}",
+        True,
+    ),
+    "python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml": (
+        ["--max-steps", "2", "--no-progress"],
+        '"unigram_val_loss"',
+        True,
+    ),
     ".venv/bin/ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
     "--arg config=llama-3.1-70b --arg weight_dtype=bfloat8_b --arg cache_dtype=bfloat8_b": (
         ["--arg", "config=tiny", "--arg", "batch=8", "--arg", "context=64"],

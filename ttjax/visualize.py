@@ -120,11 +120,12 @@ def mesh_layout(tensor: Tensor) -> list[dict[str, Any]]:
     the global tensor this device holds. ``global_shape`` and ``index`` are None when a mesh
     axis is ``PlacementLocal`` (per-device values are not slices of one tensor).
 
-    >>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
-    >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 64), device=mesh,
-    ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
-    >>> [d["index"][3] for d in ttnn.visualize.mesh_layout(x)]
-    [(0, 32), (32, 64)]
+    Examples:
+        >>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+        >>> x = ttnn.from_torch(torch.rand(1, 1, 32, 64), device=mesh,
+        ...                     mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
+        >>> [d["index"][3] for d in ttnn.visualize.mesh_layout(x)]
+        [(0, 32), (32, 64)]
     """
     t = _check_tensor(tensor, "mesh_layout")
     local = tuple(int(s) for s in t.shape)

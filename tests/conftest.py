@@ -11,11 +11,11 @@ _FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
 
-import jax
-import pytest
-from hypothesis import HealthCheck, settings
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
-import ttjax
+import ttjax  # noqa: E402
 
 # JAX's own "deterministic" profile: reproducible, no deadline (compiles are slow on 2 cores).
 settings.register_profile(

@@ -18,9 +18,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ttjax.errors import TTJaxError
+from ttjax.errors import MissingDependencyError, TTJaxError
 from ttjax.ttml.schedule import BACKWARD, FORWARD, SCHEDULES, ScheduleTable, schedule_table
-from ttjax.visualize import MissingDependencyError
 
 _RICH = {FORWARD: "bold white on dodger_blue3", BACKWARD: "bold black on spring_green3"}
 _PNG = {FORWARD: "#4a90d9", BACKWARD: "#6cc24a"}

@@ -17,6 +17,7 @@ from typing import Any
 
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.data import TokenDataset
+from ttjax.ttml.pipeline_train import PipelineTrainStep
 from ttjax.ttml.train import TrainingDivergedError, TrainState, TrainStep
 
 
@@ -35,11 +36,11 @@ class LoopSettings:
 
 
 class Trainer:
-    """Runs a :class:`TrainStep` over a :class:`TokenDataset`, logging into ``out_dir``."""
+    """Runs a :class:`TrainStep` (or a :class:`PipelineTrainStep`) over a :class:`TokenDataset`, logging into ``out_dir``."""
 
     def __init__(
         self,
-        step: TrainStep,
+        step: TrainStep | PipelineTrainStep,
         data: TokenDataset,
         settings: LoopSettings,
         out_dir: str | Path,

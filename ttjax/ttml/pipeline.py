@@ -277,10 +277,10 @@ class Pipeline:
             )
         flat, keep = np.maximum(index, 0).reshape(-1), mask.reshape(-1)
 
-        def stage(a: Any) -> Any:
-            a = jnp.asarray(a)
-            g = jnp.take(a, flat, axis=0)
-            g = jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), g, 0)
+        def stage(a: Any) -> Any:  # on the host: no program to compile per parameter
+            a = np.asarray(a)
+            g = np.take(a, flat, axis=0)
+            g = np.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), g, np.zeros((), a.dtype))
             return g.reshape((self.num_stages, self.slots, *a.shape[1:]))
 
         staged = jax.tree.map(stage, stacked)

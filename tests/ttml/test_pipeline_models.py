@@ -53,15 +53,9 @@ LAYOUTS = {  # name -> (mesh shape, axis names, DDP axis, TP axis, schedule, mic
 }
 
 
-FAST = ("nanogpt", "ddp2-pp4-1f1b")  # the one case `make test` runs
-CASES = [
-    pytest.param(name, layout, marks=[] if (name, layout) == FAST else [pytest.mark.slow])
-    for name in ("nanogpt", "llama")
-    for layout in sorted(LAYOUTS)
-]
-
-
-@pytest.mark.parametrize(("name", "layout"), CASES)
+@pytest.mark.slow  # make test: tests/ttml/test_pipeline_cli.py (NanoGPT PP+DDP 2x4 via the CLI)
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", ["nanogpt", "llama"])
 def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
     shape, names, ddp, tp, schedule, m = LAYOUTS[layout]
     n = int(np.prod(shape))

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.train import LlamaTrain, param_specs
@@ -47,7 +48,7 @@ def stage_functions(model: LlamaTrain, tp: str | None) -> tuple[Any, Any, Any]:
 def split_params(params: Params) -> tuple[Params, Params]:
     """``{tok_emb, blocks: [...], ln_fc, fc}`` -> ``(io, blocks stacked on axis 0)``."""
     io = {k: params[k] for k in IO_KEYS}
-    return io, jax.tree.map(lambda *xs: jnp.stack(xs), *params["blocks"])
+    return io, jax.tree.map(lambda *xs: np.stack(xs), *params["blocks"])
 
 
 def io_specs(config: LlamaConfig, par: Parallelism) -> Params:

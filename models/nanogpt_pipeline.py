@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import param_specs
@@ -45,7 +45,7 @@ def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
 def split_params(params: Params) -> tuple[Params, Params]:
     """NanoGPT's ``{wte, wpe, blocks: [...], ln_f}`` -> ``(io, blocks stacked on axis 0)``."""
     io = {k: params[k] for k in IO_KEYS}
-    return io, jax.tree.map(lambda *xs: jnp.stack(xs), *params["blocks"])
+    return io, jax.tree.map(lambda *xs: np.stack(xs), *params["blocks"])
 
 
 def join_params(io: Params, blocks: Params, n_layer: int) -> Params:

@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from models.llama.config import LlamaConfig, RopeScaling, rope_tables
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, main
+from ttjax.ttml.cli import ModelParts, StageParts, main
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
@@ -187,7 +187,22 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
         f"Llama {n / 1e6:.2f}M params ({config.n_layers} blocks, {config.n_heads} heads / "
         f"{config.n_kv_heads} kv, dim {config.dim}, vocab {config.vocab_size})"
     )
-    return ModelParts(LlamaTrain(config).loss, params, param_specs(config, par), desc)
+    model = LlamaTrain(config)
+
+    def stages(p: Parallelism) -> StageParts:
+        from models import llama_pipeline  # lazily: it imports this module
+
+        embed, block, head = llama_pipeline.stage_functions(model, p.tp)
+        return StageParts(
+            embed,
+            block,
+            head,
+            llama_pipeline.split_params,
+            llama_pipeline.io_specs(config, p),
+            llama_pipeline.block_specs(config, p),
+        )
+
+    return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 
 
 def cli(argv: Sequence[str] | None = None) -> int:

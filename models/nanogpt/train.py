@@ -1,7 +1,8 @@
-"""Train NanoGPT from a TTML YAML file on the ttjax mesh (DDP, TP or TP+DDP from device_config).
+"""Train NanoGPT from a TTML YAML file on the ttjax mesh (DDP, TP, PP and their pairs from device_config).
 
 python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml
 python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml --resume
+python -m models.nanogpt.train --config configs/training_nanogpt_pp.yaml
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from collections.abc import Sequence
 
 import jax
 
+from models import nanogpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, main
+from ttjax.ttml.cli import ModelParts, StageParts, main
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
 
@@ -50,7 +52,19 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
         f"NanoGPT {n / 1e6:.2f}M params ({config.n_layer} blocks, {config.n_head} heads, "
         f"dim {config.n_embd}, vocab {config.vocab_size}, context {config.block_size})"
     )
-    return ModelParts(model.loss, params, param_specs(config, par), desc)
+
+    def stages(p: Parallelism) -> StageParts:
+        embed, block, head = nanogpt_pipeline.stage_functions(model, p.tp)
+        return StageParts(
+            embed,
+            block,
+            head,
+            nanogpt_pipeline.split_params,
+            nanogpt_pipeline.io_specs(config, p),
+            nanogpt_pipeline.block_specs(config, p),
+        )
+
+    return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 
 
 def cli(argv: Sequence[str] | None = None) -> int:

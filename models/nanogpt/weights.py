@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -18,7 +19,15 @@ from ttjax.ttml.parallel import Parallelism
 
 
 def init_params(config: GPTConfig, seed: int) -> dict[str, Any]:
-    """GPT-2 initialisation (normal 0.02; residual projections 0.02 / sqrt(2 n_layer))."""
+    """GPT-2 initialisation (normal 0.02; residual projections 0.02 / sqrt(2 n_layer)).
+
+    One jitted program (one compile, not one per random op), the same on every mesh.
+    """
+    return _init_params(config, seed)
+
+
+@partial(jax.jit, static_argnums=0)
+def _init_params(config: GPTConfig, seed: Any) -> dict[str, Any]:
     model = GPT(config)
     keys = iter(jax.random.split(jax.random.key(seed), 2 + 6 * config.n_layer))
     params: dict[str, Any] = {

@@ -20,8 +20,8 @@ from jax.sharding import Mesh
 import ttjax
 from models import toy_gpt as tg
 from ttjax.errors import ConfigError
+from ttjax.ttml.config import PipelineParallelConfig
 from ttjax.ttml.pipeline import Pipeline, make_train_step, permutes_per_tick
-from ttjax.ttml.schedule import PipelineParallelConfig
 
 BATCH = 16
 OPT = optax.adamw(1e-2, weight_decay=0.01)

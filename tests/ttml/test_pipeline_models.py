@@ -53,7 +53,7 @@ LAYOUTS = {  # name -> (mesh shape, axis names, DDP axis, TP axis, schedule, mic
 }
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # make test: tests/ttml/test_pipeline_cli.py (NanoGPT PP+DDP 2x4 via the CLI)
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", ["nanogpt", "llama"])
 def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:

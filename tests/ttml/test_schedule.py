@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ttjax.errors import ConfigError
+from ttjax.ttml.config import PipelineParallelConfig
 from ttjax.ttml.pipeline import tick_plan
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
     IDLE,
     SCHEDULES,
-    PipelineParallelConfig,
     block_layout,
     schedule_table,
     stage_sizes,
@@ -137,18 +137,21 @@ def test_ttml_yaml_keys_and_ttjax_schedule_keys() -> None:
     assert cfg.blocks_per_rank == (16, 16) and cfg.stage_sizes(2) == (16, 16)
     assert PipelineParallelConfig.from_dict({"num_blocks": 6}).stage_sizes(3) == (2, 2, 2)
     assert PipelineParallelConfig.from_dict(
-        {"num_blocks": 2, "blocks_per_rank": {"0": 1, "1": 1}}
+        {"num_blocks": 2, "blocks_per_rank": [1, 1]}
     ).blocks_per_rank == (1, 1)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"num_blocks": 32, "blocks_per_rank": {0: 16, 1: 15}}, "sums to 31, but num_blocks=32"),
-        ({"num_blocks": 4, "schedule": "interleaved"}, "schedule='interleaved'"),
-        ({"num_blocks": 4, "num_microbatches": 0}, "num_microbatches=0"),
-        ({"num_blocks": 4, "blocks_per_rank": {0: 4, 2: 0}}, "keys [0, 2]"),
-        ({"num_blocks": 4, "stages": 2}, "unknown key 'stages'"),
+        (
+            {"num_blocks": 32, "blocks_per_rank": {0: 16, 1: 15}},
+            "num_blocks = 32, blocks_per_rank [16, 15] sum to 31",
+        ),
+        ({"num_blocks": 4, "schedule": "interleaved"}, "schedule = 'interleaved'"),
+        ({"num_blocks": 4, "num_microbatches": 0}, "num_microbatches = 0"),
+        ({"num_blocks": 4, "blocks_per_rank": {0: 4, 2: 0}}, "{0: 4, 2: 0}"),
+        ({"num_blocks": 4, "stages": 2}, "'stages'"),
     ],
 )
 def test_bad_config_names_the_value(kwargs: dict, needle: str) -> None:

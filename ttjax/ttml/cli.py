@@ -21,10 +21,12 @@ import jax
 from ttjax.errors import ConfigError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
-from ttjax.ttml.config import RunConfig, load_config, validate_batch
+from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
 from ttjax.ttml.context import DistributedConfig
 from ttjax.ttml.data import TokenDataset, load_dataset
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.pipeline import Pipeline
+from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer
 
@@ -32,13 +34,29 @@ VOCAB_MULTIPLE = 64  # vocab rounded up to this (TTML rounds to a TP multiple): 
 
 
 @dataclass(frozen=True)
+class StageParts:
+    """A model cut for the pipeline: ``(embed, block, head)``, the params split and their specs."""
+
+    embed: Callable[..., Any]
+    block: Callable[..., Any]
+    head: Callable[..., Any]
+    split: Callable[[Any], tuple[Any, Any]]
+    io_specs: Any
+    block_specs: Any
+
+
+@dataclass(frozen=True)
 class ModelParts:
-    """What a model script hands the trainer: its loss, whole parameters and their mesh specs."""
+    """What a model script hands the trainer: its loss, whole parameters and their mesh specs.
+
+    ``stages(par)`` cuts the model into pipeline stages (needed when ``enable_pp`` is set).
+    """
 
     loss_fn: Callable[..., Any]
     params: Any
     specs: Any
     description: str
+    stages: Callable[[Parallelism], StageParts] | None = None
 
 
 Build = Callable[[RunConfig, Parallelism, int], ModelParts]
@@ -47,6 +65,47 @@ Build = Callable[[RunConfig, Parallelism, int], ModelParts]
 def padded_vocab(data: TokenDataset) -> int:
     """The tokenizer's vocabulary rounded up to a multiple of 64 (any TP size up to 64 divides it)."""
     return -(-data.vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def pipeline_step(
+    run: RunConfig, pctx: Any, par: Parallelism, parts: ModelParts, opt: OptimizerSettings
+) -> PipelineTrainStep:
+    """The PP train step of ``run``: stages on the context's PP axis, DDP/TP as configured.
+
+    ``multihost_config.pipeline_parallel_config`` gives the block map and the schedule; without
+    it the model's blocks split evenly, one microbatch, GPipe (TTML's behaviour).
+    """
+    if parts.stages is None:
+        raise ConfigError(
+            f"{run.path}: device_config.enable_pp is true but this model has no pipeline "
+            "stages.\nfix: set enable_pp: false, or train NanoGPT or Llama."
+        )
+    cfg = run.multihost.pipeline_parallel_config or PipelineParallelConfig(
+        num_blocks=run.model.num_blocks
+    )
+    if cfg.num_blocks != run.model.num_blocks:
+        raise ConfigError(
+            f"{run.path}: pipeline_parallel_config.num_blocks = {cfg.num_blocks} but the model "
+            f"has num_blocks = {run.model.num_blocks}.\nfix: make them equal."
+        )
+    sp = parts.stages(par)
+    pipe = Pipeline.from_context(
+        pctx,
+        cfg,
+        sp.embed,
+        sp.block,
+        sp.head,
+        io_specs=sp.io_specs,
+        block_specs=sp.block_specs,
+    )
+    pipe.check_batch(run.training.batch_size)
+    return PipelineTrainStep(
+        pipe,
+        make_pp_optimizer(opt),
+        split=sp.split,
+        accum=run.training.gradient_accumulation_steps,
+        schedule=opt.schedule(),
+    )
 
 
 def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
@@ -73,7 +132,9 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     mesh = ctx.open_device(shape, list(dev.device_ids) or None)
     try:
         pctx = ctx.initialize_parallelism_context(
-            DistributedConfig(enable_ddp=dev.enable_ddp, enable_tp=dev.enable_tp)
+            DistributedConfig(
+                enable_ddp=dev.enable_ddp, enable_tp=dev.enable_tp, enable_pp=dev.enable_pp
+            )
         )
         validate_batch(run, pctx)
         par = Parallelism.from_context(pctx, mesh)
@@ -82,14 +143,18 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         )
         parts = build(run, par, padded_vocab(data))
         opt = OptimizerSettings.from_config(run)
-        step = TrainStep(
-            parts.loss_fn,
-            parts.specs,
-            par,
-            make_optimizer(opt),
-            accum=t.gradient_accumulation_steps,
-            schedule=opt.schedule(),
-        )
+        step: TrainStep | PipelineTrainStep
+        if dev.enable_pp:
+            step = pipeline_step(run, pctx, par, parts, opt)
+        else:
+            step = TrainStep(
+                parts.loss_fn,
+                parts.specs,
+                par,
+                make_optimizer(opt),
+                accum=t.gradient_accumulation_steps,
+                schedule=opt.schedule(),
+            )
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,
@@ -146,4 +211,4 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     return 0
 
 
-__all__ = ["ModelParts", "main", "padded_vocab"]
+__all__ = ["ModelParts", "StageParts", "main", "padded_vocab", "pipeline_step"]

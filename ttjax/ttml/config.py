@@ -29,6 +29,7 @@ import yaml
 
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
+from ttjax.ttml.schedule import SCHEDULES, stage_sizes
 
 # ---------------------------------------------------------------------------------------------
 # Value checks: each takes (value, where) and returns the clean value or raises.
@@ -310,17 +311,35 @@ class TransformerConfig:
 
 @dataclass(frozen=True)
 class PipelineParallelConfig:
-    """``multihost_config.pipeline_parallel_config``: rank r owns ``blocks_per_rank[r]`` blocks in order."""
+    """``multihost_config.pipeline_parallel_config``: rank r owns ``blocks_per_rank[r]`` blocks in order.
+
+    TTML's keys (``num_blocks``, ``blocks_per_rank``; empty = even split over the PP axis) plus
+    ttjax's ``num_microbatches`` (TTML runs 1) and ``schedule`` (``gpipe`` or ``1f1b``).
+
+    >>> PipelineParallelConfig.from_dict({"num_blocks": 6, "blocks_per_rank": {0: 3, 1: 3}})
+    PipelineParallelConfig(num_blocks=6, blocks_per_rank=(3, 3), num_microbatches=1, schedule='gpipe')
+    """
 
     num_blocks: int = _f(6, _int(1))
     blocks_per_rank: tuple[int, ...] = _f((), _nested)
     num_microbatches: int = _f(1, _int(1))
-    schedule: str = _f("gpipe", _choice("gpipe", "1f1b"))
+    schedule: str = _f("gpipe", _choice(*SCHEDULES))
+
+    @classmethod
+    def from_dict(
+        cls, raw: Mapping[str, Any], source: str = "pipeline_parallel_config"
+    ) -> PipelineParallelConfig:
+        """Validate a YAML mapping (unknown keys and bad values name the key and ``source``)."""
+        return _pipeline(raw, source)
 
     def block_range(self, rank: int) -> range:
         """The global block indices rank ``rank`` builds (``llama_block_{i}``)."""
         start = sum(self.blocks_per_rank[:rank])
         return range(start, start + self.blocks_per_rank[rank])
+
+    def stage_sizes(self, num_stages: int) -> tuple[int, ...]:
+        """Blocks on each of ``num_stages`` stages: ``blocks_per_rank`` if given, else even."""
+        return stage_sizes(self.num_blocks, num_stages, self.blocks_per_rank or None)
 
 
 @dataclass(frozen=True)
@@ -463,14 +482,17 @@ def _blocks_per_rank(v: Any, where: str) -> tuple[int, ...]:
 
 def _pipeline(raw: Any, where: str) -> PipelineParallelConfig:
     raw = {} if raw is None else raw
-    blocks = _blocks_per_rank(raw.get("blocks_per_rank"), f"{where}.blocks_per_rank")
+    if not isinstance(raw, Mapping):
+        raise _bad(where, raw, "a mapping {num_blocks: N, blocks_per_rank: {0: n0, ...}}")
+    bpr = raw.get("blocks_per_rank")
+    blocks = () if bpr is None else _blocks_per_rank(bpr, f"{where}.blocks_per_rank")
     pp = _build(
         PipelineParallelConfig,
         {k: v for k, v in raw.items() if k != "blocks_per_rank"},
         where,
         blocks_per_rank=blocks,
     )
-    if sum(blocks) != pp.num_blocks:
+    if blocks and sum(blocks) != pp.num_blocks:
         raise TrainingConfigError(
             f"Number of blocks must match number of blocks per rank. ({where}: num_blocks = "
             f"{pp.num_blocks}, blocks_per_rank {list(blocks)} sum to {sum(blocks)})\n"
@@ -489,7 +511,12 @@ def _multihost(raw: Any, where: str) -> MultihostConfig:
         where,
         pipeline_parallel_config=pp,
     )
-    if pp is not None and mh.num_workers and len(pp.blocks_per_rank) != mh.num_workers:
+    if (
+        pp is not None
+        and mh.num_workers
+        and pp.blocks_per_rank
+        and len(pp.blocks_per_rank) != mh.num_workers
+    ):
         raise TrainingConfigError(
             f"{where}: num_workers = {mh.num_workers} but pipeline_parallel_config.blocks_per_rank "
             f"names {len(pp.blocks_per_rank)} ranks.\nfix: give one entry per worker."

@@ -44,7 +44,7 @@ from ttjax.inspect import ProgramReport
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
-    PipelineParallelConfig,
+    SCHEDULES,
     ScheduleTable,
     block_layout,
     schedule_table,
@@ -145,13 +145,13 @@ class Pipeline:
                 f"pipeline: pp_axis, dp_axis and tp_axis must differ, got {axes}.\n"
                 "fix: DDP, TP and PP each take their own mesh axis."
             )
-        cfg = PipelineParallelConfig(
-            num_blocks=self.num_blocks,
-            blocks_per_rank=self.blocks_per_rank,
-            num_microbatches=self.num_microbatches,
-            schedule=self.schedule,
-        )
-        object.__setattr__(self, "blocks_per_rank", cfg.blocks_per_rank)
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(
+                f"pipeline: schedule={self.schedule!r} is not a known schedule (allowed: "
+                f"{', '.join(SCHEDULES)}).\nfix: set schedule to gpipe or 1f1b."
+            )
+        if self.blocks_per_rank is not None:
+            object.__setattr__(self, "blocks_per_rank", tuple(self.blocks_per_rank))
         stage_sizes(self.num_blocks, self.num_stages, self.blocks_per_rank)
 
     @classmethod
@@ -167,7 +167,7 @@ class Pipeline:
         """Build from a ``pipeline_parallel_config`` (TTML's keys plus ttjax's schedule keys).
 
         ``config`` is any object with ``num_blocks``, ``blocks_per_rank`` (empty = even split),
-        ``num_microbatches`` and ``schedule``, e.g. :class:`PipelineParallelConfig`.
+        ``num_microbatches`` and ``schedule``, e.g. ``ttjax.ttml.config.PipelineParallelConfig``.
         """
         return cls(
             mesh,
@@ -277,10 +277,10 @@ class Pipeline:
             )
         flat, keep = np.maximum(index, 0).reshape(-1), mask.reshape(-1)
 
-        def stage(a: Any) -> Any:
-            a = jnp.asarray(a)
-            g = jnp.take(a, flat, axis=0)
-            g = jnp.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), g, 0)
+        def stage(a: Any) -> Any:  # on the host: no program to compile per parameter
+            a = np.asarray(a)
+            g = np.take(a, flat, axis=0)
+            g = np.where(keep.reshape((-1,) + (1,) * (a.ndim - 1)), g, np.zeros((), a.dtype))
             return g.reshape((self.num_stages, self.slots, *a.shape[1:]))
 
         staged = jax.tree.map(stage, stacked)
@@ -591,7 +591,6 @@ def print_permutes(rows: list[TickPermute], console: Any = None) -> None:
 
 __all__ = [
     "Pipeline",
-    "PipelineParallelConfig",
     "TickPermute",
     "TickPlan",
     "TrainState",

@@ -12,7 +12,7 @@ of the compiled program, not estimates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,100 +25,12 @@ SCHEDULES = ("gpipe", "1f1b")
 IDLE, FORWARD, BACKWARD = 0, 1, 2
 
 
-# ---------------------------------------------------------------------------------------------
-# TTML's pipeline_parallel_config, with ttjax's schedule keys next to it
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PipelineParallelConfig:
-    """``multihost_config.pipeline_parallel_config``: TTML's keys plus the microbatch schedule.
-
-    TTML's keys are ``num_blocks`` and ``blocks_per_rank`` (``{rank: n}``, may be uneven); ttjax
-    adds ``num_microbatches`` (TTML runs 1) and ``schedule`` (``gpipe`` or ``1f1b``).
-
-    >>> PipelineParallelConfig.from_dict({"num_blocks": 6, "blocks_per_rank": {0: 3, 1: 3}})
-    PipelineParallelConfig(num_blocks=6, blocks_per_rank=(3, 3), num_microbatches=1, schedule='gpipe')
-    """
-
-    num_blocks: int = 6
-    blocks_per_rank: tuple[int, ...] | None = None
-    num_microbatches: int = 1
-    schedule: str = "gpipe"
-
-    def __post_init__(self) -> None:
-        _check_int("num_blocks", self.num_blocks, 1)
-        _check_int("num_microbatches", self.num_microbatches, 1)
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(
-                f"pipeline_parallel_config: schedule={self.schedule!r} is not a known schedule "
-                f"(allowed: {', '.join(SCHEDULES)}).\nfix: set schedule to gpipe or 1f1b."
-            )
-        if self.blocks_per_rank is not None:
-            counts = tuple(self.blocks_per_rank)
-            for r, n in enumerate(counts):
-                _check_int(f"blocks_per_rank[{r}]", n, 1)
-            if sum(counts) != self.num_blocks:
-                raise ConfigError(
-                    "Number of blocks must match number of blocks per rank: blocks_per_rank="
-                    f"{dict(enumerate(counts))} sums to {sum(counts)}, but num_blocks="
-                    f"{self.num_blocks}.\nfix: make the per-rank counts add up to "
-                    f"{self.num_blocks}, or drop blocks_per_rank for an even split."
-                )
-            object.__setattr__(self, "blocks_per_rank", counts)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], source: str = "pipeline_parallel_config") -> Any:
-        """Validate a YAML mapping (unknown keys are errors naming the key and ``source``)."""
-        if not isinstance(d, Mapping):
-            raise ConfigError(
-                f"{source}: expected a mapping, got {d!r}.\n"
-                "fix: pipeline_parallel_config: {num_blocks: N, blocks_per_rank: {0: n0, ...}}."
-            )
-        allowed = ("num_blocks", "blocks_per_rank", "num_microbatches", "schedule")
-        unknown = sorted(set(d) - set(allowed))
-        if unknown:
-            raise ConfigError(
-                f"{source}: unknown key {unknown[0]!r} (allowed: {', '.join(allowed)}).\n"
-                "fix: remove or rename the key."
-            )
-        kw = dict(d)
-        bpr = kw.get("blocks_per_rank")
-        if bpr is not None:
-            kw["blocks_per_rank"] = _ranks_to_tuple(bpr, source)
-        return cls(**kw)
-
-    def stage_sizes(self, num_stages: int) -> tuple[int, ...]:
-        """Blocks on each stage: ``blocks_per_rank`` if given, else an even split."""
-        return stage_sizes(self.num_blocks, num_stages, self.blocks_per_rank)
-
-
 def _check_int(name: str, value: Any, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ConfigError(
             f"pipeline_parallel_config: {name}={value!r} must be an integer >= {low}.\n"
             f"fix: set {name} to a whole number >= {low}."
         )
-
-
-def _ranks_to_tuple(bpr: Any, source: str) -> tuple[int, ...]:
-    if isinstance(bpr, Mapping):
-        try:
-            keys = sorted(int(k) for k in bpr)
-        except (TypeError, ValueError):
-            keys = []
-        if keys != list(range(len(bpr))):
-            raise ConfigError(
-                f"{source}: blocks_per_rank keys {list(bpr)} must be the ranks 0..{len(bpr) - 1}.\n"
-                "fix: give one entry per rank, numbered from 0."
-            )
-        return tuple(bpr[k] if k in bpr else bpr[str(k)] for k in keys)
-    if isinstance(bpr, Sequence) and not isinstance(bpr, str):
-        return tuple(bpr)
-    raise ConfigError(
-        f"{source}: blocks_per_rank={bpr!r} must map each rank to its block count.\n"
-        "fix: blocks_per_rank: {0: 3, 1: 3}."
-    )
 
 
 def stage_sizes(
@@ -372,7 +284,6 @@ __all__ = [
     "FORWARD",
     "IDLE",
     "SCHEDULES",
-    "PipelineParallelConfig",
     "ScheduleTable",
     "block_layout",
     "schedule_table",

@@ -100,15 +100,22 @@ class OptimizerSettings:
         return optax.warmup_cosine_decay_schedule(0.0 if warm else lr, lr, warm, total, self.min_lr)
 
 
-def make_optimizer(config: OptimizerSettings) -> optax.GradientTransformation:
-    """Global-norm clipping (optional), then AdamW decaying only matrices (nanoGPT's rule)."""
+def decay_matrices(params: Any) -> Any:
+    """nanoGPT's weight-decay rule: decay parameters with 2 or more dims (not biases, norms)."""
+    return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
+
+
+def make_optimizer(
+    config: OptimizerSettings, decay_mask: Callable[[Any], Any] = decay_matrices
+) -> optax.GradientTransformation:
+    """Global-norm clipping (optional), then AdamW decaying only ``decay_mask`` (matrices)."""
     adamw = optax.adamw(
         config.schedule(),
         b1=config.beta1,
         b2=config.beta2,
         eps=config.epsilon,
         weight_decay=config.weight_decay,
-        mask=lambda params: jax.tree_util.tree_map(lambda p: p.ndim >= 2, params),
+        mask=decay_mask,
     )
     if config.clip_grad_norm_max_norm is None:
         return adamw
@@ -275,5 +282,6 @@ __all__ = [
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",
+    "decay_matrices",
     "make_optimizer",
 ]

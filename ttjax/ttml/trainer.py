@@ -27,6 +27,7 @@ import jax
 from ttjax.errors import ConfigError
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.data import TokenDataset
+from ttjax.ttml.pipeline_train import PipelineTrainStep
 from ttjax.ttml.train import TrainingDivergedError, TrainState, TrainStep
 
 
@@ -45,11 +46,11 @@ class LoopSettings:
 
 
 class Trainer:
-    """Runs a :class:`TrainStep` over a :class:`TokenDataset`, logging into ``out_dir``."""
+    """Runs a :class:`TrainStep` (or a :class:`PipelineTrainStep`) over a :class:`TokenDataset`, logging into ``out_dir``."""
 
     def __init__(
         self,
-        step: TrainStep,
+        step: TrainStep | PipelineTrainStep,
         data: TokenDataset,
         settings: LoopSettings,
         out_dir: str | Path,

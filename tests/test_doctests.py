@@ -84,3 +84,4 @@ def test_docstring_examples(name: str, tmp_path: Any, monkeypatch: pytest.Monkey
         runner.run(t, out=report.append)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, "".join(report)
+    assert ttnn.numerics.mode() == "fast", f"{name}'s examples left the numerics policy changed"

@@ -8,9 +8,16 @@ bitwise identical run to run, on every mesh shape that reduces the same devices 
 both axes, 8x1), and equal to a single-device left-to-right sum of the per-device arrays.
 
 >>> with ttjax.numerics("deterministic"):       # a context manager ...
-...     y = ttjax.all_reduce(grads)
+...     y = ttjax.all_reduce(x)
+>>> ttjax.numerics.mode()
+'fast'
 >>> ttjax.numerics("deterministic")             # ... or a setter for this thread
->>> g = ttjax.numerics.pmean(g, "dp")           # inside shard_map: honours the policy
+ttjax.numerics('deterministic')
+>>> ttjax.numerics("fast")
+ttjax.numerics('fast')
+
+Inside ``jax.shard_map``, :func:`psum`, :func:`pmean` and :func:`psum_scatter` honour the policy
+(see :func:`pmean`).
 
 The policy is part of JAX's jit cache key (``jax.make_user_context``): a jitted function traced
 under one policy is traced again under the other. Bottom layer: imports only jax and ttjax.errors.
@@ -176,7 +183,13 @@ reduce_sum = psum
 def pmean(x: Any, axis_name: Any) -> Any:
     """The mean over the group under the numerics policy: the DDP gradient average.
 
-    >>> grads = ttjax.numerics.pmean(grads, "dp")
+    >>> import jax
+    >>> from jax.sharding import Mesh, PartitionSpec as P
+    >>> dp = Mesh(np.array(jax.devices()[:8]), ("dp",))
+    >>> average = jax.shard_map(lambda g: ttjax.numerics.pmean(g, "dp"), mesh=dp,
+    ...                         in_specs=P("dp"), out_specs=P())
+    >>> average(np.arange(8.0, dtype=np.float32))
+    Array([3.5], dtype=float32)
     """
     axes = _axes(axis_name)
     n = group_size(axes)

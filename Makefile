@@ -37,10 +37,10 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 
 test: lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 test-all: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 from jax import lax
 
+import ttjax
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.mgd import MeshGraphDescriptor
 
@@ -25,14 +26,16 @@ def synchronize_gradients(grads: Any, axis: str | None) -> Any:
 
     TTML's algorithm: all_reduce (sum), then multiply by ``1 / size`` ("all_reduce Mean is not
     supported"). The whole pytree goes in one call, so XLA may combine the per-parameter
-    all-reduces. ``axis=None`` (DDP off) returns ``grads`` unchanged.
+    all-reduces. The sum follows ``ttjax.numerics``: under ``"deterministic"`` it adds the
+    replicas in device order, bit for bit the same on every run. ``axis=None`` (DDP off) returns
+    ``grads`` unchanged.
 
     >>> grads = synchronize_gradients(jax.grad(loss)(params, batch), "x")
     """
     if axis is None:
         return grads
     scale = 1.0 / lax.axis_size(axis)
-    return jax.tree_util.tree_map(lambda g: lax.psum(g, axis) * scale, grads)
+    return jax.tree_util.tree_map(lambda g: g * scale, ttjax.numerics.psum(grads, axis))
 
 
 __all__ = ["enable_fabric", "synchronize_gradients"]

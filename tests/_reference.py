@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,3 +120,21 @@ def blockfloat_quantize(x: np.ndarray, mag_bits: int, group: int = 16) -> np.nda
                 m = min(max(round(v / step), -limit), limit)
                 out[r, g0 + i] = m * step
     return out.reshape(x.shape)
+
+
+def save_tiny_hf_llama(folder: Any) -> None:
+    """A tiny random transformers ``LlamaForCausalLM`` (GQA, 2 layers) saved to ``folder``."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=True)

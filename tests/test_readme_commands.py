@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _reference import save_tiny_hf_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,7 +154,7 @@ def test_readme_command_runs(clone, tmp_path, command, extra, expect):
     if "path/to/hf-llama" in argv:
         pytest.importorskip("transformers")
         checkpoint = tmp_path / "hf-llama"
-        _write_tiny_llama(checkpoint)
+        save_tiny_hf_llama(checkpoint)
         argv[argv.index("path/to/hf-llama")] = str(checkpoint)
     out = _run(argv, clone)
     assert expect in out, out[-3000:]
@@ -169,20 +170,3 @@ def test_make_demo_command_with_a_tiny_model(clone):
     out = _run(argv, clone, devices=32)
     assert "greedy tokens identical: True" in out
     assert "device id (row, col)" in out  # the compact Galaxy picture
-
-
-def _write_tiny_llama(folder: Path) -> None:
-    import torch
-    import transformers
-
-    config = transformers.LlamaConfig(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _reference import save_tiny_hf_llama
 
 from benchmarks import gpu_decode
 from models.falcon import demo as falcon_demo
@@ -53,20 +54,8 @@ def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
 
 @pytest.mark.slow
 def test_llama_demo_with_a_checkpoint_compares_with_transformers(tmp_path, capsys):
-    transformers = pytest.importorskip("transformers")
-    import torch
-
-    config = transformers.LlamaConfig(
-        vocab_size=300,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path, safe_serialization=True)
+    pytest.importorskip("transformers")
+    save_tiny_hf_llama(tmp_path)
     args = ["--mesh", "1x2", "--mode", "tp", "--checkpoint", str(tmp_path)]
     assert llama_demo.main([*args, "--batch", "2", "--max-new-tokens", "3", "--no-reference"]) == 0
     out = capsys.readouterr().out

@@ -123,6 +123,21 @@ def _collective_table(reports: list[Any], n_layers: int) -> Table:
     return table
 
 
+def _weights(ns: argparse.Namespace, console: Console) -> tuple[LlamaConfig, dict[str, Any]]:
+    """The checkpoint's weights, or random ones, saying which (random weights give gibberish)."""
+    if ns.checkpoint:
+        config, weights = load_hf_checkpoint(ns.checkpoint)
+        console.print(f"weights: {ns.checkpoint} (Hugging Face checkpoint)")
+        return config, weights
+    config = get_config(ns.config)
+    console.print(
+        f"weights: RANDOM (config {config.name}, seed 0; no --checkpoint). A model with random "
+        "weights predicts arbitrary tokens, so the continuations below are gibberish; the "
+        "demo checks the numbers against the reference instead. Pass --checkpoint for text."
+    )
+    return config, random_weights(config, seed=0)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mesh", default="galaxy", help="galaxy, t3000, n300 or RxC")
@@ -151,12 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     console = Console(width=120)
     if ns.frontend == "spmd":
-        if ns.checkpoint:
-            config, weights = load_hf_checkpoint(ns.checkpoint)
-        else:
-            config = get_config(ns.config)
-            weights = random_weights(config, seed=0)
-        console.rule(f"ttjax Llama demo: mark_sharding (torch-xla SPMD), config {config.name}")
+        console.rule("ttjax Llama demo: mark_sharding (torch-xla SPMD)")
+        config, weights = _weights(ns, console)
+        console.print("prompt: random token ids (the frontend demo compares logits, not text)")
         prompt = np.random.default_rng(0).integers(0, config.vocab_size, (ns.batch or 2, 8))
         run_spmd_demo(config, weights, prompt, min(ns.max_new_tokens, 4), console)
         return 0
@@ -164,17 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     mesh = ttnn.open_mesh_device(ttnn.parse_mesh_shape(ns.mesh))
     console.rule(f"ttjax Llama demo: {ns.mode} on {mesh!r}")
     ttnn.visualize_mesh_device(mesh, compact=mesh.get_num_devices() > 8)
-    if ns.checkpoint:
-        config, weights = load_hf_checkpoint(ns.checkpoint)
-        console.print(f"weights: {ns.checkpoint} (Hugging Face checkpoint)")
-    else:
-        config = get_config(ns.config)
-        weights = random_weights(config, seed=0)
-        console.print(
-            f"weights: RANDOM (config {config.name}, seed 0; no --checkpoint). A model with random "
-            "weights predicts arbitrary tokens, so the continuations below are gibberish; the "
-            "demo checks the numbers against the reference instead. Pass --checkpoint for text."
-        )
+    config, weights = _weights(ns, console)
     tokenizer = load_tokenizer(ns.checkpoint, config.vocab_size)
     if isinstance(tokenizer, ByteTokenizer):
         why = "the checkpoint has no tokenizer.json" if ns.checkpoint else "no --checkpoint"

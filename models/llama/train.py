@@ -192,15 +192,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     def stages(p: Parallelism) -> StageParts:
         from models import llama_pipeline  # lazily: it imports this module
 
-        embed, block, head = llama_pipeline.stage_functions(model, p.tp)
-        return StageParts(
-            embed,
-            block,
-            head,
-            llama_pipeline.split_params,
-            llama_pipeline.io_specs(config, p),
-            llama_pipeline.block_specs(config, p),
-        )
+        return StageParts.from_adapter(llama_pipeline, model, config, p)
 
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 

@@ -54,15 +54,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     )
 
     def stages(p: Parallelism) -> StageParts:
-        embed, block, head = nanogpt_pipeline.stage_functions(model, p.tp)
-        return StageParts(
-            embed,
-            block,
-            head,
-            nanogpt_pipeline.split_params,
-            nanogpt_pipeline.io_specs(config, p),
-            nanogpt_pipeline.block_specs(config, p),
-        )
+        return StageParts.from_adapter(nanogpt_pipeline, model, config, p)
 
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 

@@ -44,6 +44,23 @@ class StageParts:
     io_specs: Any
     block_specs: Any
 
+    @classmethod
+    def from_adapter(cls, adapter: Any, model: Any, config: Any, par: Parallelism) -> StageParts:
+        """The stages of ``model`` as its pipeline adapter module cuts them.
+
+        ``adapter`` has ``stage_functions``, ``split_params``, ``io_specs`` and ``block_specs``
+        (``models.nanogpt_pipeline``, ``models.llama_pipeline``).
+        """
+        embed, block, head = adapter.stage_functions(model, par.tp)
+        return cls(
+            embed,
+            block,
+            head,
+            adapter.split_params,
+            adapter.io_specs(config, par),
+            adapter.block_specs(config, par),
+        )
+
 
 @dataclass(frozen=True)
 class ModelParts:

@@ -38,6 +38,12 @@ def _check_divisible(module: str, what: str, value: int, par: Parallelism) -> No
         )
 
 
+def _linear_init(key: Any, n_in: int, n_out: int, std: float, has_bias: bool) -> Params:
+    """Whole (unsharded) weights of a linear: ``N(0, std)`` [in, out] and a zero bias."""
+    w = std * jax.random.normal(key, (n_in, n_out), jnp.float32)
+    return {"weight": w, "bias": jnp.zeros((n_out,), jnp.float32)} if has_bias else {"weight": w}
+
+
 @dataclass(frozen=True)
 class ColumnParallelLinear:
     """``y = x @ W + b`` with ``W``'s output columns split over TP (TTML's ``ColumnParallelLinear``).
@@ -53,10 +59,7 @@ class ColumnParallelLinear:
     std: float = 0.02
 
     def init(self, key: Any) -> Params:
-        w = self.std * jax.random.normal(key, (self.in_features, self.out_features), jnp.float32)
-        if not self.has_bias:
-            return {"weight": w}
-        return {"weight": w, "bias": jnp.zeros((self.out_features,), jnp.float32)}
+        return _linear_init(key, self.in_features, self.out_features, self.std, self.has_bias)
 
     def specs(self, par: Parallelism) -> Params:
         _check_divisible("ColumnParallelLinear", "Output features", self.out_features, par)
@@ -85,10 +88,7 @@ class RowParallelLinear:
     std: float = 0.02
 
     def init(self, key: Any) -> Params:
-        w = self.std * jax.random.normal(key, (self.in_features, self.out_features), jnp.float32)
-        if not self.has_bias:
-            return {"weight": w}
-        return {"weight": w, "bias": jnp.zeros((self.out_features,), jnp.float32)}
+        return _linear_init(key, self.in_features, self.out_features, self.std, self.has_bias)
 
     def specs(self, par: Parallelism) -> Params:
         _check_divisible("RowParallelLinear", "Input features", self.in_features, par)

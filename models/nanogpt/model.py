@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ttjax.errors import ConfigError
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     LayerNorm,
@@ -38,6 +39,16 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 128
     bias: bool = True
+    # jax.nn.dot_product_attention's implementation: None (JAX's choice: XLA), "xla", or "cudnn"
+    # (cuDNN flash attention: a GPU, bf16/fp16, head size a multiple of 8 up to 128).
+    attention: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.attention not in (None, "xla", "cudnn"):
+            raise ConfigError(
+                f"GPTConfig: attention={self.attention!r} is not an attention implementation.\n"
+                "fix: None (JAX's default), 'xla', or 'cudnn' (GPU, bf16)."
+            )
 
 
 @dataclass(frozen=True)
@@ -68,10 +79,9 @@ class Block:
         B, T, _ = x.shape
         qkv = m["c_attn"](p["c_attn"], x, tp)  # [B, T, local heads * 3 * hs]
         q, k, v = jnp.moveaxis(qkv.reshape(B, T, -1, 3, hs), 3, 0)  # each [B, T, nh, hs]
-        att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hs)
-        causal = jnp.tril(jnp.ones((T, T), bool))
-        att = jax.nn.softmax(jnp.where(causal, att, -jnp.inf), axis=-1)
-        y = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, -1)
+        y = jax.nn.dot_product_attention(
+            q, k, v, scale=1 / math.sqrt(hs), is_causal=True, implementation=self.config.attention
+        ).reshape(B, T, -1)
         return m["attn_proj"](p["attn_proj"], y, tp)
 
     def mlp(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:

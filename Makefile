@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch lies on local disk on these machines; an unpinned torch pulls a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: all venv demo test test-all lint format docs bench gpu-decode clean
+.PHONY: all venv demo test test-all lint format docs bench gpu-decode gpu-train clean
 
 all: test
 
@@ -47,6 +47,9 @@ bench: $(STAMP)
 
 gpu-decode: $(STAMP)
 	$(PY) -m benchmarks.gpu_decode
+
+gpu-train: $(STAMP)
+	$(PY) -m benchmarks.gpu_train
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache site

@@ -12,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 import ttjax as ttnn
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.errors import ConfigError
 from ttjax.ttml.parallel import Parallelism
 
 CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
@@ -129,3 +130,8 @@ def test_tp_ddp_logits_and_loss_match_gpt2(setup):
     got, got_loss = fn(params, jnp.asarray(ids[:, :-1]), jnp.asarray(ids[:, 1:]))
     np.testing.assert_allclose(np.asarray(got), logits, atol=2e-5, rtol=1e-5)
     assert float(got_loss) == pytest.approx(loss, abs=1e-5)
+
+
+def test_unknown_attention_implementation_is_a_config_error():
+    with pytest.raises(ConfigError, match="attention='flash'"):
+        GPTConfig(attention="flash")

@@ -1,0 +1,59 @@
+"""``benchmarks/gpu_train.py`` on the CPU at ``--config tiny``: ttjax's jitted TrainStep and the
+script's PyTorch nanoGPT (an independent implementation, weights copied) train the same losses,
+in float32 and in bf16 mixed precision, and the JSON has the fields the GPU run reports."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import gpu_train
+
+pytestmark = pytest.mark.torch
+
+
+def _run(tmp_path, dtype: str) -> dict:
+    pytest.importorskip("torch")
+    path = tmp_path / f"train_{dtype}.json"
+    args = ["--config", "tiny", "--no-compile", "--dtype", dtype, "--json", str(path)]
+    assert gpu_train.main([*args, "--steps", "1", "--rounds", "1", "--gate-steps", "3"]) == 0
+    return json.loads(path.read_text())
+
+
+def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
+    f32, bf16 = _run(tmp_path, "float32"), _run(tmp_path, "bfloat16")
+    ours, torch_losses = f32["gate"]["ttjax_losses"], f32["gate"]["torch_losses"]
+    np.testing.assert_allclose(ours, torch_losses, rtol=1e-5)  # same model, AdamW and clipping
+    assert ours[2] < ours[1] < ours[0]  # the steps train
+    # bf16 compute on both sides: close to float32, but not float32 (the casts take effect).
+    for side in ("ttjax_losses", "torch_losses"):
+        np.testing.assert_allclose(bf16["gate"][side], f32["gate"][side], rtol=2e-3)
+        assert bf16["gate"][side][0] != f32["gate"][side][0]
+    assert bf16["gate"]["max_rel_diff"] < 2e-3
+    # GPT-2's count: wte + per layer 12 C^2 + 13 C + ln_f; FLOPs as nanoGPT's estimate_mfu.
+    V, L, C, H, T, B = 512, 2, 128, 4, 64, 4
+    n = V * C + L * (12 * C * C + 13 * C) + 2 * C
+    assert f32["non_embedding_params"] == n
+    assert f32["flops_per_step"] == (6 * n + 12 * L * H * (C // H) * T) * B * T
+    assert f32["peak_flops"] is None and f32["device"] == "cpu"
+    for side, label in (("ttjax", "ttjax TrainStep (xla attention)"), ("torch", "torch eager")):
+        figures = f32[side]
+        assert figures["label"] == label and figures["mfu"] is None
+        assert {"compile_s", "ms_per_step", "tokens_per_s", "rounds_ms"} <= set(figures)
+    assert "ratio_ttjax_over_torch" in f32 and f32["model"]["attention"] == "xla"
+
+
+def test_gate_fails_loudly_when_losses_differ():
+    assert gpu_train.check_losses([6.0, 5.0], [6.0, 5.05], rtol=2e-2) == pytest.approx(0.0099, 1e-3)
+    with pytest.raises(RuntimeError, match="not the same training step"):
+        gpu_train.check_losses([6.0, 5.0], [6.0, 5.2], rtol=2e-2)
+
+
+def test_peak_flops_by_device_kind():
+    assert gpu_train.peak_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert gpu_train.peak_flops("NVIDIA H100 PCIe") == 756e12
+    assert gpu_train.peak_flops("NVIDIA H200") == 989e12
+    assert gpu_train.peak_flops("NVIDIA A100-SXM4-80GB") == 312e12
+    assert gpu_train.peak_flops("cpu") is None

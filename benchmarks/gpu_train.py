@@ -313,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     if "torch" in times:
         ratio = result["ttjax"]["ms_per_step"] / result["torch"]["ms_per_step"]
         result["ratio_ttjax_over_torch"] = ratio
-    print_table(result)
-    print(json.dumps(result, indent=2))
     if ns.json:
         Path(ns.json).write_text(json.dumps(result, indent=2))
+    print_table(result)
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -14,16 +14,19 @@ from benchmarks import gpu_train
 pytestmark = pytest.mark.torch
 
 
-def _run(tmp_path, dtype: str) -> dict:
+def _run(tmp_path, dtype: str, *extra: str) -> dict:
     pytest.importorskip("torch")
     path = tmp_path / f"train_{dtype}.json"
-    args = ["--config", "tiny", "--no-compile", "--dtype", dtype, "--json", str(path)]
+    args = ["--config", "tiny", "--no-compile", "--dtype", dtype, "--json", str(path), *extra]
     assert gpu_train.main([*args, "--steps", "1", "--rounds", "1", "--gate-steps", "3"]) == 0
     return json.loads(path.read_text())
 
 
 def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
-    f32, bf16 = _run(tmp_path, "float32"), _run(tmp_path, "bfloat16")
+    # bf16 asks for cuDNN attention, which the CPU lacks: the run says so and uses XLA's.
+    f32, bf16 = _run(tmp_path, "float32"), _run(tmp_path, "bfloat16", "--attention", "cudnn")
+    assert "cuDNN" in bf16["cudnn_attention_error"] and bf16["model"]["attention"] == "xla"
+    assert "cudnn_attention_error" not in f32
     ours, torch_losses = f32["gate"]["ttjax_losses"], f32["gate"]["torch_losses"]
     np.testing.assert_allclose(ours, torch_losses, rtol=1e-5)  # same model, AdamW and clipping
     assert ours[2] < ours[1] < ours[0]  # the steps train

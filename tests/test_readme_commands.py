@@ -71,6 +71,7 @@ MAKE_TARGETS = {
     "docs": "-m mkdocs build --strict",
     "bench": "-m benchmarks.run",
     "gpu-decode": "-m benchmarks.gpu_decode",
+    "gpu-train": "-m benchmarks.gpu_train",
 }
 
 

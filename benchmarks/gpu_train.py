@@ -4,6 +4,7 @@
     python -m benchmarks.gpu_train                                   # gpt2-124m, 16 x 1024, bf16
     python -m benchmarks.gpu_train --json benchmarks/results/gpu_train_h100.json
     python -m benchmarks.gpu_train --config tiny --steps 3           # a quick run on the CPU
+    python -m benchmarks.gpu_train --profile prof/                   # + traces, top kernels
 
 Both sides keep fp32 master weights and compute in bf16 (``torch.autocast``; on the JAX side the
 loss casts the parameters to bf16 inside, the cross-entropy runs in fp32), AdamW with nanoGPT's
@@ -36,6 +37,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 import ttjax as ttnn
+from benchmarks._profile import profile_jax, profile_torch
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.ttml.parallel import Parallelism
@@ -240,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attention", default="auto", choices=["auto", "xla", "cudnn"])
     p.add_argument("--no-compile", action="store_true", help="time PyTorch eager instead")
     p.add_argument("--no-torch", action="store_true", help="time the ttjax side only")
+    p.add_argument("--profile", default=None, help="DIR: profile a few steps per side, keep traces")
     p.add_argument("--json", default=None)
     ns = p.parse_args(argv)
     if min(ns.steps, ns.rounds, ns.gate_steps) < 1:
@@ -292,12 +295,14 @@ def main(argv: list[str] | None = None) -> int:
         first["torch"] = first_steps(runs["torch"], ns.gate_steps)
         labels["torch"] = "torch eager" if ns.no_compile else "torch.compile"
         rtol = GATE_RTOL[ns.dtype]
-        result["gate"] = {
-            "ttjax_losses": first["ttjax"][1],
-            "torch_losses": first["torch"][1],
-            "rtol": rtol,
-            "max_rel_diff": check_losses(first["ttjax"][1], first["torch"][1], rtol),
-        }
+        gate = {"ttjax_losses": first["ttjax"][1], "torch_losses": first["torch"][1], "rtol": rtol}
+        result["gate"] = gate
+        try:
+            gate["max_rel_diff"] = check_losses(gate["ttjax_losses"], gate["torch_losses"], rtol)
+        except RuntimeError as e:  # keep what the run found, then stop
+            gate["error"] = str(e)
+            write_json(ns.json, result)
+            raise
 
     times = time_interleaved(runs, ns.steps, ns.rounds)
     for name, rounds in times.items():
@@ -313,11 +318,21 @@ def main(argv: list[str] | None = None) -> int:
     if "torch" in times:
         ratio = result["ttjax"]["ms_per_step"] / result["torch"]["ms_per_step"]
         result["ratio_ttjax_over_torch"] = ratio
-    if ns.json:
-        Path(ns.json).write_text(json.dumps(result, indent=2))
+    if ns.profile:
+        n = min(ns.steps, 3)
+        result["profile"] = {"dir": ns.profile, "steps": n}
+        result["profile"]["ttjax"] = profile_jax(runs["ttjax"], n, Path(ns.profile))
+        if "torch" in runs:
+            result["profile"]["torch"] = profile_torch(runs["torch"], n, Path(ns.profile))
+    write_json(ns.json, result)
     print_table(result)
     print(json.dumps(result, indent=2))
     return 0
+
+
+def write_json(path: str | None, result: dict[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(result, indent=2))
 
 
 def print_table(result: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """``benchmarks/gpu_train.py`` on the CPU at ``--config tiny``: ttjax's jitted TrainStep and the
 script's PyTorch nanoGPT (an independent implementation, weights copied) train the same losses,
-in float32 and in bf16 mixed precision, and the JSON has the fields the GPU run reports."""
+in float32 and in bf16 mixed precision, and the JSON has the fields the GPU run reports; the
+profile summary reads device time per CUDA stream and kernel from a Chrome trace."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import gpu_train
+from benchmarks._profile import trace_summary
 
 pytestmark = pytest.mark.torch
 
@@ -24,7 +26,8 @@ def _run(tmp_path, dtype: str, *extra: str) -> dict:
 
 def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
     # bf16 asks for cuDNN attention, which the CPU lacks: the run says so and uses XLA's.
-    f32, bf16 = _run(tmp_path, "float32"), _run(tmp_path, "bfloat16", "--attention", "cudnn")
+    prof = ["--attention", "cudnn", "--profile", str(tmp_path / "prof")]
+    f32, bf16 = _run(tmp_path, "float32"), _run(tmp_path, "bfloat16", *prof)
     assert "cuDNN" in bf16["cudnn_attention_error"] and bf16["model"]["attention"] == "xla"
     assert "cudnn_attention_error" not in f32
     ours, torch_losses = f32["gate"]["ttjax_losses"], f32["gate"]["torch_losses"]
@@ -46,6 +49,11 @@ def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
         assert figures["label"] == label and figures["mfu"] is None
         assert {"compile_s", "ms_per_step", "tokens_per_s", "rounds_ms"} <= set(figures)
     assert "ratio_ttjax_over_torch" in f32 and f32["model"]["attention"] == "xla"
+    # --profile: traces kept; torch's top ops by time (CPU ops here, CUDA kernels on a GPU).
+    torch_top = [name for name, _ in bf16["profile"]["torch"]["top_kernels_ms_per_step"]]
+    assert {"aten::mm", "aten::addmm"} & set(torch_top)
+    assert (tmp_path / "prof" / "torch_trace.json.gz").exists()
+    assert list((tmp_path / "prof" / "jax").rglob("*.trace.json.gz"))
 
 
 def test_gate_fails_loudly_when_losses_differ():
@@ -60,3 +68,28 @@ def test_peak_flops_by_device_kind():
     assert gpu_train.peak_flops("NVIDIA H200") == 989e12
     assert gpu_train.peak_flops("NVIDIA A100-SXM4-80GB") == 312e12
     assert gpu_train.peak_flops("cpu") is None
+
+
+def test_trace_summary_counts_stream_kernels_per_step():
+    def meta(pid, name, tid=None):
+        kind = "process_name" if tid is None else "thread_name"
+        return {"ph": "M", "pid": pid, "tid": tid, "name": kind, "args": {"name": name}}
+
+    def x(pid, tid, name, dur):
+        return {"ph": "X", "pid": pid, "tid": tid, "name": name, "dur": dur}
+
+    events = [
+        meta(1, "/host:CPU"),
+        meta(1, "python", 10),
+        meta(2, "/device:GPU:0"),
+        meta(2, "Stream #7(Compute)", 7),
+        meta(2, "XLA Ops", 99),
+        x(1, 10, "PjitFunction(step)", 5000),  # host: not device time
+        x(2, 7, "gemm", 3000),
+        x(2, 7, "gemm", 1000),
+        x(2, 7, "fusion", 1000),
+        x(2, 99, "dot.1", 4000),  # derived line: the same time again, not a kernel
+    ]
+    got = trace_summary(events, steps=2)
+    assert got["lines_ms_per_step"] == {"Stream #7(Compute)": 2.5, "XLA Ops": 2.0}
+    assert got["top_kernels_ms_per_step"] == [["gemm", 2.0], ["fusion", 0.5]]

@@ -344,7 +344,7 @@ def print_table(result: dict[str, Any]) -> None:
     for col in ("side", "compile s", "ms/step", "tokens/s", "MFU"):
         table.add_column(col, justify="left" if col == "side" else "right")
     for name in ("ttjax", "torch"):
-        if name in result and isinstance(result[name], dict):
+        if name in result:
             r = result[name]
             mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
             table.add_row(

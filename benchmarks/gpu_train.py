@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": kind,
         "backend": jax.default_backend(),
         "jax_version": jax.__version__,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "config": ns.config,
         "batch": batch,
         "seq": seq,

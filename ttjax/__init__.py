@@ -13,7 +13,7 @@ Layers, bottom to top (each module imports only from layers below it; ``make lin
 with the import-linter contract in ``pyproject.toml``, and README.md's Architecture section
 explains it):
 
-1. ``errors``, ``enums``, ``placements``: the vocabulary.
+1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).
 2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
    ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers.
 3. ``mesh``: ``MeshDevice`` and friends.

@@ -32,8 +32,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import sys
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +42,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
+from ttjax import _policy
 from ttjax.errors import ConfigError, ShapeMismatchError
 
 MODES = ("auto", "xla", "pallas")
@@ -51,42 +50,19 @@ MAX_M = 16  # rows of activations up to which a matmul counts as a GEMV
 _DEFAULT_CORES = 132  # streaming multiprocessors of an H100 / H200 SXM
 
 
-def _check_mode(mode: Any) -> str:
-    if mode not in MODES:
-        raise ConfigError(
-            f"ttjax.kernels({mode!r}): unknown kernel policy.\n"
-            f"fix: one of {MODES} (default 'auto'; TTJAX_KERNELS sets the default)."
-        )
-    return str(mode)
-
-
-_context = jax.make_user_context(_check_mode(os.environ.get("TTJAX_KERNELS") or "auto"))
-
-
-class Policy:
-    """The handle ``ttjax.kernels(mode)`` returns: the mode is already set for this thread;
-    leaving a ``with`` block restores the previous one."""
-
-    __slots__ = ("_ctx", "mode")
-
-    def __init__(self, mode: str) -> None:
-        self.mode = _check_mode(mode)
-        self._ctx = _context(self.mode)
-        self._ctx.__enter__()
-
-    def __enter__(self) -> Policy:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._ctx.__exit__(*exc)
-
-    def __repr__(self) -> str:
-        return f"ttjax.kernels({self.mode!r})"
+# Thread-local when set through Policy; part of every jit/trace cache key.
+_setting = _policy.Setting(
+    "ttjax.kernels",
+    MODES,
+    os.environ.get("TTJAX_KERNELS") or "auto",
+    note="; TTJAX_KERNELS sets the default",
+)
+Policy = _policy.Policy
 
 
 def mode() -> str:
     """This thread's kernel policy: ``"auto"``, ``"xla"`` or ``"pallas"``."""
-    return str(_context.value)
+    return _setting.mode()
 
 
 @dataclass(frozen=True)
@@ -277,7 +253,7 @@ def choose_gemv(
     ...                           backend="cpu") is None
     True
     """
-    policy = _check_mode(policy)
+    policy = _setting.check(policy)
     if policy == "xla" or (policy == "auto" and backend != "gpu"):
         return None
     if len(a_shape) < 1 or len(b_shape) < 2 or any(d != 1 for d in b_shape[:-2]):
@@ -306,14 +282,7 @@ def small_m_matmul(a: Any, b: Any, transpose_b: bool) -> Any | None:
     return y.reshape(*a.shape[:-1], n)
 
 
-class _KernelsModule(types.ModuleType):
-    """Makes ``ttjax.kernels`` callable: ``ttjax.kernels("xla")``."""
-
-    def __call__(self, mode: str) -> Policy:
-        return Policy(mode)
-
-
-sys.modules[__name__].__class__ = _KernelsModule
+_policy.make_callable(__name__, _setting)
 
 __all__ = [
     "MAX_M",

@@ -167,6 +167,12 @@ def _on_gpu() -> bool:
     return jax.default_backend() == "gpu"
 
 
+@functools.cache
+def _cores() -> int:
+    """Streaming multiprocessors of the default device (JAX's GPU devices carry ``core_count``)."""
+    return int(getattr(jax.devices()[0], "core_count", _DEFAULT_CORES))
+
+
 def gemv(
     x: Any,
     w: Any,
@@ -198,7 +204,7 @@ def gemv(
             f"{layout}) has K={wk}.\nfix: pass w as {layout}, or flip transpose_b."
         )
     if config is None:
-        config = gemv_config(m, k, n, transpose_b=transpose_b)
+        config = gemv_config(m, k, n, transpose_b=transpose_b, cores=_cores())
     if config is None or not config.fits(k, n) or m > MAX_M:
         raise ShapeMismatchError(
             f"ttjax.kernels.gemv: no tiling for x{tuple(x.shape)} @ w{tuple(w.shape)} "
@@ -262,7 +268,7 @@ def choose_gemv(
     wk, n = (b_shape[-1], b_shape[-2]) if transpose_b else (b_shape[-2], b_shape[-1])
     if wk != k:
         return None
-    return gemv_config(m, k, n, transpose_b=transpose_b)
+    return gemv_config(m, k, n, transpose_b=transpose_b, cores=_cores())
 
 
 def small_m_matmul(a: Any, b: Any, transpose_b: bool) -> Any | None:

@@ -4,7 +4,11 @@ bandwidth (weight + KV bytes read per step over a measured device copy rate).
     python -m benchmarks.gpu_decode                       # llama-3.1-8b, bf16, batch 1, pos 1024
     python -m benchmarks.gpu_decode --config tiny         # a quick run on the CPU
 
-Weights are random and made on the device (``ttnn.rand``), so nothing crosses PCIe. Three ways
+Each step is timed with each matmul kernel policy (``--kernels xla,pallas``: XLA's dots, then
+ttjax's Pallas GEMV, see :mod:`ttjax.kernels`), and every decode matmul shape is timed alone
+(``gemv_sweep``): XLA's dot, the Pallas GEMV with its default tiling, and a small grid of tilings,
+as bytes of weight per second. The best tiling per shape goes in the JSON, to tune
+``ttjax.kernels.gemv_config`` from. Weights are random and made on the device (``ttnn.rand``), so nothing crosses PCIe. Three ways
 of stepping are timed: synced (wait after every step), back-to-back (dispatch N steps, wait
 once), and an on-device loop (one jitted program runs ``--loop`` greedy steps, feeding each
 argmax token back). The same-shape Flax reference (``models.llama.reference``) is timed in the
@@ -14,6 +18,7 @@ same run as the plain-JAX baseline.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -48,30 +53,96 @@ def copy_bandwidth(nbytes: int = 4 << 30, repeats: int = 5, number: int = 10) ->
     return 2 * x.nbytes / best
 
 
-def gemv_check(dim: int = 4096, out: int = 14336, repeats: int = 50) -> dict[str, float]:
-    """Bandwidth of one bf16 GEMV x[1, dim] @ W in both weight layouts (TT-NN's [in, out] and
-    torch's [out, in]), as bytes of W per second."""
-    key = jax.random.key(1)
-    w = jax.random.uniform(key, (dim, out), jnp.bfloat16)
-    wt = jnp.asarray(w.T)
-    x = jnp.ones((1, dim), jnp.bfloat16)
-    variants = {
-        "gemv_in_out_TBps": jax.jit(lambda a, b: a @ b),
-        "gemv_out_in_TBps": jax.jit(lambda a, b: a @ b.T),
-    }
-    result = {}
-    for name, fn in variants.items():
-        arg = w if "in_out" in name else wt
-        fn(x, arg).block_until_ready()
+def _rate(fn: Any, args: tuple[Any, ...], nbytes: int, repeats: int) -> float:
+    """Bytes/s of ``fn(*args)`` dispatched ``repeats`` times back to back (best of 3 batches)."""
+    jax.block_until_ready(fn(*args))
+    best = float("inf")
+    for _ in range(3):
         start = time.perf_counter()
-        outs = [fn(x, arg) for _ in range(repeats)]
+        outs = [fn(*args) for _ in range(repeats)]
         jax.block_until_ready(outs)
-        result[name] = w.nbytes / ((time.perf_counter() - start) / repeats) / 1e12
-    return result
+        best = min(best, (time.perf_counter() - start) / repeats)
+    return nbytes / best
+
+
+def decode_matmul_shapes(config_name: str) -> dict[str, tuple[int, int]]:
+    """(K, N) of each decode matmul of the model on one device (TT-NN's [in, out] weight)."""
+    c = get_config(config_name)
+    qkv = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim
+    return {
+        "qkv": (c.dim, qkv),
+        "o": (c.n_heads * c.head_dim, c.dim),
+        "gate_or_up": (c.dim, c.ffn_dim),
+        "gate_up_fused": (c.dim, 2 * c.ffn_dim),
+        "down": (c.ffn_dim, c.dim),
+        "lm_head": (c.dim, c.vocab_size),
+    }
+
+
+def tilings(m: int, k: int, n: int, transpose_b: bool) -> list[ttnn.kernels.GemvConfig]:
+    """The default tiling and its neighbours: other block sizes, half and double the K split."""
+    base = ttnn.kernels.gemv_config(m, k, n, transpose_b=transpose_b)
+    if base is None:
+        return []
+    blocks_n, blocks_k = (
+        ((16, 32, 64), (128, 256, 512)) if transpose_b else ((64, 128, 256), (32, 64, 128))
+    )
+    found = {base}
+    for bn in blocks_n:
+        for bk in blocks_k:
+            for split in {max(1, base.split_k // 2), base.split_k, 2 * base.split_k}:
+                warps = 8 if bn * bk >= 16384 else 4
+                cfg = ttnn.kernels.GemvConfig(bn, bk, split, num_warps=warps)
+                if cfg.fits(k, n) and k // (split * bk) >= 2:
+                    found.add(cfg)
+    return [base, *sorted(found - {base}, key=repr)]
+
+
+def gemv_sweep(
+    config_name: str, batch: int, layouts: list[str], grid: bool, repeats: int = 50
+) -> dict[str, Any]:
+    """Every decode matmul alone, bf16 ``x[batch, K] @ W``: XLA's dot against the Pallas GEMV
+    (default tiling, and with ``grid`` every tiling of :func:`tilings`), in TB/s of weight read."""
+    out: dict[str, Any] = {}
+    key = jax.random.key(1)
+    for name, (k, n) in decode_matmul_shapes(config_name).items():
+        for layout in layouts:
+            tb = layout == "out_in"
+            w = jax.random.uniform(key, (n, k) if tb else (k, n), jnp.bfloat16, -0.02, 0.02)
+            x = jnp.ones((batch, k), jnp.bfloat16)
+            configs = tilings(batch, k, n, tb)
+            if not configs:
+                continue
+            xla = jax.jit(lambda a, b, tb=tb: a @ (b.T if tb else b))
+            row: dict[str, Any] = {
+                "K": k,
+                "N": n,
+                "xla_TBps": _rate(xla, (x, w), w.nbytes, repeats) / 1e12,
+            }
+            timed = {}
+            for cfg in configs if grid else configs[:1]:
+                fn = jax.jit(functools.partial(ttnn.kernels.gemv, transpose_b=tb, config=cfg))
+                timed[cfg] = _rate(fn, (x, w), w.nbytes, repeats) / 1e12
+            best = max(timed, key=timed.__getitem__)
+            row.update(
+                pallas_default=repr(configs[0]),
+                pallas_default_TBps=timed[configs[0]],
+                pallas_best=repr(best),
+                pallas_best_TBps=timed[best],
+                tilings_tried=len(timed),
+            )
+            out[f"{name}_{layout}"] = row
+            del w
+    return out
 
 
 def random_model(
-    config_name: str, batch: int, position: int, dtype: ttnn.DataType, transpose_weights: bool
+    config_name: str,
+    batch: int,
+    position: int,
+    dtype: ttnn.DataType,
+    transpose_weights: bool,
+    fuse_gate_up: bool = False,
 ) -> TtLlama:
     """A TtLlama on a 1x1 mesh whose weights are filled on the device (no host round trip)."""
     config = get_config(config_name)
@@ -86,6 +157,7 @@ def random_model(
         dtype=dtype,
         max_seq_len=max_len,
         transpose_weights=transpose_weights,
+        fuse_gate_up=fuse_gate_up,
     )
     params = model.params
     seed = iter(range(10**6))
@@ -151,11 +223,17 @@ def _time_steps(step: Any, state: list[Any], n: int, synced: bool) -> float:
 
 
 def run(
-    config_name: str, batch: int, position: int, steps: int, loop: int, transpose_weights: bool
+    config_name: str,
+    batch: int,
+    position: int,
+    steps: int,
+    loop: int,
+    transpose_weights: bool,
+    fuse_gate_up: bool = False,
 ) -> dict[str, Any]:
-    """Time one ttjax decode variant (ms per step); fractions are added by the caller."""
+    """Time one ttjax decode variant (ms per step) under the caller's kernel policy."""
     dtype = ttnn.bfloat16
-    model = random_model(config_name, batch, position, dtype, transpose_weights)
+    model = random_model(config_name, batch, position, dtype, transpose_weights, fuse_gate_up)
     mesh = model.mesh
     tokens = ttnn.from_torch(np.ones((batch, 1), np.uint32), dtype=ttnn.uint32, device=mesh)
     pos = ttnn.from_torch(np.full((batch,), position, np.int32), dtype=ttnn.int32, device=mesh)
@@ -194,6 +272,8 @@ def run(
     w_bytes, kv_bytes = bytes_per_step(model, position)
     result = {
         "weight_layout": "[out, in] (transpose_b)" if transpose_weights else "[in, out] (TT-NN)",
+        "kernels": ttnn.kernels.mode(),
+        "fuse_gate_up": fuse_gate_up,
         "weight_bytes_per_step": w_bytes,
         "kv_bytes_per_step": kv_bytes,
         "compile_s": compile_s,
@@ -252,6 +332,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--layouts", default="in_out", help="comma list of weight layouts: in_out (TT-NN), out_in"
     )
+    p.add_argument(
+        "--kernels",
+        default=None,
+        help="comma list of matmul kernel policies (default xla,pallas "
+        "on a GPU, xla elsewhere: Pallas runs interpreted off a GPU)",
+    )
+    p.add_argument(
+        "--fuse-gate-up",
+        default=None,
+        help="comma list of no,yes: gate and up as one weight "
+        "(default no,yes on a GPU, no elsewhere)",
+    )
+    p.add_argument("--no-sweep", action="store_true", help="skip timing each matmul shape alone")
+    p.add_argument("--no-grid", action="store_true", help="sweep only the default tilings")
     p.add_argument("--no-reference", action="store_true")
     p.add_argument("--json", default=None)
     ns = p.parse_args(argv)
@@ -267,15 +361,22 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": "bfloat16",
         "copy_rate_TBps": rate / 1e12,
     }
-    if gpu:
-        result.update(gemv_check())
-    for layout in ns.layouts.split(","):
-        figures = run(ns.config, ns.batch, position, ns.steps, ns.loop, layout == "out_in")
+    layouts = ns.layouts.split(",")
+    policies = (ns.kernels or ("xla,pallas" if gpu else "xla")).split(",")
+    if not ns.no_sweep:
+        result["gemv"] = gemv_sweep(ns.config, ns.batch, layouts, grid=gpu and not ns.no_grid)
+    fusions = [f == "yes" for f in (ns.fuse_gate_up or ("no,yes" if gpu else "no")).split(",")]
+    variants = [(lay, pol, fus) for lay in layouts for pol in policies for fus in fusions]
+    for layout, policy, fused in variants:
+        with ttnn.kernels(policy):
+            figures = run(
+                ns.config, ns.batch, position, ns.steps, ns.loop, layout == "out_in", fused
+            )
         roofline = (figures["weight_bytes_per_step"] + figures["kv_bytes_per_step"]) / rate
         result["roofline_ms"] = roofline * 1e3
         for kind in ("synced", "back_to_back", "on_device_loop"):
             figures[f"bandwidth_fraction_{kind}"] = roofline * 1e3 / figures[f"{kind}_ms"]
-        result[f"ttjax_{layout}"] = figures
+        result[f"ttjax_{layout}_{policy}" + ("_fused" if fused else "")] = figures
     if not ns.no_reference:
         ref = reference_figures(ns.config, ns.batch, position, ns.steps)
         ref["bandwidth_fraction_back_to_back"] = result["roofline_ms"] / ref["back_to_back_ms"]

@@ -287,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         attention = "xla"
         jax_run, first["ttjax"] = start_ttjax(attention)
     result["model"] = asdict(replace(config, attention=attention))
+    result["ttjax_compile_s"] = first["ttjax"][0]
+    write_json(ns.json, result)  # each phase is saved, in case a time limit stops the run
     runs: dict[str, Callable] = {"ttjax": jax_run}
     labels = {"ttjax": f"ttjax TrainStep ({attention} attention)"}
     if not ns.no_torch:
@@ -304,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             gate["error"] = str(e)
             write_json(ns.json, result)
             raise
+        result["torch_compile_s"] = first["torch"][0]
+        write_json(ns.json, result)
 
     times = time_interleaved(runs, ns.steps, ns.rounds)
     for name, rounds in times.items():

@@ -45,11 +45,19 @@ def test_llama_demo_tp_with_trace(capsys):
 def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
     path = tmp_path / "decode.json"
     args = ["--config", "tiny", "--steps", "2", "--loop", "2", "--json", str(path)]
-    assert gpu_decode.main(args) == 0
+    assert gpu_decode.main([*args, "--kernels", "xla,pallas", "--fuse-gate-up", "no,yes"]) == 0
     result = json.loads(path.read_text())
-    figures = result["ttjax_in_out"]
-    assert figures["weight_bytes_per_step"] > 0 and figures["back_to_back_ms"] > 0
+    for name in ("xla", "pallas", "xla_fused", "pallas_fused"):  # Pallas runs interpreted here
+        figures = result[f"ttjax_in_out_{name}"]
+        assert figures["kernels"] == name.split("_")[0]
+        assert figures["fuse_gate_up"] == name.endswith("fused")
+        assert figures["weight_bytes_per_step"] > 0 and figures["back_to_back_ms"] > 0
     assert result["flax_reference"]["back_to_back_ms"] > 0
+    # every decode matmul of the tiny model timed alone, XLA and the Pallas GEMV
+    assert set(result["gemv"]) == {
+        f"{n}_in_out" for n in ("qkv", "o", "gate_or_up", "gate_up_fused", "down", "lm_head")
+    }
+    assert all(r["xla_TBps"] > 0 and r["pallas_default_TBps"] > 0 for r in result["gemv"].values())
 
 
 @pytest.mark.slow

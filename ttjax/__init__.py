@@ -13,9 +13,9 @@ Layers, bottom to top (each module imports only from layers below it; ``make lin
 with the import-linter contract in ``pyproject.toml``, and README.md's Architecture section
 explains it):
 
-1. ``errors``, ``enums``, ``placements``: the vocabulary.
+1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).
 2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
-   ``_hlo``: state and pure helpers.
+   ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers.
 3. ``mesh``: ``MeshDevice`` and friends.
 4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
 5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
@@ -35,6 +35,7 @@ from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
     distributed,
     experimental,
+    kernels,
     model_preprocessing,
     numerics,
     transformer,
@@ -335,6 +336,7 @@ __all__ = [
     "init",
     "init_device_compute_kernel_config",
     "int32",
+    "kernels",
     "model_preprocessing",
     "numerics",
     "open_device",

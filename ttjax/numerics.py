@@ -25,8 +25,6 @@ under one policy is traced again under the other. Bottom layer: imports only jax
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,52 +33,24 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ttjax.errors import CCLError, ConfigError
+from ttjax import _policy
+from ttjax.errors import CCLError
 
 MODES = ("fast", "deterministic")
 
 # Thread-local when set through Policy; part of every jit/trace cache key.
-_context = jax.make_user_context("fast")
-
-
-def _check_mode(mode: Any) -> str:
-    if mode not in MODES:
-        raise ConfigError(
-            f"ttjax.numerics({mode!r}): unknown numerics policy.\n"
-            f"fix: one of {MODES} (default 'fast')."
-        )
-    return str(mode)
-
-
-class Policy:
-    """The handle ``ttjax.numerics(mode)`` returns: the mode is already set for this thread;
-    leaving a ``with`` block restores the previous mode."""
-
-    __slots__ = ("_ctx", "mode")
-
-    def __init__(self, mode: str) -> None:
-        self.mode = _check_mode(mode)
-        self._ctx = _context(self.mode)
-        self._ctx.__enter__()
-
-    def __enter__(self) -> Policy:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._ctx.__exit__(*exc)
-
-    def __repr__(self) -> str:
-        return f"ttjax.numerics({self.mode!r})"
+_setting = _policy.Setting("ttjax.numerics", MODES, "fast")
+Policy = _policy.Policy
 
 
 def set_numerics(mode: str) -> Policy:
     """Set this thread's policy (``"fast"`` or ``"deterministic"``); usable as a context manager."""
-    return Policy(mode)
+    return Policy(_setting, mode)
 
 
 def mode() -> str:
     """The policy in effect in this thread: ``"fast"`` or ``"deterministic"``."""
-    return str(_context.value)
+    return _setting.mode()
 
 
 def deterministic() -> bool:
@@ -217,14 +187,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
     return out if tiled else jnp.squeeze(out, d)
 
 
-class _NumericsModule(types.ModuleType):
-    """Makes ``ttjax.numerics`` callable: ``ttjax.numerics("deterministic")``."""
-
-    def __call__(self, mode: str) -> Policy:
-        return Policy(mode)
-
-
-sys.modules[__name__].__class__ = _NumericsModule
+_policy.make_callable(__name__, _setting)
 
 __all__ = [
     "MODES",

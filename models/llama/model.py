@@ -10,6 +10,8 @@ Every op runs per device; the only communication is explicit:
   shards the table on the vocabulary (a masked local lookup + one ``all_reduce``), and
   ``gather_logits=False`` leaves the logits vocab-sharded; :meth:`TtLlama.greedy_tokens` then
   takes the argmax over the shards by gathering one candidate (value, index) per device.
+  ``fuse_gate_up=True`` stores gate and up as one column-parallel weight (each device's columns
+  ``[gate_i | up_i]``): one matmul per MLP reads both, which a decode GEMV streams in one pass.
 * ``mode="dp"``: weights are replicated, the batch is sharded over the devices, and nothing is
   communicated.
 * Hybrid DP+TP (TT-NN guide 8.3) runs one ``mode="tp"`` model per submesh; see ``generate.py``.
@@ -54,6 +56,7 @@ class TtLlama(LlamaSharding):
         transpose_weights: bool = False,
         embedding: str = "hidden_sharded",
         gather_logits: bool = True,
+        fuse_gate_up: bool = False,
     ) -> None:
         if mode not in ("tp", "dp"):
             raise ttnn.errors.ConfigError(
@@ -66,6 +69,12 @@ class TtLlama(LlamaSharding):
                 "fix: use 'hidden_sharded' (all_gather after the lookup) or 'vocab_parallel' "
                 "(masked lookup + all_reduce)."
             )
+        if fuse_gate_up and config.mlp != "swiglu":
+            raise ttnn.errors.ConfigError(
+                f"TtLlama: fuse_gate_up=True needs a SwiGLU MLP (gate and up), but config.mlp="
+                f"{config.mlp!r}.\nfix: leave fuse_gate_up=False for this model."
+            )
+        self.fuse_gate_up = fuse_gate_up
         self.config = config
         self.mesh = mesh_device
         self.mode = mode
@@ -182,7 +191,11 @@ class TtLlama(LlamaSharding):
         return self._reduce(out)
 
     def _mlp(self, layer: dict[str, Any], x: ttnn.Tensor) -> ttnn.Tensor:
-        if layer["w_up"] is not None:
+        if layer["w_gate_up"] is not None:  # fuse_gate_up: this device's [gate_i | up_i]
+            gate_up = self._linear(x, layer["w_gate_up"])
+            f = gate_up.shape[-1] // 2
+            h = ttnn.multiply(ttnn.silu(gate_up[..., :f]), gate_up[..., f:])
+        elif layer["w_up"] is not None:
             gate = self._linear(x, layer["w_in"], activation="silu")
             h = ttnn.multiply(gate, self._linear(x, layer["w_up"]))
         else:

@@ -60,6 +60,7 @@ class LlamaSharding:
     vocab_start: Any
     scan_layers: bool
     transpose_weights: bool
+    fuse_gate_up: bool
     tp: int
     dp: int
     q_heads: int
@@ -205,6 +206,14 @@ class LlamaSharding:
         swiglu = c.mlp == "swiglu"
         dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), WeightRecipe.absent()
         R = WeightRecipe
+        fused = swiglu and self.fuse_gate_up
+        gate_up = None
+        if fused and not self.abstract:
+            # Columns per device [gate_0 up_0 | gate_1 up_1 | ...]: a width shard gives each
+            # device its gate and up columns side by side.
+            gate = _t(get("mlp.gate_proj.weight")).reshape(c.dim, tp, -1)
+            up = _t(get("mlp.up_proj.weight")).reshape(c.dim, tp, -1)
+            gate_up = np.concatenate([gate, up], axis=2).reshape(c.dim, 2 * c.ffn_dim)
         specs: dict[str, WeightRecipe] = {
             "attn_norm": R(get("input_layernorm.weight"), dim, None, ad),
             "attn_norm_bias": R(get("input_layernorm.bias"), dim, None, ad) if layer_norm else none,
@@ -217,14 +226,19 @@ class LlamaSharding:
             if layer_norm and not c.parallel_block
             else none,
             # gate (swiglu) or dense_h_to_4h (gelu): column-parallel
-            "w_in": R(
+            "w_in": none
+            if fused
+            else R(
                 _t(get("mlp.gate_proj.weight" if swiglu else "mlp.dense_h_to_4h.weight")),
                 ffn,
                 1,
                 wd,
                 True,
             ),
-            "w_up": R(_t(get("mlp.up_proj.weight")), ffn, 1, wd, True) if swiglu else none,
+            "w_up": R(_t(get("mlp.up_proj.weight")), ffn, 1, wd, True)
+            if swiglu and not fused
+            else none,
+            "w_gate_up": R(gate_up, (c.dim, 2 * c.ffn_dim), 1, wd, True) if fused else none,
             # down / dense_4h_to_h: row-parallel
             "w_out": R(
                 _t(get("mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight")),

@@ -105,3 +105,42 @@ def test_decode_step_has_the_handwritten_collectives(weights):
 def test_embedding_option_errors_name_the_value(weights):
     with pytest.raises(ttnn.errors.ConfigError, match="embedding='rows'"):
         TtLlama(CONFIG, weights, mesh_of((1, 8)), embedding="rows")
+
+
+@pytest.mark.parametrize(
+    ("scan_layers", "transpose_weights"),
+    [(False, False), (True, True)],
+    ids=["layers", "scan_out_in"],
+)
+def test_fused_gate_up_matches_reference(weights, scan_layers, transpose_weights):
+    """One [gate_i | up_i] weight per device (TP 8): the Flax reference's prefill and decode
+    logits, in both weight layouts and under ``ttnn.scan``."""
+    mesh = mesh_of((1, 8))
+    kw = {"mode": "tp", "batch": 8, "scan_layers": scan_layers}
+    model = TtLlama(
+        CONFIG, weights, mesh, fuse_gate_up=True, transpose_weights=transpose_weights, **kw
+    )
+    layer = model.params["layers"] if scan_layers else model.params["layers"][0]
+    assert layer["w_in"] is None and layer["w_up"] is None
+    assert layer["w_gate_up"].shape[-1 - int(transpose_weights)] == 2 * CONFIG.ffn_dim // 8
+    tokens = np.random.default_rng(7).integers(0, CONFIG.vocab_size, (8, PROMPT_LEN + 2))
+    logits = ttnn.to_numpy(
+        ttnn.get_device_tensors(model.prefill(model.tokens_to_device(tokens[:, :PROMPT_LEN])))[0]
+    )
+    step = model.decode(
+        model.tokens_to_device(tokens[:, PROMPT_LEN : PROMPT_LEN + 1]),
+        model.positions_to_device(np.full((8,), PROMPT_LEN)),
+    )
+    ref_prefill, ref_steps = _reference(weights, tokens)
+    np.testing.assert_allclose(logits, ref_prefill, atol=2e-4, rtol=1e-4)
+    np.testing.assert_allclose(
+        ttnn.to_numpy(ttnn.get_device_tensors(step)[0])[:, 0], ref_steps[0], atol=2e-4, rtol=1e-4
+    )
+
+
+def test_fused_gate_up_needs_swiglu():
+    falcon = get_config("falcon-7b")
+    with pytest.raises(
+        ttnn.errors.ConfigError, match=r"fuse_gate_up=True needs a SwiGLU MLP.*'gelu'"
+    ):
+        TtLlama(falcon, None, mesh_of((1, 8)), fuse_gate_up=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from ttjax import kernels
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
@@ -21,6 +22,10 @@ from ttjax.tensor import Tensor
 
 
 def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
+    if not transpose_a:  # decode-sized products may take the Pallas GEMV (see ttjax.kernels)
+        y = kernels.small_m_matmul(a, b, transpose_b)
+        if y is not None:
+            return y
     if transpose_a:
         a = jnp.swapaxes(a, -1, -2)
     if transpose_b:

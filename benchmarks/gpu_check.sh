@@ -27,6 +27,6 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/nul
 status=0
 timeout 330 "$PYTHON" -m benchmarks.gpu_decode "$@" --json "$out/gpu_decode_$kind.json" \
   2>&1 | tee "$out/gpu_decode_$kind.log" || status=1
-timeout 240 "$PYTHON" -m benchmarks.gpu_train "$@" --json "$out/gpu_train_$kind.json" \
+timeout 240 "$PYTHON" -m benchmarks.gpu_train "$@" --profile /tmp/ttjax_prof --json "$out/gpu_train_$kind.json" \
   2>&1 | tee "$out/gpu_train_$kind.log" || status=1
 exit $status

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's GPU checks in one call, sized for one H100/H200 lease (about 7 minutes of GPU time):
+# Issue 11's GPU checks in one call, sized for one H100/H200 lease (at most 9.5 minutes: 330 s + 240 s limits):
 # Llama-3.1-8B decode (XLA vs the Pallas GEMV, fused gate+up, copy rate, plain JAX, per-shape
 # tiling sweep), then the NanoGPT-124M train step against torch.compile. JSON and logs go to
 # $OUT (the device tool's folder) or benchmarks/results/.

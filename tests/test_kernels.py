@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 from collections.abc import Iterator
 
@@ -23,6 +24,7 @@ from jax.experimental.pallas import triton as pl_triton
 import ttjax as ttnn
 from models.llama.config import get_config
 from models.llama.generate import Generator
+from models.llama.model import TtLlama
 from models.llama.reference import LlamaReference
 from models.llama.weights import random_weights
 from ttjax import kernels
@@ -303,3 +305,29 @@ def test_llama_decode_with_the_kernel_matches_the_flax_reference(spy) -> None:
         want, cache = ref.decode(result.tokens[:, t : t + 1], np.full((4,), t, np.int32), cache)
         np.testing.assert_allclose(got, np.asarray(want)[:, 0], atol=2e-4, rtol=1e-4)
         assert np.array_equal(result.tokens[:, t + 1], np.asarray(want)[:, 0].argmax(-1))
+
+
+def test_llama_decode_step_lowers_for_cuda_with_every_projection_on_the_gemv(monkeypatch) -> None:
+    """The jitted TP decode step (abstract weights, bf16, fused gate+up), lowered for a GPU from
+    this CPU: qkv, o, gate+up, down and the LM head each call the Triton GEMV."""
+    monkeypatch.setattr(kernels, "_backend", lambda: "gpu")  # compile for CUDA, not interpreted
+    config = get_config("tiny").with_(vocab_size=1024)  # an LM head shape of its own
+    mesh = mesh_of((1, 8))
+    model = TtLlama(config, None, mesh, batch=4, dtype=ttnn.bfloat16, fuse_gate_up=True)
+    tokens = ttnn.abstract_tensor((4, 1), ttnn.uint32, device=mesh, layout=ttnn.TILE_LAYOUT)
+    pos = ttnn.abstract_tensor((4,), ttnn.int32, device=mesh)
+    with ttnn.kernels("pallas"):
+        traced = jax.jit(model.decode_fn()).trace(model.params, model.caches, tokens, pos)
+    text = traced.lower(lowering_platforms=("cuda",)).as_text()
+    calls = [ln for ln in text.splitlines() if "xla.gpu.triton" in ln]
+    assert len(calls) == 5
+    weights = {tuple(map(int, re.findall(r"tensor<(\d+)x(\d+)xbf16>", ln)[1])) for ln in calls}
+    hd, tp = config.head_dim, 8
+    qkv = (config.n_heads + 2 * config.n_kv_heads) * hd // tp
+    assert weights == {
+        (config.dim, qkv),  # wqkv
+        (config.n_heads * hd // tp, config.dim),  # wo
+        (config.dim, 2 * config.ffn_dim // tp),  # w_gate_up
+        (config.ffn_dim // tp, config.dim),  # w_out
+        (config.dim, config.vocab_size // tp),  # lm_head
+    }

@@ -163,8 +163,13 @@ def _gemv_kernel(
     o_ref[...] = out.reshape(o_ref.shape).astype(o_ref.dtype)
 
 
+def _backend() -> str:
+    """The platform the kernels compile for: JAX's default backend (where ttjax meshes live)."""
+    return jax.default_backend()
+
+
 def _on_gpu() -> bool:
-    return jax.default_backend() == "gpu"
+    return _backend() == "gpu"
 
 
 @functools.cache
@@ -279,7 +284,7 @@ def small_m_matmul(a: Any, b: Any, transpose_b: bool) -> Any | None:
     if not all(jnp.issubdtype(t.dtype, jnp.floating) for t in (a, b)):
         return None
     config = choose_gemv(
-        a.shape, b.shape, transpose_b, policy=mode(), backend=jax.default_backend()
+        a.shape, b.shape, transpose_b, policy=mode(), backend=_backend()
     )
     if config is None:
         return None

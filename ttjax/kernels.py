@@ -283,9 +283,7 @@ def small_m_matmul(a: Any, b: Any, transpose_b: bool) -> Any | None:
     """
     if not all(jnp.issubdtype(t.dtype, jnp.floating) for t in (a, b)):
         return None
-    config = choose_gemv(
-        a.shape, b.shape, transpose_b, policy=mode(), backend=_backend()
-    )
+    config = choose_gemv(a.shape, b.shape, transpose_b, policy=mode(), backend=_backend())
     if config is None:
         return None
     k, n = a.shape[-1], b.shape[-2] if transpose_b else b.shape[-1]

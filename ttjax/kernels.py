@@ -189,7 +189,8 @@ def gemv(
     """``x[M, K] @ w[K, N]`` (or ``@ w[N, K].T`` with ``transpose_b``) by the Pallas GEMV kernel.
 
     Returns ``[M, N]`` in the operands' result dtype, accumulated in float32. ``interpret``
-    defaults to True off a GPU.
+    defaults to True off a GPU. Differentiable (``jax.grad``, ``jax.jvp``): the forward runs the
+    kernel, the derivatives use XLA's dots.
 
     >>> y = ttjax.kernels.gemv(jnp.ones((2, 64)), jnp.ones((64, 32)), interpret=True)
     >>> y.shape, float(y[1, 31])
@@ -218,7 +219,14 @@ def gemv(
             "jnp.matmul."
         )
     out_dtype = jnp.result_type(x.dtype, w.dtype)
-    x, w = x.astype(out_dtype), w.astype(out_dtype)
+    interpret = (not _on_gpu()) if interpret is None else bool(interpret)
+    return _gemv(x.astype(out_dtype), w.astype(out_dtype), transpose_b, config, interpret)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
+def _gemv(x: Any, w: Any, transpose_b: bool, config: GemvConfig, interpret: bool) -> Any:
+    """The Pallas call on checked, same-dtype operands; differentiated by :func:`_gemv_jvp`."""
+    (m, k), n = x.shape, w.shape[0] if transpose_b else w.shape[1]
     rows = 1 if m == 1 else MAX_M  # Triton's matrix unit takes at least 16 rows
     if rows != m:
         x = jnp.pad(x, ((0, rows - m), (0, 0)))
@@ -228,7 +236,7 @@ def gemv(
         w_spec = pl.BlockSpec((bn, ks), lambda j, i: (j, i))
     else:
         w_spec = pl.BlockSpec((ks, bn), lambda j, i: (i, j))
-    partial_dtype = out_dtype if s == 1 else jnp.float32
+    partial_dtype = x.dtype if s == 1 else jnp.float32
     kernel = functools.partial(
         _gemv_kernel, block_k=config.block_k, steps=ks // config.block_k, transpose_b=transpose_b
     )
@@ -238,14 +246,29 @@ def gemv(
         grid=(n // bn, s),
         in_specs=[pl.BlockSpec((rows, ks), lambda j, i: (0, i)), w_spec],
         out_specs=pl.BlockSpec((pl.squeezed, rows, bn), lambda j, i: (i, 0, j)),
-        interpret=(not _on_gpu()) if interpret is None else interpret,
+        interpret=interpret,
         compiler_params=pl_triton.CompilerParams(
             num_warps=config.num_warps, num_stages=config.num_stages
         ),
         name="ttjax_gemv",
     )(x, w)
-    out = out[0] if s == 1 else jnp.sum(out, axis=0).astype(out_dtype)
+    out = out[0] if s == 1 else jnp.sum(out, axis=0).astype(x.dtype)
     return out[:m]
+
+
+@_gemv.defjvp
+def _gemv_jvp(
+    transpose_b: bool, config: GemvConfig, interpret: bool, primals: Any, tangents: Any
+) -> tuple[Any, Any]:
+    """Forward by the kernel; the tangent (and so the gradient, by transposing it) by XLA's dots:
+    ``dy = dx @ w + x @ dw``. Training steps have large M and never take the kernel anyway."""
+    (x, w), (dx, dw) = primals, tangents
+    y = _gemv(x, w, transpose_b, config, interpret)
+
+    def mm(a: Any, b: Any) -> Any:
+        return jnp.matmul(a, b.T if transpose_b else b, preferred_element_type=jnp.float32)
+
+    return y, (mm(dx, w) + mm(x, dw)).astype(y.dtype)
 
 
 def choose_gemv(

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from models.llama.reference import LlamaReference
+
 
 def coords(mesh_shape: Sequence[int]) -> list[tuple[int, ...]]:
     """Mesh coordinates in row-major order."""
@@ -120,6 +122,23 @@ def blockfloat_quantize(x: np.ndarray, mag_bits: int, group: int = 16) -> np.nda
                 m = min(max(round(v / step), -limit), limit)
                 out[r, g0 + i] = m * step
     return out.reshape(x.shape)
+
+
+def llama_teacher_forced(
+    config: Any, weights: dict[str, np.ndarray], tokens: np.ndarray, prompt_len: int
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The Flax reference on a whole token sequence: the prefill logits of its first
+    ``prompt_len`` tokens, then the [B, vocab] logits of each teacher-forced decode step (token
+    ``t`` at position ``t``, for every ``t`` from ``prompt_len`` up to the last token, excluded)."""
+    model = LlamaReference(config, weights)
+    fns = model.jitted()
+    b = tokens.shape[0]
+    prefill, cache = fns.prefill(tokens[:, :prompt_len], model.init_cache(b))
+    steps = []
+    for t in range(prompt_len, tokens.shape[1] - 1):
+        logits, cache = fns.decode(tokens[:, t : t + 1], np.full((b,), t, np.int32), cache)
+        steps.append(np.asarray(logits)[:, 0])
+    return np.asarray(prefill), steps
 
 
 def save_tiny_hf_llama(folder: Any) -> None:

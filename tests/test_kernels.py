@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _op_testing import BF16, F32, MATMUL_TOL, REPLICATED, Layout, check, put_local, reference
+from _reference import llama_teacher_forced
 from conftest import mesh_of
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,7 +26,6 @@ import ttjax as ttnn
 from models.llama.config import get_config
 from models.llama.generate import Generator
 from models.llama.model import TtLlama
-from models.llama.reference import LlamaReference
 from models.llama.weights import random_weights
 from ttjax import kernels
 from ttjax.errors import ConfigError, ShapeMismatchError
@@ -340,14 +340,11 @@ def test_llama_decode_with_the_kernel_matches_the_flax_reference(spy) -> None:
         gen.release()
     assert {shape[0] for shape in spy} == {4}  # decode steps: M = batch 4 on every device
     assert len(spy) >= 5 * config.n_layers  # wqkv, wo, w_in, w_up, w_out per layer (+ LM head)
-    ref = LlamaReference(config, weights).jitted()
-    cache = LlamaReference(config, weights).init_cache(4)
-    _, cache = ref.prefill(result.tokens[:, :5], cache)
-    for i, got in enumerate(result.decode_logits):
-        t = 5 + i
-        want, cache = ref.decode(result.tokens[:, t : t + 1], np.full((4,), t, np.int32), cache)
-        np.testing.assert_allclose(got, np.asarray(want)[:, 0], atol=2e-4, rtol=1e-4)
-        assert np.array_equal(result.tokens[:, t + 1], np.asarray(want)[:, 0].argmax(-1))
+    _, want_steps = llama_teacher_forced(config, weights, result.tokens, 5)
+    assert len(result.decode_logits) == len(want_steps) == 2
+    for i, (got, want) in enumerate(zip(result.decode_logits, want_steps)):
+        np.testing.assert_allclose(got, want, atol=2e-4, rtol=1e-4)
+        assert np.array_equal(result.tokens[:, 5 + 1 + i], want.argmax(-1))
 
 
 def test_llama_decode_step_lowers_for_cuda_with_every_projection_on_the_gemv(monkeypatch) -> None:

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from _reference import pcc
+from _reference import llama_teacher_forced, pcc
 from conftest import mesh_of
 
 import ttjax as ttnn
@@ -16,7 +16,6 @@ from models.llama.config import get_config
 from models.llama.generate import Generator
 from models.llama.inspect_targets import decode_step
 from models.llama.model import TtLlama
-from models.llama.reference import LlamaReference
 from models.llama.weights import load_hf_checkpoint, random_weights, save_hf_checkpoint
 
 CONFIG = get_config("tiny")
@@ -33,21 +32,8 @@ def prompt() -> np.ndarray:
     return np.random.default_rng(4).integers(0, CONFIG.vocab_size, (8, PROMPT_LEN))
 
 
-def _reference_run(weights, tokens):
-    """Reference logits for the same token sequence: prefill, then teacher-forced decode."""
-    model = LlamaReference(CONFIG, weights)
-    fns = model.jitted()
-    b = tokens.shape[0]
-    prefill, cache = fns.prefill(tokens[:, :PROMPT_LEN], model.init_cache(b))
-    steps = []
-    for t in range(PROMPT_LEN, tokens.shape[1] - 1):
-        logits, cache = fns.decode(tokens[:, t : t + 1], np.full((b,), t, np.int32), cache)
-        steps.append(np.asarray(logits)[:, 0])
-    return np.asarray(prefill), steps
-
-
 def _check_against_reference(result, weights):
-    ref_prefill, ref_steps = _reference_run(weights, result.tokens)
+    ref_prefill, ref_steps = llama_teacher_forced(CONFIG, weights, result.tokens, PROMPT_LEN)
     assert pcc(result.prefill_logits, ref_prefill) >= 0.99
     assert len(result.decode_logits) == NEW_TOKENS - 1 == 16
     for got, want in zip(result.decode_logits, ref_steps):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reference import llama_teacher_forced
 from conftest import mesh_of
 
 import ttjax as ttnn
@@ -14,7 +15,6 @@ from benchmarks.bench_decode import handwritten_greedy_step, ttjax_greedy_step
 from models.llama.config import get_config
 from models.llama.generate import Generator
 from models.llama.model import TtLlama
-from models.llama.reference import LlamaReference
 from models.llama.weights import random_weights
 
 CONFIG = get_config("tiny")
@@ -27,19 +27,6 @@ def weights() -> dict[str, np.ndarray]:
     return random_weights(CONFIG, seed=5)
 
 
-def _reference(weights, tokens):
-    """Flax reference logits for ``tokens``: prefill, then teacher-forced decode steps."""
-    model = LlamaReference(CONFIG, weights)
-    fns = model.jitted()
-    b = tokens.shape[0]
-    prefill, cache = fns.prefill(tokens[:, :PROMPT_LEN], model.init_cache(b))
-    steps = []
-    for t in range(PROMPT_LEN, tokens.shape[1] - 1):
-        logits, cache = fns.decode(tokens[:, t : t + 1], np.full((b,), t, np.int32), cache)
-        steps.append(np.asarray(logits)[:, 0])
-    return np.asarray(prefill), steps
-
-
 def test_vocab_parallel_options_match_reference(weights):
     """Eager, then traced (the same generator: the capture reuses the eager programs)."""
     prompt = np.random.default_rng(6).integers(0, CONFIG.vocab_size, (8, PROMPT_LEN))
@@ -48,7 +35,7 @@ def test_vocab_parallel_options_match_reference(weights):
     assert model.vocab_parallel and not model.gather_logits
     eager = gen.generate(prompt, NEW_TOKENS, trace=False)
     traced = gen.generate(prompt, NEW_TOKENS, trace=True)
-    ref_prefill, ref_steps = _reference(weights, eager.tokens)
+    ref_prefill, ref_steps = llama_teacher_forced(CONFIG, weights, eager.tokens, PROMPT_LEN)
     assert np.array_equal(traced.tokens, eager.tokens)
     for result in (eager, traced):
         np.testing.assert_allclose(result.prefill_logits, ref_prefill, atol=2e-4, rtol=1e-4)
@@ -131,7 +118,7 @@ def test_fused_gate_up_matches_reference(weights, scan_layers, transpose_weights
         model.tokens_to_device(tokens[:, PROMPT_LEN : PROMPT_LEN + 1]),
         model.positions_to_device(np.full((8,), PROMPT_LEN)),
     )
-    ref_prefill, ref_steps = _reference(weights, tokens)
+    ref_prefill, ref_steps = llama_teacher_forced(CONFIG, weights, tokens, PROMPT_LEN)
     np.testing.assert_allclose(logits, ref_prefill, atol=2e-4, rtol=1e-4)
     np.testing.assert_allclose(
         ttnn.to_numpy(ttnn.get_device_tensors(step)[0])[:, 0], ref_steps[0], atol=2e-4, rtol=1e-4

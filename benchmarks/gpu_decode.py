@@ -8,7 +8,9 @@ Each step is timed with each matmul kernel policy (``--kernels xla,pallas``: XLA
 ttjax's Pallas GEMV, see :mod:`ttjax.kernels`), and every decode matmul shape is timed alone
 (``gemv_sweep``): XLA's dot, the Pallas GEMV with its default tiling, and a small grid of tilings,
 as bytes of weight per second. The best tiling per shape goes in the JSON, to tune
-``ttjax.kernels.gemv_config`` from. Weights are random and made on the device (``ttnn.rand``), so nothing crosses PCIe. Three ways
+``ttjax.kernels.gemv_config`` from.
+
+Weights are random and made on the device (``ttnn.rand``), so nothing crosses PCIe. Three ways
 of stepping are timed: synced (wait after every step), back-to-back (dispatch N steps, wait
 once), and an on-device loop (one jitted program runs ``--loop`` greedy steps, feeding each
 argmax token back). The same-shape Flax reference (``models.llama.reference``) is timed in the
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ttjax as ttnn
+from benchmarks._harness import time_call
 from models.llama.config import get_config, rope_tables
 from models.llama.model import TtLlama
 
@@ -41,28 +44,14 @@ def copy_bandwidth(nbytes: int = 4 << 30, repeats: int = 5, number: int = 10) ->
     count; the best of ``repeats`` such batches is kept.
     """
     x = jnp.zeros((nbytes // 4,), jnp.float32)
-    copy = jax.jit(lambda a: a + 1.0)
-    copy(x).block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        outs = [copy(x) for _ in range(number)]
-        jax.block_until_ready(outs)
-        best = min(best, (time.perf_counter() - start) / number)
-        del outs
-    return 2 * x.nbytes / best
+    return _rate(jax.jit(lambda a: a + 1.0), (x,), 2 * x.nbytes, number, repeats)
 
 
-def _rate(fn: Any, args: tuple[Any, ...], nbytes: int, repeats: int) -> float:
-    """Bytes/s of ``fn(*args)`` dispatched ``repeats`` times back to back (best of 3 batches)."""
+def _rate(fn: Any, args: tuple[Any, ...], nbytes: int, number: int, batches: int = 3) -> float:
+    """Bytes/s of ``fn(*args)``: ``number`` calls dispatched back to back and waited for once
+    (``_harness.time_call``), the best of ``batches`` such batches after one warm-up call."""
     jax.block_until_ready(fn(*args))
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        outs = [fn(*args) for _ in range(repeats)]
-        jax.block_until_ready(outs)
-        best = min(best, (time.perf_counter() - start) / repeats)
-    return nbytes / best
+    return nbytes / min(time_call(lambda: fn(*args), number) for _ in range(batches))
 
 
 def decode_matmul_shapes(config_name: str) -> dict[str, tuple[int, int]]:

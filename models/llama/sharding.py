@@ -26,6 +26,13 @@ def _t(a: Any) -> Any:
     return None if a is None else np.asarray(a).T
 
 
+def _per_device_columns(*parts: np.ndarray) -> np.ndarray:
+    """``[rows, tp, cols_i]`` pieces -> ``[rows, tp * sum(cols_i)]`` grouped per device
+    (``[a_0 b_0 | a_1 b_1 | ...]``), so a width shard over ``tp`` devices hands device ``d`` its
+    own columns of every piece side by side."""
+    return np.concatenate(parts, axis=2).reshape(parts[0].shape[0], -1)
+
+
 class WeightRecipe(NamedTuple):
     """One weight: its host value (None when abstract), shape, shard dim, dtype and role.
 
@@ -202,18 +209,16 @@ class LlamaSharding:
             q = _t(get("self_attn.q_proj.weight")).reshape(c.dim, tp, -1)
             k = self._kv_columns(_t(get("self_attn.k_proj.weight")))
             v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
-            wqkv = np.concatenate([q, k, v], axis=2).reshape(c.dim, qkv_cols)
+            wqkv = _per_device_columns(q, k, v)
         swiglu = c.mlp == "swiglu"
         dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), WeightRecipe.absent()
         R = WeightRecipe
         fused = swiglu and self.fuse_gate_up
         gate_up = None
         if fused and not self.abstract:
-            # Columns per device [gate_0 up_0 | gate_1 up_1 | ...]: a width shard gives each
-            # device its gate and up columns side by side.
             gate = _t(get("mlp.gate_proj.weight")).reshape(c.dim, tp, -1)
             up = _t(get("mlp.up_proj.weight")).reshape(c.dim, tp, -1)
-            gate_up = np.concatenate([gate, up], axis=2).reshape(c.dim, 2 * c.ffn_dim)
+            gate_up = _per_device_columns(gate, up)  # [gate_0 up_0 | gate_1 up_1 | ...]
         specs: dict[str, WeightRecipe] = {
             "attn_norm": R(get("input_layernorm.weight"), dim, None, ad),
             "attn_norm_bias": R(get("input_layernorm.bias"), dim, None, ad) if layer_norm else none,

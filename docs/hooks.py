@@ -11,6 +11,8 @@ import importlib
 import re
 from typing import Any
 
+import griffe
+
 FAMILIES = {
     "pointwise": "Pointwise (unary, binary, ternary)",
     "matmul": "Matrix multiplication",
@@ -55,3 +57,97 @@ def family_blocks(family: str) -> str:
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     markdown = markdown.replace("<!-- ttjax:ops-table -->", ops_table())
     return re.sub(r"<!-- ttjax:ops (\w+) -->", lambda m: family_blocks(m.group(1)), markdown)
+
+
+# Sphinx roles in docstrings (``:func:`open_mesh_device```, ``:class:`~ttjax.tensor.Tensor```)
+# are rendered as links: mkdocstrings reads docstrings as Markdown, where a role would show raw.
+ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const):`(?P<target>[^`]+)`")
+
+
+def _candidates(obj: Any, name: str) -> list[str]:
+    """Where ``name`` may live, seen from the docstring of ``obj``: as Sphinx looks it up."""
+    if "." in name and name.split(".", 1)[0] in ("ttjax", "models"):
+        return [name]
+    scopes = []
+    scope = obj
+    while scope is not None:
+        if scope.kind.value in ("class", "module"):
+            scopes.append(scope.path)
+        scope = scope.parent
+    return [f"{s}.{name}" for s in scopes]
+
+
+def _resolve(obj: Any, name: str) -> tuple[str, str] | None:
+    """``(path, canonical path)`` of the first candidate griffe knows, else None."""
+    collection = obj.modules_collection
+    for path in _candidates(obj, name):
+        try:
+            found = collection[path]
+        except (KeyError, ValueError, AttributeError):
+            continue
+        try:
+            canonical = found.final_target.path if found.is_alias else found.path
+        except Exception:  # an alias griffe cannot follow (an external package)
+            canonical = path
+        return path, canonical
+    return None
+
+
+def role_to_markdown(obj: Any, docstring: str) -> str:
+    """Each role becomes inline code, linked (an optional autoref) when the target is rendered."""
+
+    def replace(match: re.Match[str]) -> str:
+        target = match["target"].strip()
+        short = target.startswith("~")
+        name = target.lstrip("~.").removesuffix("()")
+        shown = name.rsplit(".", 1)[-1] if short else name
+        found = _resolve(obj, name)
+        if found is None:
+            return f"`{shown}`"
+        path, canonical = found
+        slug = f' slug="{canonical}"' if canonical != path else ""
+        return f'<autoref identifier="{path}"{slug} optional>`{shown}`</autoref>'
+
+    return ROLE.sub(replace, docstring)
+
+
+def fence_doctests(docstring: str) -> str:
+    """Bare ``>>>`` examples (up to the next blank line) become fenced ``pycon`` blocks.
+
+    Markdown would otherwise run them into one paragraph, reading ``<MeshDevice: ...>`` as HTML
+    and ``[...]`` as a link. Blocks already inside a fence and "Examples:" sections are kept.
+    """
+    out: list[str] = []
+    fenced = in_doctest = examples = False
+    indent = ""
+    for line in docstring.splitlines():
+        stripped = line.strip()
+        if in_doctest and not stripped:
+            out.append(f"{indent}```")
+            in_doctest = False
+        if stripped.startswith("```"):
+            fenced = not fenced
+        elif not in_doctest and not line.startswith((" ", "\t")) and stripped:
+            examples = stripped.rstrip(":") in ("Example", "Examples")
+        if not (fenced or in_doctest or examples) and stripped.startswith(">>>"):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}```pycon")
+            in_doctest = True
+        out.append(line)
+    if in_doctest:
+        out.append(f"{indent}```")
+    return "\n".join(out)
+
+
+class DocstringMarkdown(griffe.Extension):
+    """Griffe extension (mkdocs.yml ``extensions``): rewrite docstrings once a package is loaded:
+    Sphinx roles become (linked) inline code, bare doctest examples become code blocks."""
+
+    def on_package(self, *, pkg: Any, **kwargs: Any) -> None:
+        stack = [pkg]
+        while stack:
+            obj = stack.pop()
+            if obj.docstring is not None:
+                value = fence_doctests(obj.docstring.value)
+                obj.docstring.value = role_to_markdown(obj, value) if ROLE.search(value) else value
+            stack.extend(m for m in obj.members.values() if not m.is_alias)

@@ -1,21 +1,41 @@
-"""The README's "Commands" section runs as printed, in a fresh copy of the repository (tracked
-files only): every command there is listed below with the small-shape flags its test adds, and
-runs in its own interpreter. ``make`` targets are checked with ``make -n`` (they would build a
-venv and run the suite); the commands they stand for run like the others. Big runs are `slow`."""
+"""The README and the docs run as printed, in a fresh copy of the repository (tracked files only),
+with the venv's ``python`` / ``ttjax`` / ``ttjax-run`` that ``source .venv/bin/activate`` puts first:
+
+- every fenced ``python`` block of README.md and docs/ runs in its own interpreter, and a
+  ``print(...)  # VALUE`` line prints VALUE;
+- every shell command of README.md and docs/ is checked: each ``python -m`` module (and the
+  ``ttjax``/``ttjax-run`` scripts) accepts every option printed with it (``--help``), each
+  ``ttjax-run`` command plans its ranks (``--dry-run``); the "Commands" section runs with the
+  small-shape flags listed below. ``make`` targets are checked with ``make -n`` (they would build
+  a venv and run the suite); the commands they stand for run like the others. Big runs are `slow`.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
 from _reference import save_tiny_hf_llama
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# The venv's console scripts (pyproject's [project.scripts]) as modules of the clone.
+SCRIPTS = {
+    "python": [sys.executable],
+    "ttjax": [sys.executable, "-m", "ttjax.inspect"],
+    "ttjax-run": [sys.executable, "-m", "ttjax.run"],
+}
+# Python blocks that train or compile a pipeline: run under -m slow (a substring picks each).
+SLOW_BLOCKS = ("make_train_step(pipe",)
 
 # printed command -> (flags the test appends for small shapes, text its output must hold, slow)
 PYTHON_COMMANDS = {
@@ -46,7 +66,7 @@ PYTHON_COMMANDS = {
         "spread of tokens per expert",
         True,
     ),
-    ".venv/bin/ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
+    "ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
         [],
         "collectives per step: 4 {'all-to-all': 4}",
         True,
@@ -56,7 +76,7 @@ PYTHON_COMMANDS = {
         '"unigram_val_loss"',
         True,
     ),
-    ".venv/bin/ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
+    "ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
     "--arg config=llama-3.1-70b --arg weight_dtype=bfloat8_b --arg cache_dtype=bfloat8_b": (
         ["--arg", "config=tiny", "--arg", "batch=8", "--arg", "context=64"],
         "collectives per step: 6",
@@ -97,25 +117,29 @@ def clone(tmp_path_factory) -> Path:
     return dest
 
 
-def _run(argv: list[str], cwd: Path, devices: int = 8) -> str:
+def _run(
+    argv: list[str],
+    cwd: Path,
+    devices: int | None = 8,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     # `make` installs the clone itself (pip install -e), so its own ttjax and models import first.
-    env = {
-        **os.environ,
-        "TTJAX_NUM_DEVICES": str(devices),
-        "COLUMNS": "200",
-        "PYTHONPATH": str(cwd),
-    }
-    run = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    # devices=None: ttjax's default (32), as a user's shell has it.
+    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(cwd), **(env or {})}
+    environ.pop("TTJAX_NUM_DEVICES", None)
+    if devices is not None:
+        environ["TTJAX_NUM_DEVICES"] = str(devices)
+    run = subprocess.run(
+        argv, cwd=cwd, env=environ, input=stdin, capture_output=True, text=True, timeout=900
+    )
     assert run.returncode == 0, f"{argv}\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}"
     return run.stdout
 
 
 def _argv(command: str) -> list[str]:
-    words = command.split()
-    if words[0] == "python":
-        return [sys.executable, *words[1:]]
-    assert words[0] == ".venv/bin/ttjax"  # the console script is ttjax.inspect:main
-    return [sys.executable, "-m", "ttjax.inspect", *words[1:]]
+    words = shlex.split(command)
+    return [*SCRIPTS[words[0]], *words[1:]]
 
 
 def test_every_readme_command_is_covered():
@@ -172,3 +196,175 @@ def test_make_demo_command_with_a_tiny_model(clone):
     out = _run(argv, clone, devices=32)
     assert "greedy tokens identical: True" in out
     assert "device id (row, col)" in out  # the compact Galaxy picture
+
+
+# --- every fenced block and command of README.md and docs/ ---------------------------------------
+
+
+def fenced_blocks(text: str, lang: str) -> list[str]:
+    """The ```lang blocks of a Markdown text (indented ones too, e.g. inside a list), dedented."""
+    pattern = rf"^( *)```{lang}\n(.*?)^\1```"
+    return [textwrap.dedent(m[2]) for m in re.finditer(pattern, text, re.M | re.S)]
+
+
+def shell_commands(text: str) -> list[str]:
+    """Every command of the ```bash blocks (continuations joined, comments dropped)."""
+    out = []
+    for block in fenced_blocks(text, "bash"):
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():
+            line = re.sub(r"(^|\s+)#.*$", "", line).strip()
+            if line:
+                out.append(line)
+    return out
+
+
+def all_commands() -> list[tuple[str, str]]:
+    """``(file, command)`` for every shell command and inline ```python -m ...``` of the docs."""
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        name = str(path.relative_to(ROOT))
+        out += [(name, c) for c in shell_commands(text)]
+        out += [(name, c) for c in re.findall(r"`(python -m [^`]+)`", text)]
+    return out
+
+
+def python_blocks() -> list[tuple[str, str]]:
+    return [
+        (str(p.relative_to(ROOT)), code)
+        for p in DOCS
+        for code in fenced_blocks(p.read_text(), "python")
+    ]
+
+
+def module_runs(command: str) -> list[tuple[str, list[str]]]:
+    """``(module, --options)`` of each program a command starts (``ttjax-run``'s program too)."""
+    words = shlex.split(command)
+    runs = []
+    while words:
+        if words[0] == "python" and words[1:2] == ["-m"]:
+            module, rest = words[2], words[3:]
+        elif words[0] in ("ttjax", "ttjax-run"):
+            module = {"ttjax": "ttjax.inspect", "ttjax-run": "ttjax.run"}[words[0]]
+            rest = words[1:]
+        else:
+            break
+        # ttjax-run's own options end where the program's command starts
+        program = next((i for i, w in enumerate(rest) if w == "python"), len(rest))
+        options = [w.split("=")[0] for w in rest[:program] if w.startswith("--")]
+        runs.append((module, options))
+        words = rest[program:]
+    return runs
+
+
+def test_every_command_of_the_docs_is_one_this_file_checks():
+    commands = all_commands()
+    assert len(commands) > 20
+    for name, command in commands:
+        first = shlex.split(command)[0]
+        assert first in (*SCRIPTS, "make"), (name, command)
+        if first == "make":
+            assert command.split()[1] in MAKE_TARGETS, (name, command)
+        elif command.startswith("python ") and not command.startswith("python -m "):
+            assert (ROOT / shlex.split(command)[1]).is_file(), (name, command)
+        else:
+            assert module_runs(command), (name, command)
+
+
+def test_scripts_are_the_packaged_console_scripts():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"ttjax": "ttjax.inspect:main", "ttjax-run": "ttjax.run:main"}
+    assert {s: SCRIPTS[s][-1] for s in scripts} == {
+        "ttjax": "ttjax.inspect",
+        "ttjax-run": "ttjax.run",
+    }
+
+
+# One interpreter asks every module for its --help (each module's argparse, run as __main__).
+_HELP = """
+import contextlib, io, json, runpy, sys
+out = {}
+for module, argv in json.loads(sys.argv[1]):
+    sys.argv = [module, *argv, "--help"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = "returned without exiting"
+        except SystemExit as e:
+            code = e.code
+    out[module] = [code, buf.getvalue()]
+print(json.dumps(out))
+"""
+
+
+def test_every_printed_option_is_one_its_program_accepts(clone):
+    wanted: dict[str, set[str]] = {}
+    for _, command in all_commands():
+        for module, options in module_runs(command):
+            wanted.setdefault(module, set()).update(options)
+    assert {"models.nanogpt.train", "models.llama.train", "ttjax.run", "ttjax.inspect"} <= set(
+        wanted
+    )
+    modules = [(m, ["inspect"] if m == "ttjax.inspect" else []) for m in sorted(wanted)]
+    out = json.loads(
+        _run([sys.executable, "-c", _HELP, json.dumps(modules)], clone).splitlines()[-1]
+    )
+    for module, options in wanted.items():
+        code, text = out[module]
+        assert code in (0, None), (module, code, text[-2000:])
+        missing = sorted(o for o in options if not re.search(rf"{re.escape(o)}\b", text))
+        assert missing == [], f"python -m {module} has no option {missing}:\n{text}"
+
+
+def _launcher_cases():
+    for name, command in all_commands():
+        if command.startswith("ttjax-run "):
+            yield pytest.param(command, id=f"{name}:{command[:70]}")
+
+
+@pytest.mark.parametrize("command", list(_launcher_cases()))
+def test_every_ttjax_run_command_plans_its_ranks(clone, command):
+    argv = _argv(command)
+    program = argv.index("python")
+    if "--dry-run" not in argv:
+        argv.insert(program, "--dry-run")
+        program += 1
+    out = _run(argv, clone)
+    shown = " ".join(argv[program:])
+    for rank in (0, 1):
+        (line,) = [x for x in out.splitlines() if x.startswith(f"rank {rank}: ")]
+        assert line.endswith(shown) and f"TT_MESH_HOST_RANK={rank}" in line, line
+
+
+def _block_cases():
+    for name, code in python_blocks():
+        slow = any(s in code for s in SLOW_BLOCKS)
+        first = next(line for line in code.splitlines() if line and not line.startswith("#"))
+        marks = [pytest.mark.slow] if slow else []
+        yield pytest.param(code, marks=marks, id=f"{name}:{first[:50]}")
+
+
+@pytest.mark.parametrize("code", list(_block_cases()))
+def test_every_python_block_runs_as_printed(clone, code):
+    out = _run([sys.executable, "-"], clone, devices=None, stdin=code)
+    for expected in re.findall(r"^print\(.*\)  # (.+)$", code, re.M):
+        shown = expected.split(": ")[0]  # "VALUE: what it means"
+        assert shown in out, (shown, out[-3000:])
+
+
+LAUNCH = "ttjax-run --rank-binding configs/rank_bindings/2x4_big_mesh.yaml python prog.py"
+
+
+@pytest.mark.slow
+def test_readme_launcher_runs_prog_py_on_two_processes(clone):
+    """The README's ``ttjax-run ... python prog.py`` with its prog.py block, for real."""
+    text = (ROOT / "README.md").read_text()
+    assert LAUNCH in shell_commands(text)
+    (prog,) = [b for b in fenced_blocks(text, "python") if "# prog.py" in b]
+    (clone / "prog.py").write_text(prog)
+    # each rank runs `python prog.py`: the venv's python, first on PATH as after `activate`
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    out = _run(_argv(LAUNCH), clone, devices=None, env={"PATH": path})
+    for rank in (0, 1):
+        assert f"[1,{rank}]<stdout>:(8, 1, 32, 256)" in out, out[-3000:]

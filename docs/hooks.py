@@ -2,13 +2,15 @@
 
 A page holding ``<!-- ttjax:ops-table -->`` gets a table of every op (family, what it does per
 device: the docstring's first line); ``<!-- ttjax:ops FAMILY -->`` expands to one mkdocstrings
-block per op of that family. Nothing about the ops is written by hand.
+block per op of that family. Nothing about the ops is written by hand. The README is a page of
+the site (``readme.md``), and docstrings are read as Markdown (``DocstringMarkdown`` below).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 from typing import Any
 
 import griffe
@@ -54,6 +56,15 @@ def family_blocks(family: str) -> str:
     return "\n\n".join(f"::: ttjax.{name}" for name in names)
 
 
+def on_files(files: Any, config: Any, **kwargs: Any) -> Any:
+    """The repository's README.md as the page ``readme.md`` (its ``docs/`` links made relative)."""
+    from mkdocs.structure.files import File
+
+    text = (Path(config["docs_dir"]).parent / "README.md").read_text()
+    files.append(File.generated(config, "readme.md", content=text.replace("](docs/", "](")))
+    return files
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     markdown = markdown.replace("<!-- ttjax:ops-table -->", ops_table())
     return re.sub(r"<!-- ttjax:ops (\w+) -->", lambda m: family_blocks(m.group(1)), markdown)
@@ -66,15 +77,14 @@ ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const):`(?
 
 def _candidates(obj: Any, name: str) -> list[str]:
     """Where ``name`` may live, seen from the docstring of ``obj``: as Sphinx looks it up."""
-    if "." in name and name.split(".", 1)[0] in ("ttjax", "models"):
-        return [name]
     scopes = []
     scope = obj
     while scope is not None:
         if scope.kind.value in ("class", "module"):
             scopes.append(scope.path)
         scope = scope.parent
-    return [f"{s}.{name}" for s in scopes]
+    relative = [f"{s}.{name}" for s in scopes]
+    return [name, *relative] if "." in name else relative
 
 
 def _resolve(obj: Any, name: str) -> tuple[str, str] | None:

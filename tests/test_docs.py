@@ -1,5 +1,6 @@
-"""The API reference: every public name is documented, grouped as TT-NN groups it, and the op
-pages are generated from ``ttjax.ops`` (a new op cannot be left out)."""
+"""The API reference: every public name and package is documented, grouped as TT-NN groups it, the
+op pages are generated from ``ttjax.ops`` (a new op cannot be left out), and docstrings render as
+Markdown (Sphinx roles become links or code, doctest examples become code blocks)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,86 @@ def test_every_public_name_is_in_the_reference():
         assert f"<!-- ttjax:ops {family} -->" in ops_page, family
 
 
+# Every public package has a reference page (``::: package`` in docs/api/*.md).
+PACKAGES = [
+    "ttjax.ttml",
+    "ttjax.ttml.config",
+    "ttjax.ttml.autograd",
+    "ttjax.ttml.context",
+    "ttjax.ttml.modules",
+    "ttjax.ttml.trainer",
+    "ttjax.ttml.checkpoint",
+    "ttjax.ttml.pipeline",
+    "ttjax.ttml.mgd",
+    "ttjax.spmd",
+    "ttjax.dist",
+    "ttjax.distributed",
+    "ttjax.run",
+    "ttjax.experimental",
+    "ttjax.transformer",
+    "ttjax.inspect",
+    "models.llama",
+    "models.nanogpt",
+    "models.moe",
+    "models.falcon",
+]
+
+
+def test_every_public_package_has_a_reference_page():
+    text = "\n".join(p.read_text() for p in (DOCS / "api").glob("*.md"))
+    blocks = set(re.findall(r"^::: ([\w.]+)\s*$", text, re.M))
+    assert sorted(set(PACKAGES) - blocks) == []
+    for pkg in ("ttjax", "models"):  # every top-level package of the project is listed above
+        root = ROOT / pkg
+        subpackages = {f"{pkg}.{p.name}" for p in root.iterdir() if (p / "__init__.py").is_file()}
+        subpackages -= {"ttjax.ops"}  # documented op by op (the op pages)
+        assert subpackages <= set(PACKAGES) | {"ttjax.ttml.core", "ttjax.ttml.ops"} | blocks
+    mkdocs = (ROOT / "mkdocs.yml").read_text()
+    for page in (DOCS / "api").glob("*.md"):
+        assert f"api/{page.name}" in mkdocs, f"{page.name} is not in mkdocs.yml's nav"
+
+
+def test_sphinx_roles_become_links_or_code_and_doctests_become_code_blocks():
+    griffe = pytest.importorskip("griffe")
+    hooks = _hooks()
+    source = {
+        "__init__.py": '''
+from pkg.mod import helper
+
+def top():
+    """Calls :func:`helper` and :class:`~pkg.mod.Thing`, not :func:`missing`.
+
+    >>> top()
+    [1]
+    """
+''',
+        "mod.py": '''
+class Thing:
+    """See :meth:`go`."""
+
+    def go(self):
+        """Go."""
+
+def helper():
+    """Help."""
+''',
+    }
+    with griffe.temporary_visited_package("pkg", source) as pkg:
+        hooks.DocstringMarkdown().on_package(pkg=pkg)
+        top = pkg["top"].docstring.value
+        go = pkg["mod"]["Thing"].docstring.value
+    assert ":func:" not in top and ":class:" not in top
+    assert (
+        '<autoref identifier="pkg.helper" slug="pkg.mod.helper" optional>`helper`</autoref>' in top
+    )
+    assert '<autoref identifier="pkg.mod.Thing" optional>`Thing`</autoref>' in top
+    assert "not `missing`." in top  # unknown: plain code, no link
+    assert "```pycon\n>>> top()\n[1]\n```" in top
+    assert go == 'See <autoref identifier="pkg.mod.Thing.go" optional>`go`</autoref>.'
+    examples = "Examples:\n    >>> 1\n    1"  # griffe renders Examples sections itself
+    assert hooks.fence_doctests(examples) == examples
+
+
 def test_the_op_table_lists_every_op_with_its_per_device_semantics():
     hooks = _hooks()
     table = hooks.ops_table()
@@ -67,3 +148,8 @@ def test_mkdocs_build_is_strict_clean_and_has_every_name(tmp_path):
     html = "\n".join(p.read_text() for p in site.rglob("*.html"))
     ids = set(re.findall(r'id="ttjax\.(\w+)"', html))
     assert sorted(set(ttjax.__all__) - ids) == []
+    assert set(PACKAGES) <= set(re.findall(r'id="([\w.]+)"', html))
+    raw = re.findall(r":(?:func|class|meth|attr|mod):<code>[^<]*", html)
+    assert raw == [], f"Sphinx roles shown raw: {raw[:5]}"
+    assert "&gt;&gt;&gt;" not in re.sub(r"<pre>.*?</pre>", "", html, flags=re.S)  # doctests fenced
+    assert 'id="running-tenstorrents-model-code"' in (site / "readme" / "index.html").read_text()

@@ -12,6 +12,7 @@ with the venv's ``python`` / ``ttjax`` / ``ttjax-run`` that ``source .venv/bin/a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -36,6 +37,8 @@ SCRIPTS = {
 }
 # Python blocks that train or compile a pipeline: run under -m slow (a substring picks each).
 SLOW_BLOCKS = ("make_train_step(pipe",)
+# Python blocks that need something outside the repository: substring -> environment variable.
+NEEDS = {"ttjax.compat": "TT_METAL_HOME"}  # Tenstorrent's model code: a tt-metal checkout
 
 # printed command -> (flags the test appends for small shapes, text its output must hold, slow)
 PYTHON_COMMANDS = {
@@ -203,8 +206,16 @@ def test_make_demo_command_with_a_tiny_model(clone):
 
 def fenced_blocks(text: str, lang: str) -> list[str]:
     """The ```lang blocks of a Markdown text (indented ones too, e.g. inside a list), dedented."""
+    return [code for _, code in numbered_blocks(text, lang)]
+
+
+def numbered_blocks(text: str, lang: str) -> list[tuple[int, str]]:
+    """``(line of the opening fence, dedented code)`` of each ```lang block."""
     pattern = rf"^( *)```{lang}\n(.*?)^\1```"
-    return [textwrap.dedent(m[2]) for m in re.finditer(pattern, text, re.M | re.S)]
+    return [
+        (text.count("\n", 0, m.start()) + 1, textwrap.dedent(m[2]))
+        for m in re.finditer(pattern, text, re.M | re.S)
+    ]
 
 
 def shell_commands(text: str) -> list[str]:
@@ -230,16 +241,26 @@ def all_commands() -> list[tuple[str, str]]:
 
 
 def python_blocks() -> list[tuple[str, str]]:
+    """``(file:line, code)`` of every fenced python block of the docs."""
     return [
-        (str(p.relative_to(ROOT)), code)
+        (f"{p.relative_to(ROOT)}:{line}", code)
         for p in DOCS
-        for code in fenced_blocks(p.read_text(), "python")
+        for line, code in numbered_blocks(p.read_text(), "python")
     ]
 
 
-def module_runs(command: str) -> list[tuple[str, list[str]]]:
-    """``(module, --options)`` of each program a command starts (``ttjax-run``'s program too)."""
+def command_words(command: str) -> list[str]:
+    """The words of a command without its leading ``VAR=value`` environment assignments."""
     words = shlex.split(command)
+    while words and re.match(r"[A-Z_][A-Z0-9_]*=", words[0]):
+        words = words[1:]
+    return words
+
+
+def module_runs(command: str) -> list[tuple[str, list[str]]]:
+    """``(module, its arguments)`` of each program of ours a command starts: ``python -m M``,
+    ``ttjax``/``ttjax-run``, and the ``python -m`` program that ``ttjax-run`` starts."""
+    words = command_words(command)
     runs = []
     while words:
         if words[0] == "python" and words[1:2] == ["-m"]:
@@ -249,26 +270,32 @@ def module_runs(command: str) -> list[tuple[str, list[str]]]:
             rest = words[1:]
         else:
             break
-        # ttjax-run's own options end where the program's command starts
-        program = next((i for i, w in enumerate(rest) if w == "python"), len(rest))
-        options = [w.split("=")[0] for w in rest[:program] if w.startswith("--")]
-        runs.append((module, options))
-        words = rest[program:]
+        runs.append((module, rest))
+        # a launcher's program (`ttjax-run ... python -m M ...`) is checked as a run of its own
+        words = rest[rest.index("python") :] if "python" in rest else []
     return runs
 
 
 def test_every_command_of_the_docs_is_one_this_file_checks():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     commands = all_commands()
     assert len(commands) > 20
     for name, command in commands:
-        first = shlex.split(command)[0]
-        assert first in (*SCRIPTS, "make"), (name, command)
-        if first == "make":
-            assert command.split()[1] in MAKE_TARGETS, (name, command)
-        elif command.startswith("python ") and not command.startswith("python -m "):
-            assert (ROOT / shlex.split(command)[1]).is_file(), (name, command)
+        words = command_words(command)
+        if words[0] == "export":  # environment set-up, e.g. TT_METAL_HOME
+            assert all(re.match(r"[A-Z_][A-Z0-9_]*=", w) for w in words[1:]), (name, command)
+        elif words[0] == "pip":  # pip install -e '.[extra,...]': each extra exists
+            wanted = re.findall(r"^\.\[([\w,-]+)\]$", words[-1])
+            assert words[1:3] == ["install", "-e"] and wanted, (name, command)
+            assert set(wanted[0].split(",")) <= set(extras), (name, command)
+        elif words[0] == "make":
+            assert words[1] in MAKE_TARGETS, (name, command)
+        elif words[0] == "python" and words[1] != "-m":
+            assert (ROOT / words[1]).is_file(), (name, command)
         else:
-            assert module_runs(command), (name, command)
+            assert words[0] in SCRIPTS and module_runs(command), (name, command)
 
 
 def test_scripts_are_the_packaged_console_scripts():
@@ -280,41 +307,76 @@ def test_scripts_are_the_packaged_console_scripts():
     }
 
 
-# One interpreter asks every module for its --help (each module's argparse, run as __main__).
-_HELP = """
-import contextlib, io, json, runpy, sys
-out = {}
+# One interpreter parses every printed command line with its module's own argparse parser (run
+# as __main__ up to parse_args, which parses, then stops the program: nothing is computed).
+_PARSE = """
+import argparse, contextlib, io, json, runpy, sys
+
+
+class Parsed(BaseException):
+    pass
+
+
+parse_args = argparse.ArgumentParser.parse_args
+
+
+def stop(self, args=None, namespace=None):
+    parse_args(self, args, namespace)  # a bad option, choice or value exits 2 here
+    raise Parsed
+
+
+argparse.ArgumentParser.parse_args = stop
+out = []
 for module, argv in json.loads(sys.argv[1]):
-    sys.argv = [module, *argv, "--help"]
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    sys.argv = [module, *argv]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
-            code = "returned without exiting"
+            result = "ran without parsing arguments"
+        except Parsed:
+            result = "ok"
         except SystemExit as e:
-            code = e.code
-    out[module] = [code, buf.getvalue()]
+            result = "ok" if e.code in (0, None) else f"exit {e.code}: {err.getvalue()[-1500:]}"
+        except ModuleNotFoundError as e:
+            result = f"needs {e.name}"
+    out.append(result)
 print(json.dumps(out))
 """
 
 
-def test_every_printed_option_is_one_its_program_accepts(clone):
-    wanted: dict[str, set[str]] = {}
-    for _, command in all_commands():
-        for module, options in module_runs(command):
-            wanted.setdefault(module, set()).update(options)
-    assert {"models.nanogpt.train", "models.llama.train", "ttjax.run", "ttjax.inspect"} <= set(
-        wanted
+def _source(clone: Path, module: str) -> str | None:
+    path = clone / Path(*module.split("."))
+    for file in (path / "__main__.py", path.with_suffix(".py")):
+        if file.is_file():
+            return file.read_text()
+    return None
+
+
+def test_every_printed_command_line_parses(clone):
+    """Each printed ``python -m M args`` parses with M's own parser: options, choices, values."""
+    runs = sorted({(m, tuple(argv)) for _, c in all_commands() for m, argv in module_runs(c)})
+    modules = {m for m, _ in runs}
+    assert {"models.nanogpt.train", "models.llama.train", "ttjax.run", "ttjax.inspect"} <= modules
+    parsed = []
+    for module, argv in runs:
+        source = _source(clone, module)
+        assert source is not None, f"python -m {module}: no such module in the clone"
+        if "argparse" in source or "ttjax.ttml.cli" in source:
+            parsed.append((module, list(argv)))
+        else:  # reads sys.argv itself (a benchmark, a launcher): names each --flag in its code
+            for flag in itertools.takewhile(lambda w: w.startswith("-"), argv):
+                if re.fullmatch(r"--[a-z][-a-z0-9]*", flag):
+                    assert f'"{flag}"' in source, (module, flag)
+    results = json.loads(
+        _run([sys.executable, "-c", _PARSE, json.dumps(parsed)], clone).splitlines()[-1]
     )
-    modules = [(m, ["inspect"] if m == "ttjax.inspect" else []) for m in sorted(wanted)]
-    out = json.loads(
-        _run([sys.executable, "-c", _HELP, json.dumps(modules)], clone).splitlines()[-1]
-    )
-    for module, options in wanted.items():
-        code, text = out[module]
-        assert code in (0, None), (module, code, text[-2000:])
-        missing = sorted(o for o in options if not re.search(rf"{re.escape(o)}\b", text))
-        assert missing == [], f"python -m {module} has no option {missing}:\n{text}"
+    failed = [
+        f"python -m {m} {shlex.join(a)}: {r}"
+        for (m, a), r in zip(parsed, results, strict=True)
+        if r != "ok" and not (r.startswith("needs ") and not r[6:].startswith(("ttjax", "models")))
+    ]
+    assert failed == [], "\n".join(failed)
 
 
 def _launcher_cases():
@@ -338,15 +400,16 @@ def test_every_ttjax_run_command_plans_its_ranks(clone, command):
 
 
 def _block_cases():
-    for name, code in python_blocks():
-        slow = any(s in code for s in SLOW_BLOCKS)
-        first = next(line for line in code.splitlines() if line and not line.startswith("#"))
-        marks = [pytest.mark.slow] if slow else []
-        yield pytest.param(code, marks=marks, id=f"{name}:{first[:50]}")
+    for where, code in python_blocks():
+        marks = [pytest.mark.slow] if any(s in code for s in SLOW_BLOCKS) else []
+        yield pytest.param(code, marks=marks, id=where)
 
 
 @pytest.mark.parametrize("code", list(_block_cases()))
 def test_every_python_block_runs_as_printed(clone, code):
+    for part, variable in NEEDS.items():
+        if part in code and not os.environ.get(variable):
+            pytest.skip(f"needs {variable} (the block uses {part})")
     out = _run([sys.executable, "-"], clone, devices=None, stdin=code)
     for expected in re.findall(r"^print\(.*\)  # (.+)$", code, re.M):
         shown = expected.split(": ")[0]  # "VALUE: what it means"

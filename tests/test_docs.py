@@ -152,4 +152,10 @@ def test_mkdocs_build_is_strict_clean_and_has_every_name(tmp_path):
     raw = re.findall(r":(?:func|class|meth|attr|mod):<code>[^<]*", html)
     assert raw == [], f"Sphinx roles shown raw: {raw[:5]}"
     assert "&gt;&gt;&gt;" not in re.sub(r"<pre>.*?</pre>", "", html, flags=re.S)  # doctests fenced
-    assert 'id="running-tenstorrents-model-code"' in (site / "readme" / "index.html").read_text()
+    # the README is a page of the site; the home's links into it land on its headings
+    readme = (site / "readme" / "index.html").read_text()
+    headings = set(re.findall(r'<h\d id="([^"]+)"', readme))
+    assert {"training-ttml", "multi-process-and-multi-host-ttjax-run", "commands"} <= headings
+    if "\n## Running Tenstorrent's model code\n" in (ROOT / "README.md").read_text():
+        linked = re.findall(r"\(readme\.md#([^)]+)\)", (DOCS / "index.md").read_text())
+        assert "running-tenstorrents-model-code" in linked and set(linked) <= headings

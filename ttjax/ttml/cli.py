@@ -184,7 +184,7 @@ def strategies(par: Parallelism, step: Any) -> str:
         return text + ", PP off"
     return text + (
         f", PP {pipe.num_stages} stages over mesh axis {pipe.pp_axis!r} (blocks per stage "
-        f"{list(pipe.stage_sizes())}), schedule {pipe.schedule}, "
+        f"{list(pipe.stage_sizes)}), schedule {pipe.schedule}, "
         f"{pipe.num_microbatches} microbatch{'es' if pipe.num_microbatches != 1 else ''}"
     )
 

@@ -19,39 +19,44 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # printed command -> (flags the test appends for small shapes, text its output must hold, slow)
 PYTHON_COMMANDS = {
-    "python -m models.llama.demo --mesh t3000 --mode tp --config tiny": (
+    ".venv/bin/python -m models.llama.demo --mesh t3000 --mode tp --config tiny": (
         ["--max-new-tokens", "2"],
         "greedy tokens identical: True",
         True,
     ),
-    "python -m models.falcon.demo --mode dp --mesh 1x4": (
+    ".venv/bin/python -m models.falcon.demo --mode dp --mesh 1x4": (
         ["--hidden", "128", "--seq", "32"],
         "PCC vs Flax FalconMLP: 1.0",
         False,
     ),
-    "python -m models.llama.demo --mesh 1x4 --mode dp --checkpoint path/to/hf-llama": (
+    ".venv/bin/python -m models.llama.demo --mesh 1x4 --mode dp --checkpoint path/to/hf-llama": (
         ["--max-new-tokens", "2", "--batch", "4"],
         "same greedy tokens: True",
         True,
     ),
-    "python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
-    "python -m models.llama.demo --frontend spmd --config tiny": (
+    ".venv/bin/python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
+    ".venv/bin/python -m models.llama.demo --frontend spmd --config tiny": (
         [],
         "PCC vs single device 1.000000",
         True,
     ),
-    "python -m models.llama.side_by_side": ([], "three programming models", True),
-    "python -m models.moe.demo --mesh t3000 --steps 150 --png routing.png": (
+    ".venv/bin/python -m models.llama.side_by_side": ([], "three programming models", True),
+    ".venv/bin/python -m models.moe.demo --mesh t3000 --steps 150 --png routing.png": (
         ["--steps", "4"],
         "spread of tokens per expert",
         True,
+    ),
+    ".venv/bin/python -m models.moe.train --mesh 2x4 --steps 100": (
+        ["--steps", "2"],
+        '"final_cross_entropy"',
+        False,
     ),
     ".venv/bin/ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
         [],
         "collectives per step: 4 {'all-to-all': 4}",
         True,
     ),
-    "python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml": (
+    ".venv/bin/python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml": (
         ["--max-steps", "2", "--no-progress"],
         '"unigram_val_loss"',
         True,
@@ -112,7 +117,7 @@ def _run(argv: list[str], cwd: Path, devices: int = 8) -> str:
 
 def _argv(command: str) -> list[str]:
     words = command.split()
-    if words[0] == "python":
+    if words[0] == ".venv/bin/python":  # the venv's interpreter: the one running this test
         return [sys.executable, *words[1:]]
     assert words[0] == ".venv/bin/ttjax"  # the console script is ttjax.inspect:main
     return [sys.executable, "-m", "ttjax.inspect", *words[1:]]
@@ -172,3 +177,17 @@ def test_make_demo_command_with_a_tiny_model(clone):
     out = _run(argv, clone, devices=32)
     assert "greedy tokens identical: True" in out
     assert "device id (row, col)" in out  # the compact Galaxy picture
+
+
+def test_no_readme_command_needs_an_activated_venv():
+    """A fresh clone has no `python` with ttjax on PATH: shell blocks say `.venv/bin/python`."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    assert blocks
+    bare = [
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if re.match(r"\s*python3? ", line)
+    ]
+    assert bare == [], bare

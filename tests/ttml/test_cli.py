@@ -118,8 +118,9 @@ def test_bad_config_key_is_one_message_and_debug_shows_the_traceback(tmp_path):
     _clean(run, "TrainingConfigError", "unknown key 'batch_sise'", "did you mean 'batch_size'")
     debug = _shell("models.llama.train", "--config", str(path), "--debug")
     assert debug.returncode == 1
-    assert "Traceback (most recent call last)" in debug.stderr
-    assert "unknown key 'batch_sise'" in debug.stderr.splitlines()[-2] + debug.stderr
+    err = debug.stderr
+    assert err.index("Traceback (most recent call last)") < err.index("error (TrainingConfigError)")
+    assert "unknown key 'batch_sise'" in err and "\nfix: " in err
     env = _shell("models.llama.train", "--config", str(path), env={"TTJAX_DEBUG": "1"})
     assert "Traceback (most recent call last)" in env.stderr
 
@@ -205,6 +206,14 @@ def test_vocab_size_must_split_over_tp(tmp_path):
     with pytest.raises(TrainingConfigError, match=r"vocab_size = 126 is not divisible by the TP"):
         model_vocab(run, par)
     assert model_vocab(run, Parallelism(par.mesh, 0, None)) == 126  # DDP alone splits nothing
+
+
+def test_bpe_vocab_size_is_honoured(tmp_path):
+    """A BPE of vocab_size 320 is 256 byte tokens and 64 merges, each of them used."""
+    data = load_dataset("bpe", vocab_size=320, cache_dir=str(tmp_path))
+    assert data.tokenizer.vocab_size == 320
+    merges = np.unique(data.train[data.train >= 256])
+    assert merges.tolist() == list(range(256, 320))  # the 64 merged tokens, all in use
 
 
 @pytest.mark.parametrize("v", [100, 256])

@@ -169,6 +169,11 @@ def load_dataset(
             )
     else:
         tok = BPETokenizer.train(text, vocab_size, cache_dir)
+        if tok.vocab_size > vocab_size:  # `tokenizers` keeps to the target; checked, not assumed
+            raise TrainingConfigError(
+                f"the BPE trained for vocab_size = {vocab_size} has {tok.vocab_size} tokens.\n"
+                f"fix: set transformer_config.vocab_size >= {tok.vocab_size}."
+            )
     ids = tok.encode(text)
     cut = int(len(ids) * (1.0 - val_fraction))
     return TokenDataset(ids[:cut], ids[cut:], tok)

@@ -42,14 +42,16 @@ MODEL = {
 }
 
 
-def _config(tmp: Path, name: str = "run", *, mesh=(2, 4), pp: bool = False, **model) -> Path:
+def _config(
+    tmp: Path, name: str = "run", *, mesh=(2, 4), pp: bool = False, save: int = 0, **model
+) -> Path:
     doc = {
         "training_config": {
             "project_name": name,
             "batch_size": 4,
             "max_steps": 3,
             "eval_every": 0,
-            "model_save_interval": 0,
+            "model_save_interval": save,
             "checkpoint_dir": str(tmp / name / "ckpt"),
             "tokenizer_type": "char",
             "optimizer": {"type": "AdamW", "lr": 0.003},
@@ -242,13 +244,18 @@ def test_parallelism_names_its_axes():
 
 def test_banner_of_a_tp_ddp_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
-    path = _config(tmp_path, "banner")
-    out = tmp_path / "out"
-    assert nanogpt_train.cli(["--config", str(path), "--no-progress", "--out", str(out)]) == 0
+    path = _config(tmp_path, "banner", save=1)
+    argv = ["--config", str(path), "--no-progress", "--out", str(tmp_path / "out")]
+    assert nanogpt_train.cli([*argv, "--max-steps", "2"]) == 0
     banner = capsys.readouterr().out.splitlines()[0]
     assert "on mesh [2, 4]: DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x', PP off" in banner
-    assert "vocab 128," in banner and "steps 1..3 of 3" in banner
+    assert "vocab 128," in banner and "steps 1..2 of 3" in banner
     assert "None" not in banner
+    # Resuming at step 1 (or 2, with a final checkpoint) and stopping at 1 would train nothing.
+    with pytest.raises(
+        TrainingConfigError, match=r"the checkpoint is at step [12], and this run stops at step 1"
+    ):
+        nanogpt_train.cli([*argv, "--max-steps", "1", "--resume"])
 
 
 def test_banner_of_a_pp_run(tmp_path, monkeypatch):

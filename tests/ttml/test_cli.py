@@ -179,6 +179,27 @@ def test_max_steps_range(tmp_path):
             max_steps(run, bad)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("training_config", "model_path", "weights.msgpack"),
+        ("training_config", "tokenizer_path", "tok.json"),
+        ("training_config", "num_epochs", 3),
+        ("transformer_config", "model_path", "weights.msgpack"),
+    ],
+)
+def test_keys_training_would_ignore_are_refused(tmp_path, section, key, value):
+    path = _config(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc[section][key] = value
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(
+        TrainingConfigError,
+        match=rf"{section}\.{key} = {value!r} is not used by ttjax's training(.|\n)*fix: remove",
+    ):
+        nanogpt_train.cli(["--config", str(path), "--out", str(tmp_path / "o")])
+
+
 def test_char_vocab_size_is_honoured(tmp_path):
     """The model's embedding has exactly vocab_size rows; the characters must fit in it."""
     chars = len(CharTokenizer.train(load_corpus()).chars)

@@ -176,6 +176,43 @@ def max_steps(run: RunConfig, flag: int | None) -> int:
     return flag
 
 
+def refuse_ignored_keys(run: RunConfig) -> None:
+    """Keys this CLI would otherwise read and ignore: each raises, naming the key and the fix."""
+    t = run.training
+    ignored = [
+        (
+            bool(t.model_path),
+            "training_config.model_path",
+            t.model_path,
+            "the run starts from the seed's weights (--resume continues a checkpoint)",
+        ),
+        (
+            bool(run.model.model_path),
+            "transformer_config.model_path",
+            run.model.model_path,
+            "the run starts from the seed's weights (--resume continues a checkpoint)",
+        ),
+        (
+            bool(t.tokenizer_path),
+            "training_config.tokenizer_path",
+            t.tokenizer_path,
+            "the tokenizer is built here from the text (tokenizer_type, vocab_size)",
+        ),
+        (
+            t.num_epochs != 1,
+            "training_config.num_epochs",
+            t.num_epochs,
+            "training samples random windows for training_config.max_steps steps, not epochs",
+        ),
+    ]
+    for bad, key, value, why in ignored:
+        if bad:
+            raise TrainingConfigError(
+                f"{run.path}: {key} = {value!r} is not used by ttjax's training: {why}.\n"
+                f"fix: remove {key.rsplit('.', 1)[-1]} (or set it to its default)."
+            )
+
+
 def strategies(par: Parallelism, step: Any) -> str:
     """Every strategy in force, for the banner: DDP and TP axes and sizes, and PP's layout."""
     text = par.describe()
@@ -245,6 +282,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     if args.mesh_shape:
         shape = parse_mesh_shape(args.mesh_shape)
     last_step = max_steps(run, args.max_steps)
+    refuse_ignored_keys(run)
     opt = OptimizerSettings.from_config(run)
     ctx = AutoContext.get_instance()
     ctx.set_seed(t.seed)
@@ -345,6 +383,7 @@ __all__ = [
     "model_vocab",
     "parse_mesh_shape",
     "pipeline_step",
+    "refuse_ignored_keys",
     "run_cli",
     "strategies",
 ]

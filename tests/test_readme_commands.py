@@ -1,10 +1,10 @@
 """The README and the docs run as printed, in a fresh copy of the repository (tracked files only),
-with the venv's ``python`` / ``ttjax`` / ``ttjax-run`` that ``source .venv/bin/activate`` puts first:
+with the venv's ``.venv/bin/python`` / ``ttjax`` / ``ttjax-run`` as printed:
 
 - every fenced ``python`` block of README.md and docs/ runs in its own interpreter, and a
   ``print(...)  # VALUE`` line prints VALUE;
 - every shell command of README.md and docs/ is checked: each ``python -m`` module (and the
-  ``ttjax``/``ttjax-run`` scripts) accepts every option printed with it (``--help``), each
+  ``ttjax``/``ttjax-run`` scripts) parses the printed arguments with its own parser, each
   ``ttjax-run`` command plans its ranks (``--dry-run``); the "Commands" section runs with the
   small-shape flags listed below. ``make`` targets are checked with ``make -n`` (they would build
   a venv and run the suite); the commands they stand for run like the others. Big runs are `slow`.
@@ -30,10 +30,11 @@ from _reference import save_tiny_hf_llama
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # The venv's console scripts (pyproject's [project.scripts]) as modules of the clone.
+PY, TTJAX, RUN = ".venv/bin/python", ".venv/bin/ttjax", ".venv/bin/ttjax-run"
 SCRIPTS = {
-    "python": [sys.executable],
-    "ttjax": [sys.executable, "-m", "ttjax.inspect"],
-    "ttjax-run": [sys.executable, "-m", "ttjax.run"],
+    PY: [sys.executable],  # the venv's interpreter: the one running this test
+    TTJAX: [sys.executable, "-m", "ttjax.inspect"],
+    RUN: [sys.executable, "-m", "ttjax.run"],
 }
 # Python blocks that train or compile a pipeline: run under -m slow (a substring picks each).
 SLOW_BLOCKS = ("make_train_step(pipe",)
@@ -42,44 +43,49 @@ NEEDS = {"ttjax.compat": "TT_METAL_HOME"}  # Tenstorrent's model code: a tt-meta
 
 # printed command -> (flags the test appends for small shapes, text its output must hold, slow)
 PYTHON_COMMANDS = {
-    "python -m models.llama.demo --mesh t3000 --mode tp --config tiny": (
+    ".venv/bin/python -m models.llama.demo --mesh t3000 --mode tp --config tiny": (
         ["--max-new-tokens", "2"],
         "greedy tokens identical: True",
         True,
     ),
-    "python -m models.falcon.demo --mode dp --mesh 1x4": (
+    ".venv/bin/python -m models.falcon.demo --mode dp --mesh 1x4": (
         ["--hidden", "128", "--seq", "32"],
         "PCC vs Flax FalconMLP: 1.0",
         False,
     ),
-    "python -m models.llama.demo --mesh 1x4 --mode dp --checkpoint path/to/hf-llama": (
+    ".venv/bin/python -m models.llama.demo --mesh 1x4 --mode dp --checkpoint path/to/hf-llama": (
         ["--max-new-tokens", "2", "--batch", "4"],
         "same greedy tokens: True",
         True,
     ),
-    "python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
-    "python -m models.llama.demo --frontend spmd --config tiny": (
+    ".venv/bin/python examples/readme_snippet.py": ([], "out: [1, 1, 32, 512]", True),
+    ".venv/bin/python -m models.llama.demo --frontend spmd --config tiny": (
         [],
         "PCC vs single device 1.000000",
         True,
     ),
-    "python -m models.llama.side_by_side": ([], "three programming models", True),
-    "python -m models.moe.demo --mesh t3000 --steps 150 --png routing.png": (
+    ".venv/bin/python -m models.llama.side_by_side": ([], "three programming models", True),
+    ".venv/bin/python -m models.moe.demo --mesh t3000 --steps 150 --png routing.png": (
         ["--steps", "4"],
         "spread of tokens per expert",
         True,
     ),
-    "ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
+    ".venv/bin/python -m models.moe.train --mesh 2x4 --steps 100": (
+        ["--steps", "2"],
+        '"final_cross_entropy"',
+        False,
+    ),
+    ".venv/bin/ttjax inspect models.moe.inspect_targets:mixtral_decode --mesh t3000": (
         [],
         "collectives per step: 4 {'all-to-all': 4}",
         True,
     ),
-    "python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml": (
+    ".venv/bin/python -m models.nanogpt.train --config configs/training_nanogpt_tp_ddp.yaml": (
         ["--max-steps", "2", "--no-progress"],
         '"unigram_val_loss"',
         True,
     ),
-    "ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
+    ".venv/bin/ttjax inspect models.llama.inspect_targets:decode_step --mesh t3000 "
     "--arg config=llama-3.1-70b --arg weight_dtype=bfloat8_b --arg cache_dtype=bfloat8_b": (
         ["--arg", "config=tiny", "--arg", "batch=8", "--arg", "context=64"],
         "collectives per step: 6",
@@ -88,6 +94,7 @@ PYTHON_COMMANDS = {
 }
 # make target -> what its recipe must run
 MAKE_TARGETS = {
+    "venv": 'pip install --quiet -e ".[dev,torch,viz]"',
     "demo": "-m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace",
     "test": '-m pytest -q -m "not slow"',
     "test-all": "-m pytest -q",
@@ -117,6 +124,7 @@ def clone(tmp_path_factory) -> Path:
         if src.is_file():
             (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name.decode())
+    (dest / ".venv").symlink_to(sys.prefix)  # what `make venv` made: this test's interpreter
     return dest
 
 
@@ -125,11 +133,10 @@ def _run(
     cwd: Path,
     devices: int | None = 8,
     stdin: str | None = None,
-    env: dict[str, str] | None = None,
 ) -> str:
     # `make` installs the clone itself (pip install -e), so its own ttjax and models import first.
     # devices=None: ttjax's default (32), as a user's shell has it.
-    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(cwd), **(env or {})}
+    environ = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(cwd)}
     environ.pop("TTJAX_NUM_DEVICES", None)
     if devices is not None:
         environ["TTJAX_NUM_DEVICES"] = str(devices)
@@ -147,17 +154,19 @@ def _argv(command: str) -> list[str]:
 
 def test_every_readme_command_is_covered():
     printed = readme_commands()
-    makes = [c.split()[1] for c in printed if c.startswith("make ")]
     others = [c for c in printed if not c.startswith("make ")]
-    assert sorted(makes) == sorted(MAKE_TARGETS)
     assert sorted(others) == sorted(PYTHON_COMMANDS)
+    everywhere = shell_commands((ROOT / "README.md").read_text())
+    assert sorted({c.split()[1] for c in everywhere if c.startswith("make ")}) == sorted(
+        MAKE_TARGETS
+    )
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_targets_exist_and_run_what_the_readme_says(clone):
     for target, recipe in MAKE_TARGETS.items():
         run = subprocess.run(
-            ["make", "-n", target], cwd=clone, capture_output=True, text=True, timeout=60
+            ["make", "-n", "-B", target], cwd=clone, capture_output=True, text=True, timeout=60
         )
         assert run.returncode == 0, run.stderr
         assert recipe in run.stdout, (target, run.stdout)
@@ -236,7 +245,11 @@ def all_commands() -> list[tuple[str, str]]:
         text = path.read_text()
         name = str(path.relative_to(ROOT))
         out += [(name, c) for c in shell_commands(text)]
-        out += [(name, c) for c in re.findall(r"`(python -m [^`]+)`", text)]
+        # prose may name a module bare (`python -m models.nanogpt.train`): the venv's python
+        out += [
+            (name, f"{PY} -m {c}")
+            for c in re.findall(r"`(?:\.venv/bin/)?python -m (\w[\w.]*(?: [^`]*)?)`", text)
+        ]
     return out
 
 
@@ -263,16 +276,16 @@ def module_runs(command: str) -> list[tuple[str, list[str]]]:
     words = command_words(command)
     runs = []
     while words:
-        if words[0] == "python" and words[1:2] == ["-m"]:
+        if words[0] == PY and words[1:2] == ["-m"]:
             module, rest = words[2], words[3:]
-        elif words[0] in ("ttjax", "ttjax-run"):
-            module = {"ttjax": "ttjax.inspect", "ttjax-run": "ttjax.run"}[words[0]]
+        elif words[0] in (TTJAX, RUN):
+            module = SCRIPTS[words[0]][-1]
             rest = words[1:]
         else:
             break
         runs.append((module, rest))
         # a launcher's program (`ttjax-run ... python -m M ...`) is checked as a run of its own
-        words = rest[rest.index("python") :] if "python" in rest else []
+        words = rest[rest.index(PY) :] if PY in rest else []
     return runs
 
 
@@ -292,8 +305,10 @@ def test_every_command_of_the_docs_is_one_this_file_checks():
             assert set(wanted[0].split(",")) <= set(extras), (name, command)
         elif words[0] == "make":
             assert words[1] in MAKE_TARGETS, (name, command)
-        elif words[0] == "python" and words[1] != "-m":
-            assert (ROOT / words[1]).is_file(), (name, command)
+        elif words[0] == PY and words[1] != "-m":  # a script of the repository, or a block's
+            assert (ROOT / words[1]).is_file() or any(
+                f"# {words[1]}" in code for _, code in python_blocks()
+            ), (name, command)
         else:
             assert words[0] in SCRIPTS and module_runs(command), (name, command)
 
@@ -301,7 +316,7 @@ def test_every_command_of_the_docs_is_one_this_file_checks():
 def test_scripts_are_the_packaged_console_scripts():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"ttjax": "ttjax.inspect:main", "ttjax-run": "ttjax.run:main"}
-    assert {s: SCRIPTS[s][-1] for s in scripts} == {
+    assert {s: SCRIPTS[f".venv/bin/{s}"][-1] for s in scripts} == {
         "ttjax": "ttjax.inspect",
         "ttjax-run": "ttjax.run",
     }
@@ -390,14 +405,14 @@ def test_every_printed_command_line_parses(clone):
 
 def _launcher_cases():
     for name, command in all_commands():
-        if command.startswith("ttjax-run "):
+        if command.startswith(f"{RUN} "):
             yield pytest.param(command, id=f"{name}:{command[:70]}")
 
 
 @pytest.mark.parametrize("command", list(_launcher_cases()))
 def test_every_ttjax_run_command_plans_its_ranks(clone, command):
     argv = _argv(command)
-    program = argv.index("python")
+    program = argv.index(PY)
     if "--dry-run" not in argv:
         argv.insert(program, "--dry-run")
         program += 1
@@ -425,7 +440,7 @@ def test_every_python_block_runs_as_printed(clone, code):
         assert shown in out, (shown, out[-3000:])
 
 
-LAUNCH = "ttjax-run --rank-binding configs/rank_bindings/2x4_big_mesh.yaml python prog.py"
+LAUNCH = f"{RUN} --rank-binding configs/rank_bindings/2x4_big_mesh.yaml {PY} prog.py"
 
 
 @pytest.mark.slow
@@ -435,8 +450,20 @@ def test_readme_launcher_runs_prog_py_on_two_processes(clone):
     assert LAUNCH in shell_commands(text)
     (prog,) = [b for b in fenced_blocks(text, "python") if "# prog.py" in b]
     (clone / "prog.py").write_text(prog)
-    # each rank runs `python prog.py`: the venv's python, first on PATH as after `activate`
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    out = _run(_argv(LAUNCH), clone, devices=None, env={"PATH": path})
+    out = _run(_argv(LAUNCH), clone, devices=None)  # each rank runs the clone's .venv/bin/python
     for rank in (0, 1):
         assert f"[1,{rank}]<stdout>:(8, 1, 32, 256)" in out, out[-3000:]
+
+
+def test_no_readme_command_needs_an_activated_venv():
+    """A fresh clone has no `python` with ttjax on PATH: shell blocks say `.venv/bin/python`."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    assert blocks
+    bare = [
+        line.strip()
+        for block in blocks
+        for line in block.splitlines()
+        if re.match(r"\s*python3? ", line)
+    ]
+    assert bare == [], bare

@@ -25,7 +25,7 @@ from jax.sharding import PartitionSpec as P
 from models.llama.config import LlamaConfig, RopeScaling, rope_tables
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, StageParts, main
+from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
@@ -56,11 +56,13 @@ class LlamaTrain:
             "q_linear": ColumnParallelLinear(c.dim, c.n_heads * hd, has_bias=False),
             "k_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
             "v_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "out_linear": RowParallelLinear(c.n_heads * hd, c.dim, has_bias=False),
+            "out_linear": RowParallelLinear(
+                c.n_heads * hd, c.dim, has_bias=False, input_is_parallel=True
+            ),
             "mlp_norm": RMSNorm(c.dim, c.norm_eps),
             "w1": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
             "w3": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w2": RowParallelLinear(c.ffn_dim, c.dim, has_bias=False),
+            "w2": RowParallelLinear(c.ffn_dim, c.dim, has_bias=False, input_is_parallel=True),
         }
 
     @property
@@ -197,9 +199,13 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 
 
+PROG = "python -m models.llama.train"
+
+
 def cli(argv: Sequence[str] | None = None) -> int:
-    return main(argv, build=build, prog="python -m models.llama.train")
+    """The command line; errors raise (``run_cli`` turns them into one clean message)."""
+    return main(argv, build=build, prog=PROG)
 
 
 if __name__ == "__main__":
-    raise SystemExit(cli())
+    raise SystemExit(run_cli(cli, None, PROG))

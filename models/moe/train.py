@@ -11,11 +11,17 @@ weights are summed over the devices by the backward of ``shard_map`` itself, so 
 >>> model = TtMoELM(config, mesh, ep_axis=1)
 >>> step = make_train_step(model, optax.adamw(3e-3))
 >>> params, opt_state, metrics = step(params, opt_state, tokens, targets)
+
+From the shell (errors print as one message with its fix; ``--debug`` shows the traceback):
+
+    python -m models.moe.train --mesh 2x4 --steps 100
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,6 +34,8 @@ import ttjax as ttnn
 from models.moe.config import MoEConfig
 from models.moe.layer import MoELayer, random_moe_weights
 from models.moe.reference import moe_reference
+from ttjax.errors import ConfigError
+from ttjax.ttml.cli import add_debug_flag, run_cli
 
 EPS = 1e-6
 
@@ -261,3 +269,78 @@ def train_on_corpus(
         routed.append(model.moe.per_group(m.routed)[:, 0])
         kept.append(model.moe.per_group(m.kept)[:, 0])
     return CorpusRun(np.array(ce), np.array(aux), np.stack(routed), np.stack(kept))
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------
+
+PROG = "python -m models.moe.train"
+
+
+def _positive(kind: type, name: str, value: Any) -> None:
+    if value <= 0:
+        raise ConfigError(
+            f"{name} {value!r} must be a positive {kind.__name__}.\nfix: pass {name} "
+            f"{kind(1) if kind is int else kind(0.01)} or more."
+        )
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """Train the tiny MoE LM on the pydoc corpus and print its losses (errors raise)."""
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train the tiny MoE language model (experts over one mesh axis) on the "
+        "Python documentation text with optax AdamW.",
+    )
+    p.add_argument("--mesh", default="1x8", help="mesh RxC or a system name (default 1x8)")
+    p.add_argument("--ep-axis", type=int, default=1, help="mesh axis the experts split over")
+    p.add_argument("--steps", type=int, default=100, help="training steps (default 100)")
+    p.add_argument("--aux", type=float, default=0.01, help="load-balancing loss coefficient")
+    p.add_argument("--learning-rate", type=float, default=1e-2)
+    p.add_argument("--rows", type=int, default=4, help="sequences per data device and step")
+    p.add_argument("--seq", type=int, default=32, help="bytes per sequence")
+    p.add_argument("--seed", type=int, default=0)
+    add_debug_flag(p)
+    args = p.parse_args(argv)
+    for name, kind in (("--steps", int), ("--rows", int), ("--seq", int)):
+        _positive(kind, name, getattr(args, name[2:]))
+    _positive(float, "--learning-rate", args.learning_rate)
+    if args.aux < 0:
+        raise ConfigError(f"--aux {args.aux!r} is negative.\nfix: pass --aux 0 or more.")
+    shape = ttnn.parse_mesh_shape(args.mesh)
+    mesh = ttnn.open_mesh_device(shape)
+    try:
+        moe = MoEConfig(32, 64, 8, top_k=2)
+        model = TtMoELM(MoELMConfig(moe, aux_loss_coef=args.aux), mesh, ep_axis=args.ep_axis)
+        run = train_on_corpus(
+            model,
+            args.steps,
+            rows=args.rows,
+            seq=args.seq,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+        )
+    finally:
+        ttnn.close_mesh_device(mesh)
+    last = min(20, args.steps)
+    print(
+        json.dumps(
+            {
+                "mesh": list(shape),
+                "experts": moe.n_experts,
+                "expert_groups": model.moe.ep,
+                "data_groups": model.moe.groups,
+                "steps": args.steps,
+                "first_cross_entropy": float(run.cross_entropy[0]),
+                "final_cross_entropy": float(np.mean(run.cross_entropy[-last:])),
+                "final_aux_loss": float(np.mean(run.aux_loss[-last:])),
+                "spread_of_tokens_per_expert": run.spread(last),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(cli, None, PROG))

@@ -68,10 +68,14 @@ class Block:
         return {
             "ln_1": LayerNorm(c.n_embd),
             "c_attn": ColumnParallelLinear(c.n_embd, 3 * c.n_embd, c.bias),
-            "attn_proj": RowParallelLinear(c.n_embd, c.n_embd, c.bias, std=proj_std),
+            "attn_proj": RowParallelLinear(
+                c.n_embd, c.n_embd, c.bias, input_is_parallel=True, std=proj_std
+            ),
             "ln_2": LayerNorm(c.n_embd),
             "c_fc": ColumnParallelLinear(c.n_embd, 4 * c.n_embd, c.bias),
-            "mlp_proj": RowParallelLinear(4 * c.n_embd, c.n_embd, c.bias, std=proj_std),
+            "mlp_proj": RowParallelLinear(
+                4 * c.n_embd, c.n_embd, c.bias, input_is_parallel=True, std=proj_std
+            ),
         }
 
     def attn(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:

@@ -15,7 +15,7 @@ from models import nanogpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, StageParts, main
+from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
 
@@ -59,9 +59,13 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 
 
+PROG = "python -m models.nanogpt.train"
+
+
 def cli(argv: Sequence[str] | None = None) -> int:
-    return main(argv, build=build, prog="python -m models.nanogpt.train")
+    """The command line; errors raise (``run_cli`` turns them into one clean message)."""
+    return main(argv, build=build, prog=PROG)
 
 
 if __name__ == "__main__":
-    raise SystemExit(cli())
+    raise SystemExit(run_cli(cli, None, PROG))

@@ -23,7 +23,7 @@ MODEL = {
     "embedding_dim": 32,
     "dropout_prob": 0.0,
     "num_blocks": 4,
-    "vocab_size": 64,
+    "vocab_size": 128,
     "max_sequence_length": 8,
     "weight_tying": "enabled",
     "positional_embedding_type": "trainable",

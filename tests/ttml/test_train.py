@@ -7,6 +7,7 @@ single-device ``jax.grad`` of the model's loss (no shard_map, no collectives).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -14,13 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+import yaml
 from _tiny import CONFIG, OPT, batches, losses, params, train_step
 
 from models.nanogpt.model import GPT
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import load_config
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.train import OptimizerSettings
+from ttjax.ttml.train import OptimizerSettings, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,3 +109,60 @@ def test_optimizer_settings_from_ttml_yaml():
     assert float(lr(0)) == 0.0 and float(lr(20)) == pytest.approx(0.003)
     assert float(lr(opt.total_steps)) == pytest.approx(0.0003)
     assert OPT.total_steps == 20
+
+
+def _amsgrad_reference(p, grads, lr, wd, b1, b2, eps, decay):
+    """AMSGrad (optax's: max of the bias-corrected second moment) + decoupled weight decay, numpy."""
+    p = {k: v.astype(np.float64) for k, v in p.items()}
+    m = {k: np.zeros_like(v) for k, v in p.items()}
+    v = {k: np.zeros_like(x) for k, x in p.items()}
+    vmax = {k: np.zeros_like(x) for k, x in p.items()}
+    for t, g in enumerate(grads, start=1):
+        for k in p:
+            m[k] = b1 * m[k] + (1 - b1) * g[k]
+            v[k] = b2 * v[k] + (1 - b2) * g[k] ** 2
+            vmax[k] = np.maximum(vmax[k], v[k] / (1 - b2**t))
+            u = (m[k] / (1 - b1**t)) / (np.sqrt(vmax[k]) + eps) + wd * p[k] * decay[k]
+            p[k] = p[k] - lr * u
+    return p, vmax
+
+
+def test_amsgrad_from_yaml_is_honoured(tmp_path):
+    """``optimizer: {amsgrad: true}`` runs AMSGrad (state and updates equal the numpy reference)."""
+    doc = {
+        "training_config": {
+            "scheduler_type": "identity",
+            "optimizer": {"amsgrad": True, "lr": 0.1, "weight_decay": 0.1, "beta2": 0.99},
+        }
+    }
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    settings = OptimizerSettings.from_config(load_config(path))
+    assert settings.amsgrad and settings.clip_grad_norm_max_norm is None
+    opt = make_optimizer(settings)
+    rng = np.random.default_rng(0)
+    p = {"w": rng.standard_normal((3, 4)).astype(np.float32), "b": np.ones(4, np.float32)}
+    # A large first gradient, then small ones: the running maximum keeps step 1's moment.
+    grads = [
+        {k: (s * rng.standard_normal(a.shape)).astype(np.float32) for k, a in p.items()}
+        for s in (5.0, 0.1, 0.1, 0.1)
+    ]
+    params, state = jax.tree.map(jnp.asarray, p), opt.init(jax.tree.map(jnp.asarray, p))
+    for g in grads:
+        updates, state = opt.update(jax.tree.map(jnp.asarray, g), state, params)
+        params = optax.apply_updates(params, updates)
+    want, vmax = _amsgrad_reference(p, grads, 0.1, 0.1, 0.9, 0.99, 1e-8, {"w": 1.0, "b": 0.0})
+    for k in p:
+        np.testing.assert_allclose(np.asarray(params[k]), want[k], rtol=1e-5, atol=1e-6)
+    leaves = jax.tree.leaves(state, is_leaf=lambda s: hasattr(s, "nu_max"))
+    nu_max = [s.nu_max for s in leaves if hasattr(s, "nu_max")]  # ScaleByAmsgradState's
+    assert len(nu_max) == 1
+    for k in p:
+        np.testing.assert_allclose(np.asarray(nu_max[0][k]), vmax[k], rtol=1e-5)
+    # Plain AdamW (what ran before) ends elsewhere: the flag is not silently dropped.
+    plain = make_optimizer(dataclasses.replace(settings, amsgrad=False))
+    params2, state2 = jax.tree.map(jnp.asarray, p), plain.init(jax.tree.map(jnp.asarray, p))
+    for g in grads:
+        updates, state2 = plain.update(jax.tree.map(jnp.asarray, g), state2, params2)
+        params2 = optax.apply_updates(params2, updates)
+    assert not np.allclose(np.asarray(params2["w"]), want["w"], rtol=1e-3)

@@ -14,6 +14,7 @@ import yaml
 from ttjax import ttml
 from ttjax.ttml import config as C
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
+from ttjax.ttml.train import OptimizerSettings
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("training_*.yaml"))
 
@@ -407,3 +408,52 @@ def test_shipped_set() -> None:
             f"training_{model}_tp_ddp.yaml",
             f"training_{model}_tp_ddp_4x8.yaml",
         } <= names
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "training", "message"),
+    [
+        ({"stochastic_rounding": True}, {}, "optimizer.stochastic_rounding = true"),
+        ({"kahan_summation": True}, {}, "optimizer.kahan_summation"),
+        (None, {"use_kahan_summation": True}, "use_kahan_summation"),
+        ({"type": "SGD"}, {}, "optimizer.type = 'SGD' is not trained"),
+        ({"type": "NoOp"}, {}, "optimizer.type = 'NoOp' is not trained"),
+    ],
+)
+def test_optimizer_keys_training_cannot_honour_are_refused(
+    tmp_path: Path, optimizer: Any, training: dict[str, Any], message: str
+) -> None:
+    """Read as TTML reads them, but refused (with the fix) when a run would ignore them."""
+    train = copy.deepcopy(BASE)
+    train["training_config"].update(training)
+    if optimizer is None:
+        del train["training_config"]["optimizer"]
+    else:
+        train["training_config"]["optimizer"] = optimizer
+    run = ttml.load_config(write(tmp_path, train))
+    with pytest.raises(TrainingConfigError, match=re.escape(message) + r"(.|\n)*\nfix: "):
+        OptimizerSettings.from_config(run)
+
+
+def test_every_honoured_optimizer_key_reaches_the_settings(tmp_path: Path) -> None:
+    train = copy.deepcopy(BASE)
+    train["training_config"]["optimizer"] = {
+        "type": "MorehAdamW",
+        "lr": 0.002,
+        "beta1": 0.8,
+        "beta2": 0.95,
+        "epsilon": 1e-6,
+        "weight_decay": 0.05,
+        "amsgrad": True,
+        "stochastic_rounding": False,
+        "kahan_summation": False,
+    }
+    s = OptimizerSettings.from_config(ttml.load_config(write(tmp_path, train)))
+    assert (s.learning_rate, s.beta1, s.beta2, s.epsilon, s.weight_decay, s.amsgrad) == (
+        0.002,
+        0.8,
+        0.95,
+        1e-6,
+        0.05,
+        True,
+    )

@@ -4,13 +4,21 @@ TTML's order: read the YAML, ``open_device(mesh_shape)``, ``initialize_paralleli
 build the model from the seed, then train. ``--max-steps`` stops earlier without changing the
 learning-rate schedule (so a stopped run and its ``--resume`` follow one trajectory).
 
->>> raise SystemExit(main(argv, build=build_nanogpt, name="nanogpt"))
+Every ``python -m models.*.train`` runs through :func:`run_cli`: a ttjax error (a bad YAML key,
+``--mesh-shape 2by4``, ``--max-steps 0``, ...) prints as one message ending with its ``fix:``
+line and exit status 1, no traceback; ``--debug`` (or ``TTJAX_DEBUG=1``, e.g. under
+``ttjax-run``) shows the traceback too.
+
+>>> raise SystemExit(run_cli(lambda a: main(a, build=build, prog=prog), None, prog))
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,19 +26,20 @@ from typing import Any
 
 import jax
 
-from ttjax.errors import ConfigError
+from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
 from ttjax.ttml.context import DistributedConfig
-from ttjax.ttml.data import TokenDataset, load_dataset
+from ttjax.ttml.data import load_dataset
+from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer
 
-VOCAB_MULTIPLE = 64  # vocab rounded up to this (TTML rounds to a TP multiple): equal on every mesh
+DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
 
 
 @dataclass(frozen=True)
@@ -79,9 +88,21 @@ class ModelParts:
 Build = Callable[[RunConfig, Parallelism, int], ModelParts]
 
 
-def padded_vocab(data: TokenDataset) -> int:
-    """The tokenizer's vocabulary rounded up to a multiple of 64 (any TP size up to 64 divides it)."""
-    return -(-data.vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+def model_vocab(run: RunConfig, par: Parallelism) -> int:
+    """The model's vocabulary: ``transformer_config.vocab_size``, which TP must divide.
+
+    The tokenizer's ids must fit in it (checked by ``load_dataset``); the same value on every
+    mesh keeps every mesh's model (and its losses) equal.
+    """
+    v = run.model.vocab_size
+    if v % par.tp_size:
+        up = -(-v // par.tp_size) * par.tp_size
+        raise TrainingConfigError(
+            f"{run.path}: transformer_config.vocab_size = {v} is not divisible by the TP size "
+            f"{par.tp_size} (the embedding and LM head split the vocabulary over TP).\n"
+            f"fix: set vocab_size to a multiple of {par.tp_size}, e.g. {up}."
+        )
+    return v
 
 
 def pipeline_step(
@@ -125,25 +146,144 @@ def pipeline_step(
     )
 
 
+def parse_mesh_shape(text: str) -> list[int]:
+    """``--mesh-shape`` text ``"RxC"`` (or ``"RxCxP"``) -> ``[R, C]``; anything else raises."""
+    parts = text.strip().lower().split("x")
+    if len(parts) in (2, 3) and all(p.isdigit() and int(p) > 0 for p in parts):
+        return [int(p) for p in parts]
+    raise MeshShapeError(
+        f"--mesh-shape {text!r} is not of the form RxC (two positive integers joined by 'x'; "
+        "RxCxP for three axes).\nfix: --mesh-shape 2x4, for example, or leave it out to use "
+        "device_config.mesh_shape."
+    )
+
+
+def max_steps(run: RunConfig, flag: int | None) -> int:
+    """The last step: ``--max-steps`` (1 .. ``training_config.max_steps``) or the config's.
+
+    ``--max-steps`` stops early on the config's learning-rate schedule; 0, a negative value or one
+    past the schedule's end is refused rather than silently replaced.
+    """
+    total = run.training.max_steps
+    if flag is None:
+        return total
+    if flag < 1 or flag > total:
+        raise TrainingConfigError(
+            f"--max-steps {flag} is outside 1..{total} (training_config.max_steps = {total} in "
+            f"{run.path}; the learning-rate schedule ends there).\nfix: pass --max-steps N with "
+            f"1 <= N <= {total}, or raise training_config.max_steps to train longer."
+        )
+    return flag
+
+
+def refuse_ignored_keys(run: RunConfig) -> None:
+    """Keys this CLI would otherwise read and ignore: each raises, naming the key and the fix."""
+    t = run.training
+    ignored = [
+        (
+            bool(t.model_path),
+            "training_config.model_path",
+            t.model_path,
+            "the run starts from the seed's weights (--resume continues a checkpoint)",
+        ),
+        (
+            bool(run.model.model_path),
+            "transformer_config.model_path",
+            run.model.model_path,
+            "the run starts from the seed's weights (--resume continues a checkpoint)",
+        ),
+        (
+            bool(t.tokenizer_path),
+            "training_config.tokenizer_path",
+            t.tokenizer_path,
+            "the tokenizer is built here from the text (tokenizer_type, vocab_size)",
+        ),
+        (
+            t.num_epochs != 1,
+            "training_config.num_epochs",
+            t.num_epochs,
+            "training samples random windows for training_config.max_steps steps, not epochs",
+        ),
+    ]
+    for bad, key, value, why in ignored:
+        if bad:
+            raise TrainingConfigError(
+                f"{run.path}: {key} = {value!r} is not used by ttjax's training: {why}.\n"
+                f"fix: remove {key.rsplit('.', 1)[-1]} (or set it to its default)."
+            )
+
+
+def strategies(par: Parallelism, step: Any) -> str:
+    """Every strategy in force, for the banner: DDP and TP axes and sizes, and PP's layout."""
+    text = par.describe()
+    pipe = getattr(step, "pipe", None)
+    if pipe is None:
+        return text + ", PP off"
+    return text + (
+        f", PP {pipe.num_stages} stages over mesh axis {pipe.pp_axis!r} (blocks per stage "
+        f"{list(pipe.stage_sizes)}), schedule {pipe.schedule}, "
+        f"{pipe.num_microbatches} microbatch{'es' if pipe.num_microbatches != 1 else ''}"
+    )
+
+
 def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description="Train with TTML's configs on a ttjax mesh.")
     p.add_argument("--config", required=True, help="training YAML (configs/training_*.yaml)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this step")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop after this step (1 .. training_config.max_steps; the schedule is unchanged)",
+    )
     p.add_argument("--mesh-shape", default=None, help="override device_config.mesh_shape, e.g. 1x8")
     p.add_argument("--out", default=None, help="log/plot folder (default runs/<project_name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_debug_flag(p)
     return p.parse_args(argv)
 
 
+def add_debug_flag(parser: argparse.ArgumentParser) -> None:
+    """``--debug``: what :func:`run_cli` reads to show a ttjax error's traceback."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (also: {DEBUG_ENV}=1)",
+    )
+
+
+def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: str) -> int:
+    """Run a command line's ``fn(argv)``; a ttjax error becomes one clean message and status 1.
+
+    The message is the error's own (it names the bad value and ends with ``fix:``). With
+    ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    try:
+        return fn(args)
+    except (TTJaxError, OSError) as e:
+        if debug:
+            traceback.print_exc()
+        message = str(e).strip() or type(e).__name__
+        if "fix:" not in message:
+            message += "\nfix: check the path and its permissions."
+        hint = "" if debug else f"\n(run with --debug or {DEBUG_ENV}=1 for the traceback)"
+        print(f"{prog}: error ({type(e).__name__}): {message}{hint}", file=sys.stderr)
+        return 1
+
+
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
-    """Run one training from a TTML YAML file; returns the exit code."""
+    """Run one training from a TTML YAML file; returns the exit code (errors raise)."""
     args = parse_args(argv, prog)
     run = load_config(args.config)
     t, dev = run.training, run.device
     shape = list(dev.mesh_shape)
     if args.mesh_shape:
-        shape = [int(x) for x in args.mesh_shape.lower().split("x")]
+        shape = parse_mesh_shape(args.mesh_shape)
+    last_step = max_steps(run, args.max_steps)
+    refuse_ignored_keys(run)
+    opt = OptimizerSettings.from_config(run)
     ctx = AutoContext.get_instance()
     ctx.set_seed(t.seed)
     mesh = ctx.open_device(shape, list(dev.device_ids) or None)
@@ -155,11 +295,9 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         )
         validate_batch(run, pctx)
         par = Parallelism.from_context(pctx, mesh)
-        data = load_dataset(
-            t.tokenizer_type, vocab_size=run.model.vocab_size, data_path=t.data_path
-        )
-        parts = build(run, par, padded_vocab(data))
-        opt = OptimizerSettings.from_config(run)
+        vocab = model_vocab(run, par)
+        data = load_dataset(t.tokenizer_type, vocab_size=vocab, data_path=t.data_path)
+        parts = build(run, par, vocab)
         step: TrainStep | PipelineTrainStep
         if dev.enable_pp:
             step = pipeline_step(run, pctx, par, parts, opt)
@@ -175,7 +313,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,
-            max_steps=min(t.max_steps, args.max_steps or t.max_steps),
+            max_steps=last_step,
             seed=t.seed,
             eval_every=t.eval_every,
             model_save_interval=t.model_save_interval,
@@ -186,6 +324,13 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
         if args.resume:
             state, history = trainer.resume(parts.params)
+            if int(state.step) >= last_step:
+                raise TrainingConfigError(
+                    f"--resume: the checkpoint is at step {int(state.step)}, and this run "
+                    f"stops at step {last_step}, so there is nothing to train.\nfix: pass "
+                    f"--max-steps above {int(state.step)} (at most {t.max_steps}), or raise "
+                    "training_config.max_steps."
+                )
         else:
             if ckpt.all_steps():
                 raise ConfigError(
@@ -195,8 +340,9 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             state, history = step.init_state(parts.params), []
         if trainer.primary:
             print(
-                f"{prog}: {parts.description} on {par!r}; {data.tokenizer!r}, "
-                f"unigram val loss {trainer.unigram:.4f}"
+                f"{prog}: {parts.description} on mesh {shape}: {strategies(par, step)}; "
+                f"{data.tokenizer!r}, unigram val loss {trainer.unigram:.4f}; steps "
+                f"{int(state.step) + 1}..{last_step} of {t.max_steps}"
                 + (f", resumed at step {int(state.step)}" if args.resume else "")
             )
         state, history = trainer.run(state, history)
@@ -228,4 +374,16 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     return 0
 
 
-__all__ = ["ModelParts", "StageParts", "main", "padded_vocab", "pipeline_step"]
+__all__ = [
+    "ModelParts",
+    "StageParts",
+    "add_debug_flag",
+    "main",
+    "max_steps",
+    "model_vocab",
+    "parse_mesh_shape",
+    "pipeline_step",
+    "refuse_ignored_keys",
+    "run_cli",
+    "strategies",
+]

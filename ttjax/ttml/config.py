@@ -183,7 +183,9 @@ OPTIMIZER_TYPES = (*ADAMW_TYPES, *SGD_TYPES, "NoOp")
 class OptimizerConfig:
     """``training_config.optimizer``; ``lr``/``weight_decay`` default to the training config's.
 
-    All AdamW types run optax AdamW (the variants differ in TT kernels only); SGD types run optax SGD.
+    Read as TTML reads it; training (``OptimizerSettings.from_config``) runs every AdamW type as
+    optax AdamW (the variants differ in TT kernels only), AMSGrad's when ``amsgrad``, and refuses
+    SGD, NoOp, ``stochastic_rounding`` and ``kahan_summation`` rather than ignore them.
     """
 
     type: str = _f("AdamW", _choice(*OPTIMIZER_TYPES))
@@ -285,7 +287,11 @@ class RopeScalingConfig:
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The model file's ``transformer_config`` (GPT-2 and Llama keys of tt-train)."""
+    """The model file's ``transformer_config`` (GPT-2 and Llama keys of tt-train).
+
+    ``vocab_size`` is the model's vocabulary as given (the training CLI checks that the tokens
+    fit in it and that TP divides it; it is never silently replaced).
+    """
 
     model_type: str = _f("gpt2", _choice("gpt2", "llama"))
     num_heads: int = _f(6, _int(1))

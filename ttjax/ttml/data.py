@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from ttjax.errors import ConfigError
+from ttjax.ttml.errors import TrainingConfigError
 
 TOKENIZERS = ("char", "bpe")
+BYTE_TOKENS = 256  # a byte-level BPE starts from the 256 bytes; each token above is one merge
 
 
 def load_corpus(path: str | os.PathLike[str] | None = None) -> str:
@@ -140,16 +142,38 @@ def load_dataset(
     val_fraction: float = 0.1,
     cache_dir: str | None = None,
 ) -> TokenDataset:
-    """Tokenise the corpus (``"char"`` or ``"bpe"`` of ``vocab_size``) and split off validation."""
+    """Tokenise the corpus (``"char"`` or ``"bpe"`` of ``vocab_size``) and split off validation.
+
+    ``vocab_size`` bounds the token ids for both tokenizers: the characters of the text must fit
+    in it, and a BPE needs more than the 256 byte tokens (else it would learn no merge).
+    """
     if tokenizer_type not in TOKENIZERS:
         raise ConfigError(
             f"Unknown tokenizer type: {tokenizer_type!r}.\nfix: tokenizer_type one of {TOKENIZERS}."
         )
+    if tokenizer_type == "bpe" and vocab_size <= BYTE_TOKENS:
+        raise TrainingConfigError(
+            f"vocab_size = {vocab_size} is too small for tokenizer_type 'bpe': a byte-level BPE "
+            f"starts from {BYTE_TOKENS} byte tokens, so it would learn no merge.\nfix: set "
+            f"transformer_config.vocab_size >= {BYTE_TOKENS + 1} (e.g. 512), or tokenizer_type: char."
+        )
     text = load_corpus(data_path)
     if tokenizer_type == "char":
         tok: Any = CharTokenizer.train(text)
+        if tok.vocab_size > vocab_size:
+            raise TrainingConfigError(
+                f"vocab_size = {vocab_size} is smaller than the {tok.vocab_size} distinct "
+                f"characters of the text (tokenizer_type 'char').\nfix: set "
+                f"transformer_config.vocab_size >= {tok.vocab_size} (e.g. "
+                f"{-(-tok.vocab_size // 64) * 64}), or tokenizer_type: bpe."
+            )
     else:
         tok = BPETokenizer.train(text, vocab_size, cache_dir)
+        if tok.vocab_size > vocab_size:  # `tokenizers` keeps to the target; checked, not assumed
+            raise TrainingConfigError(
+                f"the BPE trained for vocab_size = {vocab_size} has {tok.vocab_size} tokens.\n"
+                f"fix: set transformer_config.vocab_size >= {tok.vocab_size}."
+            )
     ids = tok.encode(text)
     cut = int(len(ids) * (1.0 - val_fraction))
     return TokenDataset(ids[:cut], ids[cut:], tok)

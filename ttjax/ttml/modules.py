@@ -78,13 +78,15 @@ class RowParallelLinear:
     """``y = x @ W + b`` with ``W``'s input rows split over TP (TTML's ``RowParallelLinear``).
 
     Partial products are summed by ``all_reduce`` (identity backward); the bias is replicated and
-    added once, after the sum. ``input_is_parallel=False`` scatters a whole input first.
+    added once, after the sum. TTML's default ``input_is_parallel=False`` takes a whole
+    (replicated) input and scatters it itself (backward: all_gather, so every device gets the
+    whole input gradient); after a ``ColumnParallelLinear`` pass ``input_is_parallel=True``.
     """
 
     in_features: int
     out_features: int
     has_bias: bool = True
-    input_is_parallel: bool = True
+    input_is_parallel: bool = False
     std: float = 0.02
 
     def init(self, key: Any) -> Params:

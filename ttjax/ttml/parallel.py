@@ -79,10 +79,27 @@ class Parallelism:
         """The DDP axis name when DDP really splits (size > 1), else None."""
         return self.ddp_name if self.ddp_size > 1 else None
 
+    def describe(self) -> str:
+        """``"DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x'"``; a strategy that is off says so."""
+        parts = []
+        for name, axis in (("DDP", self.ddp_axis), ("TP", self.tp_axis)):
+            size = self._size(axis)
+            parts.append(
+                f"{name} off"
+                if axis is None
+                else f"{name} {size} over mesh axis {self._name(axis)!r}"
+            )
+        return ", ".join(parts)
+
     def __repr__(self) -> str:
+        def part(name: str, axis: int | None) -> str:
+            return (
+                f"{name}=off" if axis is None else f"{name}={self._name(axis)}:{self._size(axis)}"
+            )
+
         return (
-            f"Parallelism(mesh={tuple(self.mesh.shape)}, ddp={self.ddp_name}:{self.ddp_size}, "
-            f"tp={self.tp_name}:{self.tp_size})"
+            f"Parallelism(mesh={tuple(self.mesh.shape)}, {part('ddp', self.ddp_axis)}, "
+            f"{part('tp', self.tp_axis)})"
         )
 
 

@@ -27,6 +27,7 @@ from jax.sharding import PartitionSpec as P
 from ttjax.errors import ConfigError, TTJaxError
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.core.distributed import synchronize_gradients
+from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 
 LossFn = Callable[[Any, Any, Any, "str | None"], Any]
@@ -39,13 +40,18 @@ class TrainingDivergedError(TTJaxError, FloatingPointError):
 
 @dataclass(frozen=True)
 class OptimizerSettings:
-    """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``)."""
+    """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``).
+
+    ``amsgrad`` divides by the running maximum of the (bias-corrected) second moment, optax's
+    ``scale_by_amsgrad``; the weight decay stays decoupled, as in AdamW.
+    """
 
     learning_rate: float = 3e-4
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.999
     epsilon: float = 1e-8
+    amsgrad: bool = False
     scheduler_type: str = "warmup_cosine"
     warmup_steps: int = 0
     total_steps: int = 1000
@@ -61,14 +67,32 @@ class OptimizerSettings:
 
     @classmethod
     def from_config(cls, run: RunConfig) -> OptimizerSettings:
-        """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys."""
+        """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys.
+
+        Every optimizer key is honoured or refused: the AdamW types, ``lr``, betas, ``epsilon``,
+        ``weight_decay`` and ``amsgrad`` are honoured; SGD/NoOp, ``stochastic_rounding`` and
+        ``kahan_summation`` (bfloat16 rounding fixes; ttjax keeps float32 state) are refused.
+        """
         t, opt, sched = run.training, run.training.optimizer, run.scheduler
         lr = t.learning_rate if opt is None or opt.lr is None else opt.lr
         if opt is not None and not opt.is_adamw:
-            raise ConfigError(
-                f"{run.path}: optimizer type {opt.type!r} is not trained by ttjax.ttml yet.\n"
-                "fix: type: AdamW (or AdamWFullPrecision / MorehAdamW, which run the same)."
+            raise TrainingConfigError(
+                f"{run.path}: training_config.optimizer.type = {opt.type!r} is not trained by "
+                "ttjax.ttml yet.\nfix: type: AdamW (or AdamWFullPrecision / MorehAdamW / "
+                "AdamWComposite, which run the same float32 AdamW)."
             )
+        refused = {
+            "stochastic_rounding": "training_config.optimizer.stochastic_rounding",
+            "kahan_summation": "training_config.optimizer.kahan_summation (or "
+            "training_config.use_kahan_summation)",
+        }
+        for key, where in refused.items():
+            if opt is not None and getattr(opt, key):
+                raise TrainingConfigError(
+                    f"{run.path}: {where} = true is not supported: it corrects bfloat16 rounding "
+                    "of the parameter update, and ttjax keeps parameters and optimizer state in "
+                    f"float32, so it would change nothing.\nfix: set {key}: false (or remove it)."
+                )
         return cls(
             learning_rate=sched.max_lr or lr,
             weight_decay=t.weight_decay
@@ -77,6 +101,7 @@ class OptimizerSettings:
             beta1=0.9 if opt is None else opt.beta1,
             beta2=0.999 if opt is None else opt.beta2,
             epsilon=1e-8 if opt is None else opt.epsilon,
+            amsgrad=opt is not None and opt.amsgrad,
             scheduler_type=t.scheduler_type,
             warmup_steps=sched.warmup_steps,
             total_steps=t.max_steps,
@@ -108,15 +133,24 @@ def decay_matrices(params: Any) -> Any:
 def make_optimizer(
     config: OptimizerSettings, decay_mask: Callable[[Any], Any] = decay_matrices
 ) -> optax.GradientTransformation:
-    """Global-norm clipping (optional), then AdamW decaying only ``decay_mask`` (matrices)."""
-    adamw = optax.adamw(
-        config.schedule(),
-        b1=config.beta1,
-        b2=config.beta2,
-        eps=config.epsilon,
-        weight_decay=config.weight_decay,
-        mask=decay_mask,
-    )
+    """Global-norm clipping (optional), then AdamW (AMSGrad's when ``config.amsgrad``) decaying
+    only ``decay_mask`` (matrices); the decay is decoupled (added to the update, times the lr)."""
+    adamw: optax.GradientTransformation
+    if config.amsgrad:
+        adamw = optax.chain(
+            optax.scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
+            optax.add_decayed_weights(config.weight_decay, decay_mask),
+            optax.scale_by_learning_rate(config.schedule()),
+        )
+    else:
+        adamw = optax.adamw(
+            config.schedule(),
+            b1=config.beta1,
+            b2=config.beta2,
+            eps=config.epsilon,
+            weight_decay=config.weight_decay,
+            mask=decay_mask,
+        )
     if config.clip_grad_norm_max_norm is None:
         return adamw
     return optax.chain(optax.clip_by_global_norm(config.clip_grad_norm_max_norm), adamw)

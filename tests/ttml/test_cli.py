@@ -1,0 +1,299 @@
+"""The training command lines as a user meets them: one clean message per error, a banner that
+names every strategy, and no silent setting (``--max-steps``, ``vocab_size``).
+
+The subprocess tests run ``python -m models.*.train`` as a shell would; each fails before any
+device opens, so they stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import ttjax as ttnn
+from models.nanogpt import train as nanogpt_train
+from ttjax.errors import MeshShapeError
+from ttjax.ttml.autograd import AutoContext
+from ttjax.ttml.cli import max_steps, model_vocab, parse_mesh_shape, pipeline_step, strategies
+from ttjax.ttml.config import load_config
+from ttjax.ttml.context import ParallelismContext
+from ttjax.ttml.data import CharTokenizer, load_corpus, load_dataset
+from ttjax.ttml.errors import TrainingConfigError
+from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.train import OptimizerSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = {
+    "model_type": "gpt2",
+    "num_heads": 4,
+    "embedding_dim": 32,
+    "dropout_prob": 0.0,
+    "num_blocks": 4,
+    "vocab_size": 128,
+    "max_sequence_length": 8,
+    "weight_tying": "enabled",
+    "positional_embedding_type": "trainable",
+}
+
+
+def _config(
+    tmp: Path, name: str = "run", *, mesh=(2, 4), pp: bool = False, save: int = 0, **model
+) -> Path:
+    doc = {
+        "training_config": {
+            "project_name": name,
+            "batch_size": 4,
+            "max_steps": 3,
+            "eval_every": 0,
+            "model_save_interval": save,
+            "checkpoint_dir": str(tmp / name / "ckpt"),
+            "tokenizer_type": "char",
+            "optimizer": {"type": "AdamW", "lr": 0.003},
+        },
+        "transformer_config": {**MODEL, **model},
+        "device_config": {
+            "mesh_shape": list(mesh),
+            "enable_ddp": True,
+            "enable_tp": not pp,
+            "enable_pp": pp,
+        },
+    }
+    if pp:
+        doc["multihost_config"] = {
+            "pipeline_parallel_config": {
+                "num_blocks": 4,
+                "num_microbatches": 2,
+                "schedule": "1f1b",
+            }
+        }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _shell(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *argv],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TTJAX_NUM_DEVICES": "8", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _clean(run: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit status 1, and stderr is one message: the needles, a fix line, no traceback."""
+    assert run.returncode == 1, run.stderr[-3000:]
+    err = run.stderr
+    assert "Traceback" not in err, err
+    assert err.startswith("python -m models."), err
+    assert "\nfix: " in err, err
+    assert "--debug" in err.splitlines()[-1]
+    assert len(err.strip().splitlines()) <= 4, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+# ---------------------------------------------------------------------------------------------
+# Clean errors
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bad_mesh_shape_is_one_message_naming_the_form(tmp_path):
+    run = _shell("models.nanogpt.train", "--config", str(_config(tmp_path)), "--mesh-shape", "2by4")
+    _clean(run, "'2by4'", "RxC", "fix: --mesh-shape 2x4")
+
+
+def test_bad_config_key_is_one_message_and_debug_shows_the_traceback(tmp_path):
+    path = _config(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc["training_config"]["batch_sise"] = 4
+    path.write_text(yaml.safe_dump(doc))
+    run = _shell("models.llama.train", "--config", str(path))
+    _clean(run, "TrainingConfigError", "unknown key 'batch_sise'", "did you mean 'batch_size'")
+    debug = _shell("models.llama.train", "--config", str(path), "--debug")
+    assert debug.returncode == 1
+    err = debug.stderr
+    assert err.index("Traceback (most recent call last)") < err.index("error (TrainingConfigError)")
+    assert "unknown key 'batch_sise'" in err and "\nfix: " in err
+    env = _shell("models.llama.train", "--config", str(path), env={"TTJAX_DEBUG": "1"})
+    assert "Traceback (most recent call last)" in env.stderr
+
+
+def test_max_steps_zero_is_refused_not_ignored(tmp_path):
+    run = _shell("models.nanogpt.train", "--config", str(_config(tmp_path)), "--max-steps", "0")
+    _clean(run, "--max-steps 0 is outside 1..3", "training_config.max_steps = 3")
+
+
+def test_moe_help_prints_the_usage_and_errors_are_clean():
+    run = _shell("models.moe.train", "--help")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: python -m models.moe.train")
+    for flag in ("--mesh", "--steps", "--aux", "--debug"):
+        assert flag in run.stdout
+    _clean(_shell("models.moe.train", "--mesh", "2by4"), "mesh '2by4'", "RxC")
+    _clean(_shell("models.moe.train", "--steps", "0"), "--steps 0")
+
+
+def test_moe_cli_trains_and_reports(capsys):
+    from models.moe.train import cli
+
+    assert cli(["--mesh", "1x4", "--steps", "2", "--rows", "2", "--seq", "8"]) == 0
+    out = yaml.safe_load(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["mesh"] == [1, 4] and out["steps"] == 2 and out["expert_groups"] == 4
+    # An untrained byte model starts near ln(256); two AdamW steps at lr 1e-2 lower it.
+    assert abs(out["first_cross_entropy"] - np.log(256)) < 1.0
+    assert out["final_cross_entropy"] < out["first_cross_entropy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The settings themselves
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "shape"), [("2x4", [2, 4]), ("1X8", [1, 8]), ("2x2x2", [2, 2, 2])]
+)
+def test_parse_mesh_shape(text, shape):
+    assert parse_mesh_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["2by4", "8", "2x0", "x4", "2x-4", "1x2x2x2"])
+def test_parse_mesh_shape_refuses(text):
+    with pytest.raises(MeshShapeError, match=rf"--mesh-shape '{text}' is not of the form RxC"):
+        parse_mesh_shape(text)
+
+
+def test_max_steps_range(tmp_path):
+    run = load_config(_config(tmp_path))
+    assert max_steps(run, None) == 3 and max_steps(run, 1) == 1 and max_steps(run, 3) == 3
+    for bad in (0, -1, 4):
+        with pytest.raises(TrainingConfigError, match=rf"--max-steps {bad} is outside 1..3"):
+            max_steps(run, bad)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("training_config", "model_path", "weights.msgpack"),
+        ("training_config", "tokenizer_path", "tok.json"),
+        ("training_config", "num_epochs", 3),
+        ("transformer_config", "model_path", "weights.msgpack"),
+    ],
+)
+def test_keys_training_would_ignore_are_refused(tmp_path, section, key, value):
+    path = _config(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    doc[section][key] = value
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(
+        TrainingConfigError,
+        match=rf"{section}\.{key} = {value!r} is not used by ttjax's training(.|\n)*fix: remove",
+    ):
+        nanogpt_train.cli(["--config", str(path), "--out", str(tmp_path / "o")])
+
+
+def test_char_vocab_size_is_honoured(tmp_path):
+    """The model's embedding has exactly vocab_size rows; the characters must fit in it."""
+    chars = len(CharTokenizer.train(load_corpus()).chars)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    par = Parallelism(mesh)
+    sizes = {}
+    for v in (chars, 192):
+        run = load_config(_config(tmp_path, f"v{v}", mesh=(1, 1), vocab_size=v))
+        vocab = model_vocab(run, par)
+        data = load_dataset("char", vocab_size=vocab)
+        parts = nanogpt_train.build(run, par, vocab)
+        sizes[v] = parts.params["wte"]["weight"].shape
+        assert f"vocab {v}," in parts.description
+        assert int(data.train.max()) < v
+    assert sizes == {chars: (chars, 32), 192: (192, 32)}
+    with pytest.raises(
+        TrainingConfigError,
+        match=rf"vocab_size = 50 is smaller than the {chars} distinct characters(.|\n)*"
+        rf"fix: set transformer_config.vocab_size >= {chars}",
+    ):
+        load_dataset("char", vocab_size=50)
+
+
+def test_vocab_size_must_split_over_tp(tmp_path):
+    run = load_config(_config(tmp_path, vocab_size=126))
+    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), 0, 1)
+    with pytest.raises(TrainingConfigError, match=r"vocab_size = 126 is not divisible by the TP"):
+        model_vocab(run, par)
+    assert model_vocab(run, Parallelism(par.mesh, 0, None)) == 126  # DDP alone splits nothing
+
+
+def test_bpe_vocab_size_is_honoured(tmp_path):
+    """A BPE of vocab_size 320 is 256 byte tokens and 64 merges, each of them used."""
+    data = load_dataset("bpe", vocab_size=320, cache_dir=str(tmp_path))
+    assert data.tokenizer.vocab_size == 320
+    merges = np.unique(data.train[data.train >= 256])
+    assert merges.tolist() == list(range(256, 320))  # the 64 merged tokens, all in use
+
+
+@pytest.mark.parametrize("v", [100, 256])
+def test_bpe_vocab_without_merges_is_refused(v):
+    with pytest.raises(
+        TrainingConfigError,
+        match=rf"vocab_size = {v} is too small for tokenizer_type 'bpe'(.|\n)*vocab_size >= 257",
+    ):
+        load_dataset("bpe", vocab_size=v)
+
+
+# ---------------------------------------------------------------------------------------------
+# The banner
+# ---------------------------------------------------------------------------------------------
+
+
+def test_parallelism_names_its_axes():
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+    both = Parallelism(mesh, 0, 1)
+    assert repr(both) == "Parallelism(mesh=(2, 4), ddp=y:2, tp=x:4)"
+    assert both.describe() == "DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x'"
+    ddp = Parallelism(mesh, 0, None)
+    assert "None" not in repr(ddp) + ddp.describe()
+    assert ddp.describe() == "DDP 2 over mesh axis 'y', TP off"
+
+
+def test_banner_of_a_tp_ddp_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
+    path = _config(tmp_path, "banner", save=1)
+    argv = ["--config", str(path), "--no-progress", "--out", str(tmp_path / "out")]
+    assert nanogpt_train.cli([*argv, "--max-steps", "2"]) == 0
+    banner = capsys.readouterr().out.splitlines()[0]
+    assert "on mesh [2, 4]: DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x', PP off" in banner
+    assert "vocab 128," in banner and "steps 1..2 of 3" in banner
+    assert "None" not in banner
+    # Resuming at step 1 (or 2, with a final checkpoint) and stopping at 1 would train nothing.
+    with pytest.raises(
+        TrainingConfigError, match=r"the checkpoint is at step [12], and this run stops at step 1"
+    ):
+        nanogpt_train.cli([*argv, "--max-steps", "1", "--resume"])
+
+
+def test_banner_of_a_pp_run(tmp_path, monkeypatch):
+    """PP: stages, their blocks, the schedule and the microbatches (no training needed)."""
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
+    run = load_config(_config(tmp_path, pp=True))
+    ctx = AutoContext.get_instance()
+    mesh = ctx.open_device([2, 4])
+    try:
+        pctx = ctx.initialize_parallelism_context(run.device.distributed_config())
+        assert isinstance(pctx, ParallelismContext)
+        par = Parallelism.from_context(pctx, mesh)
+        parts = nanogpt_train.build(run, par, model_vocab(run, par))
+        step = pipeline_step(run, pctx, par, parts, OptimizerSettings.from_config(run))
+        assert strategies(par, step) == (
+            "DDP 2 over mesh axis 'y', TP off, PP 4 stages over mesh axis 'x' "
+            "(blocks per stage [1, 1, 1, 1]), schedule 1f1b, 2 microbatches"
+        )
+    finally:
+        ctx.close_device()

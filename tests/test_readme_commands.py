@@ -299,7 +299,7 @@ def test_every_command_of_the_docs_is_one_this_file_checks():
         words = command_words(command)
         if words[0] == "export":  # environment set-up, e.g. TT_METAL_HOME
             assert all(re.match(r"[A-Z_][A-Z0-9_]*=", w) for w in words[1:]), (name, command)
-        elif words[0] == "pip":  # pip install -e '.[extra,...]': each extra exists
+        elif words[0] == ".venv/bin/pip":  # pip install -e '.[extra,...]': each extra exists
             wanted = re.findall(r"^\.\[([\w,-]+)\]$", words[-1])
             assert words[1:3] == ["install", "-e"] and wanted, (name, command)
             assert set(wanted[0].split(",")) <= set(extras), (name, command)
@@ -355,6 +355,8 @@ for module, argv in json.loads(sys.argv[1]):
             result = "ok" if e.code in (0, None) else f"exit {e.code}: {err.getvalue()[-1500:]}"
         except ModuleNotFoundError as e:
             result = f"needs {e.name}"
+        except Exception as e:
+            result = f"{type(e).__name__}: {e}"
     out.append(result)
 print(json.dumps(out))
 """

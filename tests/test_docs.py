@@ -5,6 +5,7 @@ Markdown (Sphinx roles become links or code, doctest examples become code blocks
 from __future__ import annotations
 
 import importlib.util
+import pkgutil
 import re
 import subprocess
 import sys
@@ -78,6 +79,16 @@ def test_every_public_package_has_a_reference_page():
     mkdocs = (ROOT / "mkdocs.yml").read_text()
     for page in (DOCS / "api").glob("*.md"):
         assert f"api/{page.name}" in mkdocs, f"{page.name} is not in mkdocs.yml's nav"
+
+
+def test_every_public_module_of_ttjax_is_in_the_reference():
+    """A module is documented by its own page block, or through the ``ttjax`` names it defines."""
+    text = "\n".join(p.read_text() for p in (DOCS / "api").glob("*.md"))
+    blocks = set(re.findall(r"^::: ([\w.]+)\s*$", text, re.M))
+    homes = {getattr(getattr(ttjax, n), "__module__", "") for n in ttjax.__all__}
+    public = [m.name for m in pkgutil.iter_modules(ttjax.__path__) if not m.name.startswith("_")]
+    missing = [f"ttjax.{m}" for m in public if f"ttjax.{m}" not in blocks | homes and m != "ops"]
+    assert missing == [], f"no reference page: {missing}"
 
 
 def test_sphinx_roles_become_links_or_code_and_doctests_become_code_blocks():

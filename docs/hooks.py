@@ -149,15 +149,21 @@ def fence_doctests(docstring: str) -> str:
     return "\n".join(out)
 
 
+def literal_blocks(docstring: str) -> str:
+    """reST's ``text::`` before an indented block reads ``text:`` (the block is Markdown code)."""
+    return re.sub(r"(\S)::\n(\s*\n)( {4})", r"\1:\n\2\3", docstring)
+
+
 class DocstringMarkdown(griffe.Extension):
     """Griffe extension (mkdocs.yml ``extensions``): rewrite docstrings once a package is loaded:
-    Sphinx roles become (linked) inline code, bare doctest examples become code blocks."""
+    Sphinx roles become (linked) inline code, bare doctest examples become code blocks, reST's
+    ``::`` literal-block marker is dropped."""
 
     def on_package(self, *, pkg: Any, **kwargs: Any) -> None:
         stack = [pkg]
         while stack:
             obj = stack.pop()
             if obj.docstring is not None:
-                value = fence_doctests(obj.docstring.value)
+                value = literal_blocks(fence_doctests(obj.docstring.value))
                 obj.docstring.value = role_to_markdown(obj, value) if ROLE.search(value) else value
             stack.extend(m for m in obj.members.values() if not m.is_alias)

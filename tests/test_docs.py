@@ -128,6 +128,7 @@ def helper():
     assert "not `missing`." in top  # unknown: plain code, no link
     assert "```pycon\n>>> top()\n[1]\n```" in top
     assert go == 'See <autoref identifier="pkg.mod.Thing.go" optional>`go`</autoref>.'
+    assert hooks.literal_blocks("style::\n\n    x -> y\n") == "style:\n\n    x -> y\n"
     examples = "Examples:\n    >>> 1\n    1"  # griffe renders Examples sections itself
     assert hooks.fence_doctests(examples) == examples
 

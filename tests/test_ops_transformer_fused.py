@@ -301,6 +301,19 @@ def test_sdpa_prefill_causal_matches_torch():
     )
     close(per_device(out)[1], torch_gqa(q, k, v, is_causal=True, scale=0.2), 2e-5)
 
+    # sliding_window_size=w: the last w keys (causal), keys within w//2 (non-causal).
+    i, j = torch.arange(40)[:, None], torch.arange(40)[None, :]
+    for causal, allowed in ((True, (j <= i) & (j > i - 8)), (False, (j - i).abs() <= 4)):
+        out = ttnn.transformer.scaled_dot_product_attention(
+            from_torch(q, mesh),
+            from_torch(k, mesh),
+            from_torch(v, mesh),
+            is_causal=causal,
+            sliding_window_size=8,
+        )
+        want = torch_gqa(q, k, v, attn_mask=torch.where(allowed, 0.0, float("-inf")))
+        close(per_device(out)[0], want, 2e-5)
+
 
 def test_sdpa_decode_modes_match_torch():
     """cur_pos_tensor (causal, -1 skips a user), a sliding window, and is_causal=False with

@@ -86,7 +86,8 @@ def scaled_dot_product_attention(
     """Attention for prefill: q [b, nh, s, d], k/v [b, nkv, t, d] -> [b, nh, s, d] per device.
 
     ``is_causal`` masks future keys (aligned so the last query sees every key); ``attn_mask`` is
-    added to the scores. Grouped-query attention when nh is a multiple of nkv.
+    added to the scores. ``sliding_window_size`` w keeps the last w keys (causal) or the keys
+    within w//2 of the query (non-causal). Grouped-query attention when nh is a multiple of nkv.
     """
     check_hw_kwargs("scaled_dot_product_attention", kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
@@ -104,8 +105,10 @@ def scaled_dot_product_attention(
             i = jnp.arange(s)[:, None] + (t - s)
             j = jnp.arange(t)[None, :]
             allowed = j <= i if causal else jnp.ones((s, t), bool)
-            if window is not None:
+            if window is not None and causal:  # TT-NN: the last `window` keys up to the query
                 allowed = allowed & (j > i - window)
+            elif window is not None:  # TT-NN: a window centred on the query, +-window//2
+                allowed = allowed & (j >= i - window // 2) & (j <= i + window // 2)
             mask = jnp.where(allowed, 0.0, -jnp.inf)
         if rest:
             extra = rest[0].astype(jnp.float32)

@@ -106,6 +106,12 @@ def test_nlp_create_qkv_heads_decode_and_concat_decode():
         close(g[0, 0, :batch], want_q.reshape(batch, nh * D), 0)
         assert not g[0, 0, batch:].any()
 
+    # num_heads may reach into the heads' tile padding (Mixtral's hard-coded num_heads=4).
+    wide = ttnn.experimental.nlp_concat_heads_decode(k, num_heads=4)
+    for g in per_device(wide):
+        close(g[0, 0, :batch, : nkv * D], want_k.reshape(batch, nkv * D), 0)
+        assert not g[0, 0, :, nkv * D :].any()
+
     # batch_offset (a device tensor) + slice_size keep users 2..4.
     off = ttnn.from_torch(torch.tensor([2], dtype=torch.int32), dtype=ttnn.int32, device=mesh)
     q2, _, v2 = ttnn.experimental.nlp_create_qkv_heads_decode(

@@ -81,6 +81,25 @@ def test_nlp_create_qkv_heads_prefill_per_device(mesh_shape):
         close(gkt, heads(rk, nkv).transpose(-1, -2))
 
 
+def test_nlp_create_qkv_heads_with_separate_kv():
+    """input_kv= (llama_cross_attention's call): q heads from ``input``, k then v from
+    ``input_kv`` ([B, 1, S, 2*nkv*d]: all k heads, then all v heads)."""
+    mesh = mesh_of((1, 2))
+    nh, nkv, s = 4, 2, 32
+    xq, xkv = torch.randn(1, 1, s, nh * D), torch.randn(1, 1, s, 2 * nkv * D)
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads(
+        from_torch(xq, mesh),
+        from_torch(xkv, mesh),
+        num_heads=nh,
+        num_kv_heads=nkv,
+        transpose_k_heads=False,
+    )
+    heads = lambda t, h: t.reshape(1, s, h, D).transpose(1, 2)  # noqa: E731
+    close(per_device(q)[0], heads(xq, nh), 0)
+    close(per_device(k)[1], heads(xkv[..., : nkv * D], nkv), 0)
+    close(per_device(v)[1], heads(xkv[..., nkv * D :], nkv), 0)
+
+
 def test_nlp_create_qkv_heads_decode_and_concat_decode():
     """Decode: [1, 1, batch, width] -> q [1, batch, nh, d], k/v [1, batch, nkv, d]; the
     attention output goes back through nlp_concat_heads_decode as [1, 1, 32, nh*d]."""

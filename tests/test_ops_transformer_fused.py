@@ -522,6 +522,8 @@ def test_fused_ops_reject_bad_inputs_with_a_fix():
         ttnn.ShapeMismatchError, match=r"not divisible by num_heads \+ 2\*num_kv_heads"
     ):
         ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=5, num_kv_heads=2)
+    with pytest.raises(ttnn.ShapeMismatchError, match=r"head_dim 28 .* is not a multiple of 32"):
+        ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=4, num_kv_heads=2)
     x = from_torch(torch.randn(1, 2, 32, D), mesh)
     cs = from_torch(torch.randn(1, 1, 32, D), mesh)
     with pytest.raises(

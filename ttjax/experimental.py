@@ -12,7 +12,15 @@ from typing import Any
 from ttjax import ccl
 from ttjax.enums import ReduceType
 from ttjax.ops._common import write_output
-from ttjax.ops.transformer import paged_update_cache, rotary_embedding
+from ttjax.ops.fused import (
+    fast_reduce_nc,
+    nlp_concat_heads,
+    nlp_concat_heads_decode,
+    nlp_create_qkv_heads,
+    nlp_create_qkv_heads_decode,
+    rotary_embedding_llama,
+)
+from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
 from ttjax.tensor import Tensor
 
 
@@ -119,7 +127,14 @@ __all__ = [
     "all_gather_async",
     "all_reduce_async",
     "all_to_all_async",
+    "fast_reduce_nc",
+    "nlp_concat_heads",
+    "nlp_concat_heads_decode",
+    "nlp_create_qkv_heads",
+    "nlp_create_qkv_heads_decode",
+    "paged_fill_cache",
     "paged_update_cache",
     "reduce_scatter_minimal_async",
     "rotary_embedding",
+    "rotary_embedding_llama",
 ]

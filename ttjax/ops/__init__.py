@@ -34,6 +34,7 @@ from ttjax.ops.data_movement import (
     untilize,
     view,
 )
+from ttjax.ops.fused import moe, rms_norm_post_all_gather, rms_norm_pre_all_gather
 from ttjax.ops.matmul import linear, matmul
 from ttjax.ops.pointwise import (
     abs,
@@ -140,6 +141,7 @@ __all__ = [
     "mean",
     "min",
     "minimum",
+    "moe",
     "multiply",
     "ne",
     "neg",
@@ -156,6 +158,8 @@ __all__ = [
     "repeat_interleave",
     "reshape",
     "rms_norm",
+    "rms_norm_post_all_gather",
+    "rms_norm_pre_all_gather",
     "rotary_embedding",
     "rsqrt",
     "rsub",

@@ -442,6 +442,7 @@ def test_unknown_subdevice_id():
         ({"dim": 4}, r"dim=4 is out of range"),
         ({"cluster_axis": 2}, r"cluster axis 2 is out of range"),
         ({"num_links": 0}, r"num_links should be more than 0 but has 0"),
+        ({"num_links": 9}, r"num_links=9: Worker cores used by links are parallelized over rows"),
         ({"topology": ttnn.Topology.Mesh}, r"topology must be Ring or Linear"),
     ],
 )

@@ -410,6 +410,15 @@ def test_semaphore_from_another_mesh_names_both_meshes():
         _ag(t, _TTCCL(a).ag, barrier_semaphore=_TTCCL(b).barrier)
 
 
+def test_semaphore_of_a_closed_mesh():
+    old = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    stale = _TTCCL(old).ag
+    ttnn.close_mesh_device(old)
+    t, _ = _input(mesh_of((1, 2)), (1, 1, 2, 2))
+    with pytest.raises(ttnn.CCLError, match=r"created on mesh .*1x2.*which was closed(?s:.*)fix:"):
+        _ag(t, stale)
+
+
 def test_wrong_semaphore_count_raises_tt_nn_error():
     mesh = mesh_of((2, 4))
     ccl = _TTCCL(mesh)

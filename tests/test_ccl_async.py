@@ -644,3 +644,129 @@ def test_sync_collectives_take_fabric_tuning_and_check_subdevice_id():
         ttnn.reduce_scatter(t, 3, subdevice_id=ttnn.SubDeviceId(2))
     with pytest.raises(ttnn.CCLError, match=r"chunks_per_sync=-1 is not a non-negative int"):
         ttnn.all_gather(t, 3, chunks_per_sync=-1)
+
+
+def _ref_neighbor_pad(data, shape, axis, dim, left, right, mode, secondary=None):
+    """Per device: the neighbours' edge rows around its own rows, by loops over coordinates."""
+    n = shape[axis]
+    out = {}
+    for c, x in data.items():
+        k = c[axis]
+
+        def at(j, c=c):
+            g = list(c)
+            g[axis] = j
+            return data[tuple(g)]
+
+        if secondary is None:
+            step, has_b, has_f = 1, k > 0, k < n - 1
+        else:
+            sec_axis, (rows, cols) = secondary
+            r, col = divmod(k, cols)
+            if sec_axis == 1:
+                step, has_b, has_f = 1, col > 0, col < cols - 1
+            else:
+                step, has_b, has_f = cols, r > 0, r < rows - 1
+        size = x.shape[dim]
+        take = lambda a, lo, hi: np.take(a, range(lo, hi), axis=dim)  # noqa: E731
+        if has_b:
+            lpad = take(at(k - step), size - left, size)
+        elif mode == "zeros":
+            lpad = np.zeros_like(take(x, 0, left))
+        else:
+            lpad = np.repeat(take(x, 0, 1), left, axis=dim)
+        if has_f:
+            rpad = take(at(k + step), 0, right)
+        elif mode == "zeros":
+            rpad = np.zeros_like(take(x, 0, right))
+        else:
+            rpad = np.repeat(take(x, size - 1, size), right, axis=dim)
+        out[c] = np.concatenate([lpad, x, rpad], axis=dim)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["zeros", "replicate"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_neighbor_pad_async_vae_form(mode, axis):
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 2, 3, 4, 2), seed=40)  # B, T, H, W, C
+    out = ttnn.experimental.neighbor_pad_async(
+        t,
+        dim=2,
+        padding_left=1,
+        padding_right=2,
+        padding_mode=mode,
+        cluster_axis=axis,
+        final_semaphore=ccl.ag[0],
+        barrier_semaphore=ccl.barrier,
+        num_links=1,
+        topology=ttnn.Topology.Linear,
+    )
+    want = _ref_neighbor_pad(data, shape, axis, 2, 1, 2, mode)
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+
+
+@pytest.mark.parametrize("secondary_axis", [0, 1])
+def test_neighbor_pad_async_secondary_axis(secondary_axis):
+    shape = (1, 8)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 3, 4, 2), seed=41)
+    out = ttnn.experimental.neighbor_pad_async(
+        t,
+        1,
+        1,
+        1,
+        "replicate",
+        1,
+        ccl.ag[0],
+        ccl.barrier,
+        secondary_cluster_axis=secondary_axis,
+        secondary_mesh_shape=[2, 4],
+    )
+    want = _ref_neighbor_pad(data, shape, 1, 1, 1, 1, "replicate", (secondary_axis, (2, 4)))
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+    with pytest.raises(ttnn.CCLError, match=r"Secondary mesh shape \(3,4\) is not valid"):
+        ttnn.experimental.neighbor_pad_async(
+            t,
+            1,
+            1,
+            1,
+            "zeros",
+            1,
+            ccl.ag[0],
+            ccl.barrier,
+            secondary_cluster_axis=0,
+            secondary_mesh_shape=[3, 4],
+        )
+    with pytest.raises(ttnn.CCLError, match=r"Unsupported padding mode 'reflect'"):
+        ttnn.experimental.neighbor_pad_async(t, 1, 1, 1, "reflect", 1, ccl.ag[0], ccl.barrier)
+    with pytest.raises(ttnn.CCLError, match=r"only supports padding non last dim, provided 3"):
+        ttnn.experimental.neighbor_pad_async(t, 3, 1, 1, "zeros", 1, ccl.ag[0], ccl.barrier)
+
+
+def test_slice_reshard_async_trims_and_reshards():
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (4, 2, 3), seed=42)
+    out = ttnn.experimental.slice_reshard_async(
+        t,
+        dim=0,
+        output_dim_shape=12,
+        output_dim_offset=3,
+        cluster_axis=1,
+        final_semaphore=ccl.ag[0],
+        barrier_semaphore=ccl.barrier,
+        num_links=1,
+        topology=ttnn.Topology.Linear,
+    )
+    want = {}
+    for c in data:
+        whole = np.concatenate([data[(c[0], j)] for j in range(4)])[3:15]
+        want[c] = np.split(whole, 4)[c[1]]
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+    with pytest.raises(ttnn.CCLError, match=r"Output dim shape must be divisible by num devices"):
+        ttnn.experimental.slice_reshard_async(t, 0, 0, 10, 1, ccl.ag[0], ccl.barrier)

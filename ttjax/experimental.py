@@ -14,8 +14,10 @@ from ttjax.ccl_async import (
     all_reduce_async,
     all_to_all_async,
     llama_reduce_scatter,
+    neighbor_pad_async,
     reduce_scatter_async,
     reduce_scatter_minimal_async,
+    slice_reshard_async,
 )
 from ttjax.ops.transformer import paged_update_cache, rotary_embedding
 
@@ -26,8 +28,10 @@ __all__ = [
     "all_reduce_async",
     "all_to_all_async",
     "llama_reduce_scatter",
+    "neighbor_pad_async",
     "paged_update_cache",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",
     "rotary_embedding",
+    "slice_reshard_async",
 ]

@@ -486,6 +486,23 @@ def test_persistent_buffer_checks():
     )
     with pytest.raises(ttnn.CCLError, match=r"dtype should be same as input tensor dtype"):
         _ag(t, _TTCCL(mesh).ag, persistent_output_buffer=bf)
+    dram = ttnn.from_torch(np.zeros((1, 1, 2, 16), np.float32), device=mesh, mesh_mapper=rep)
+    with pytest.raises(ttnn.CCLError, match=r"memory config should be same as output_mem_config"):
+        _ag(t, _TTCCL(mesh).ag, persistent_output_buffer=dram, memory_config=ttnn.L1_MEMORY_CONFIG)
+
+
+def test_output_memory_config_is_the_ops_memory_config():
+    mesh = mesh_of((2, 4))
+    ccl = _TTCCL(mesh)
+    t, _ = _input(mesh, (1, 1, 2, 8))
+    assert (
+        _ag(t, ccl.ag, memory_config=ttnn.L1_MEMORY_CONFIG).memory_config() == ttnn.L1_MEMORY_CONFIG
+    )
+    assert _ag(t, ccl.ag).memory_config() == t.memory_config()  # value_or(input's)
+    rs = ttnn.experimental.reduce_scatter_minimal_async(
+        t, None, 3, ccl.rs, cluster_axis=1, memory_config=ttnn.L1_MEMORY_CONFIG
+    )
+    assert rs.memory_config() == ttnn.L1_MEMORY_CONFIG
 
 
 def test_llama_reduce_scatter_needs_axis_1_of_2_or_4():

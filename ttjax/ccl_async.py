@@ -289,9 +289,18 @@ def _check_output(
 
 
 def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) -> Tensor:
+    """Write ``result`` into the persistent buffer ``buf`` (TT-NN's checks first) and return it."""
     if buf is None:
         return result
     _check_output(op, name, buf, t, tuple(result._shape), result._dtype)
+    if buf.memory_config() != result.memory_config():
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Output tensor memory config should be same as "
+            f"output_mem_config but has {buf.memory_config()!r} ({name}; the op's output memory "
+            f"config is {result.memory_config()!r}).\n"
+            f"fix: allocate {name} with memory_config={result.memory_config()!r}, or pass that "
+            "memory_config to the op."
+        )
     return buf.assign(result)
 
 
@@ -401,15 +410,16 @@ def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse:
     _check_group(op, t, axis)
     _check_topology(op, a["topology"])
     d = ccl._dim(op, t, a["dim"])
-    out = ccl.all_gather(t, d, axis, topology=a["topology"])
+    mc = a["memory_config"]
+    out = ccl.all_gather(t, d, axis, topology=a["topology"], memory_config=mc)
     if reverse:
-        out = _reverse_chunks(out, d, _check_group(op, t, axis))
+        out = _reverse_chunks(out, d, _check_group(op, t, axis), mc)
     buf = a.get("persistent_output_buffer", a.get("persistent_output_tensor"))
     name = "persistent_output_buffer" if which == 1 else "persistent_output_tensor"
     return _write(op, name, out, buf, t)
 
 
-def _reverse_chunks(t: Tensor, dim: int, n: int) -> Tensor:
+def _reverse_chunks(t: Tensor, dim: int, n: int, memory_config: Any) -> Tensor:
     """The gathered pieces in reverse device order (all_gather_async_reversed)."""
     size = t._shape[dim] // n
     pieces = []
@@ -418,7 +428,7 @@ def _reverse_chunks(t: Tensor, dim: int, n: int) -> Tensor:
         end = list(t._shape)
         start[dim], end[dim] = i * size, (i + 1) * size
         pieces.append(slice_op(t, start, end))
-    return concat(pieces, dim)
+    return concat(pieces, dim, memory_config=memory_config)
 
 
 def all_gather_async(*args: Any, **kwargs: Any) -> Tensor:
@@ -539,7 +549,12 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
                 f"{inter._layout!r}).\nfix: allocate the intermediate buffer like the input."
             )
     out = ccl.reduce_scatter(
-        t, d, ReduceType.Sum, cluster_axis=a["cluster_axis"], topology=a["topology"]
+        t,
+        d,
+        ReduceType.Sum,
+        cluster_axis=a["cluster_axis"],
+        topology=a["topology"],
+        memory_config=a["memory_config"],
     )
     return _write(op, "persistent_output_buffers[1]", out, bufs[1] if bufs else None, t)
 
@@ -619,7 +634,12 @@ def reduce_scatter_async(*args: Any, **kwargs: Any) -> Tensor:
     n = _check_group(op, t, a.get("cluster_axis"))
     d = _scatter_dim(op, t, a["dim"], n, range(len(t._shape)))
     out = ccl.reduce_scatter(
-        t, d, a["math_op"], cluster_axis=a.get("cluster_axis"), topology=a["topology"]
+        t,
+        d,
+        a["math_op"],
+        cluster_axis=a.get("cluster_axis"),
+        topology=a["topology"],
+        memory_config=a["memory_config"],
     )
     bufs = a.get("persistent_output_tensors")
     return _write(op, "persistent_output_tensors[-1]", out, bufs[-1] if bufs else None, t)
@@ -693,7 +713,14 @@ def llama_reduce_scatter(*args: Any, **kwargs: Any) -> Tensor:
             f"ttnn.experimental.{op}: intermediate_packet_buffer lives on {buf._mesh!r}, not on "
             f"the input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh device."
         )
-    return ccl.reduce_scatter(t, d, ReduceType.Sum, cluster_axis=1, topology=a["topology"])
+    return ccl.reduce_scatter(
+        t,
+        d,
+        ReduceType.Sum,
+        cluster_axis=1,
+        topology=a["topology"],
+        memory_config=a["memory_config"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -856,7 +883,9 @@ def all_reduce_async(*args: Any, **kwargs: Any) -> Tensor:
             f"{t._mesh!r} has {n} devices.\nfix: num_devices={n}, or use the cluster_axis form."
         )
     math_op = a.get("math_op", ReduceType.Sum)
-    out = ccl.all_reduce(t, axis, math_op=math_op, topology=a["topology"])
+    out = ccl.all_reduce(
+        t, axis, math_op=math_op, topology=a["topology"], memory_config=a["memory_config"]
+    )
     if which == 2:
         buf = a["buffer_tensor"]
         if buf._mesh is None or not buf._mesh.same_mesh(t._mesh):
@@ -934,7 +963,9 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
             f"are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
         )
     _check_group(op, t, None)
-    out = ccl.all_to_all(t, a["in_dim"], a["out_dim"], topology=a["topology"])
+    out = ccl.all_to_all(
+        t, a["in_dim"], a["out_dim"], topology=a["topology"], memory_config=a["memory_config"]
+    )
     return _write(op, "persistent_output_buffer", out, a["persistent_output_buffer"], t)
 
 
@@ -1206,7 +1237,14 @@ def neighbor_pad_async(*args: Any, **kwargs: Any) -> Tensor:
         return jnp.concatenate(pieces, axis=d)
 
     static = (d, left, right, mode, c.axes, tuple(to_fwd), tuple(to_back))
-    return run_op(op, fn, [t], static=static, placement_rule=ccl._rule(c.axes, None))
+    return run_op(
+        op,
+        fn,
+        [t],
+        static=static,
+        placement_rule=ccl._rule(c.axes, None),
+        memory_config=a["memory_config"],
+    )
 
 
 def _slice_reshard(
@@ -1278,7 +1316,9 @@ def slice_reshard_async(*args: Any, **kwargs: Any) -> Tensor:
     end = list(whole._shape)
     start = [0] * len(end)
     start[0], end[0] = offset, offset + length
-    return ccl.mesh_partition(slice_op(whole, start, end), 0, axis)
+    return ccl.mesh_partition(
+        slice_op(whole, start, end), 0, axis, memory_config=a["memory_config"]
+    )
 
 
 __all__ = [

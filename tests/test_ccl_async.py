@@ -4,6 +4,7 @@ checks (semaphore mesh and count, sub-device ids, dims); and the sub-device host
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from conftest import mesh_of
@@ -787,3 +788,23 @@ def test_slice_reshard_async_trims_and_reshards():
     assert_close(per_device_output(out), want, np.float32, exact=True)
     with pytest.raises(ttnn.CCLError, match=r"Output dim shape must be divisible by num devices"):
         ttnn.experimental.slice_reshard_async(t, 0, 0, 10, 1, ccl.ag[0], ccl.barrier)
+
+
+def test_async_collectives_under_jit_equal_eager():
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 1, 2, 8), seed=50)
+
+    def step(x):
+        g = ttnn.experimental.all_gather_async(
+            x, None, 3, ccl.ag, cluster_axis=0, topology=ttnn.Topology.Linear
+        )
+        return ttnn.experimental.reduce_scatter_minimal_async(
+            g, None, 3, ccl.rs, cluster_axis=1, barrier_semaphore=ccl.barrier
+        )
+
+    jitted, eager = per_device_output(jax.jit(step)(t)), per_device_output(step(t))
+    want = ref_reduce_scatter(ref_all_gather(data, shape, 3, 0), shape, 3, 1)
+    assert_close(eager, want, np.float32)
+    assert_close(jitted, eager, np.float32, exact=True)

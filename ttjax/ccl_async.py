@@ -82,7 +82,6 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "sem|sems": (lambda x: _sem(x) or _sems(x), "a GlobalSemaphore or a list of them"),
     "mesh": (lambda x: isinstance(x, MeshDevice), "a ttnn.MeshDevice"),
     "mem?": (_opt(lambda x: isinstance(x, MemoryConfig)), "a ttnn.MemoryConfig or None"),
-    "mem": (lambda x: isinstance(x, MemoryConfig), "a ttnn.MemoryConfig"),
     "topo": (lambda x: isinstance(x, Topology), "a ttnn.Topology"),
     "subdev?": (_opt(lambda x: isinstance(x, SubDeviceId)), "a ttnn.SubDeviceId or None"),
     "subdev": (lambda x: isinstance(x, SubDeviceId), "a ttnn.SubDeviceId"),
@@ -128,7 +127,11 @@ class _Overload:
 
 
 def _overload(template: Callable[..., Any], **kinds: str) -> _Overload:
-    return _Overload(inspect.signature(template), kinds)
+    """An overload from a template function's signature; ``kinds`` may hold names it lacks."""
+    sig = inspect.signature(template)
+    unknown = set(kinds.values()) - set(_KINDS)
+    assert not unknown, f"{template.__name__}: unknown kinds {unknown}"
+    return _Overload(sig, {k: v for k, v in kinds.items() if k in sig.parameters})
 
 
 def _short(value: Any) -> str:
@@ -277,15 +280,20 @@ def _check_output(
             f"layout but has {buf._layout!r} ({name}; expected {t._layout!r}).\n"
             f"fix: allocate {name} with layout={t._layout!r}."
         )
-    if tuple(buf._shape) != tuple(shape):
-        bad = next((i for i, (x, y) in enumerate(zip(buf._shape, shape)) if x != y), len(shape) - 1)
+    if len(buf._shape) != len(shape):
         raise CCLError(
-            f"ttnn.experimental.{op}: Error, Output tensor shape at dimension {bad} should be "
-            f"{shape[bad] if bad < len(shape) else '?'} but has "
-            f"{buf._shape[bad] if bad < len(buf._shape) else '?'} ({name} has per-device shape "
+            f"ttnn.experimental.{op}: Error, Output tensor shape should have same number of "
+            f"dimensions as input tensor but has {len(buf._shape)} ({name} has per-device shape "
             f"{list(buf._shape)}, the result {list(shape)}).\n"
             f"fix: allocate {name} with per-device shape {list(shape)}."
         )
+    for i, (have, want) in enumerate(zip(buf._shape, shape)):
+        if have != want:
+            raise CCLError(
+                f"ttnn.experimental.{op}: Error, Output tensor shape at dimension {i} should be "
+                f"{want} but has {have} ({name} has per-device shape {list(buf._shape)}, the "
+                f"result {list(shape)}).\nfix: allocate {name} with per-device shape {list(shape)}."
+            )
 
 
 def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) -> Tensor:
@@ -399,21 +407,21 @@ _AG_OVERLOADS = (
 def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse: bool) -> Tensor:
     which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
     # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
-    # semaphores"); its llama-sharded kernel, picked for sharded outputs, takes one.
+    # semaphores"); its llama-sharded kernel, picked for sharded outputs
+    # (memory_config.value_or(input's)), takes one.
     mc = a["memory_config"]
-    llama = a["use_optimal_ccl_for_llama"] or (mc is not None and mc.is_sharded())
-    count = None if llama else 2
+    out_mc = mc if mc is not None else a["input_tensor"].memory_config()
+    count = None if a["use_optimal_ccl_for_llama"] or out_mc.is_sharded() else 2
     t = _check_common(op, a, "multi_device_global_semaphore", count)
     _check_link_rows(op, t, a["num_links"])
     _rank3(op, t)
     axis = a.get("cluster_axis")
-    _check_group(op, t, axis)
+    n = _check_group(op, t, axis)
     _check_topology(op, a["topology"])
     d = ccl._dim(op, t, a["dim"])
-    mc = a["memory_config"]
     out = ccl.all_gather(t, d, axis, topology=a["topology"], memory_config=mc)
     if reverse:
-        out = _reverse_chunks(out, d, _check_group(op, t, axis), mc)
+        out = _reverse_chunks(out, d, n, mc)
     buf = a.get("persistent_output_buffer", a.get("persistent_output_tensor"))
     name = "persistent_output_buffer" if which == 1 else "persistent_output_tensor"
     return _write(op, name, out, buf, t)

@@ -453,8 +453,8 @@ def all_gather_async(*args: Any, **kwargs: Any) -> Tensor:
        persistent_output_tensor=None, num_links=None, memory_config=None, subdevice_id=None,
        use_optimal_ccl_for_llama=False, barrier_semaphore=None)`` (the Galaxy Llama's form)
 
-    ``multi_device_global_semaphore`` is a list of 2 (or one semaphore with
-    ``use_optimal_ccl_for_llama=True``).
+    ``multi_device_global_semaphore`` is a list of 2; TT-NN's llama-sharded kernel (a sharded output
+    memory config, or ``use_optimal_ccl_for_llama=True``) takes one.
     """
     return _all_gather("all_gather_async", args, kwargs, reverse=False)
 
@@ -550,6 +550,11 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
         )
     if bufs is not None:
         inter = bufs[0]
+        if inter._mesh is None or not inter._mesh.same_mesh(t._mesh):
+            raise CCLError(
+                f"ttnn.experimental.{op}: persistent_output_buffers[0] lives on {inter._mesh!r}, "
+                f"not on the input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh."
+            )
         if inter._dtype is not t._dtype or inter._layout is not t._layout:
             raise CCLError(
                 f"ttnn.experimental.{op}: Error, intermediate tensor dtype/layout should be same as "

@@ -808,3 +808,25 @@ def test_async_collectives_under_jit_equal_eager():
     want = ref_reduce_scatter(ref_all_gather(data, shape, 3, 0), shape, 3, 1)
     assert_close(eager, want, np.float32)
     assert_close(jitted, eager, np.float32, exact=True)
+
+
+def test_global_semaphore_arg_as_deepseek_passes_it():
+    """DeepSeek's configs hold all_gather_async's semaphores as a GlobalSemaphoreArg."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 1, 2, 3), seed=60)
+    cfg = {
+        "dim": 3,
+        "cluster_axis": 1,
+        "mesh_device": mesh,
+        "topology": ttnn.Topology.Linear,
+        "multi_device_global_semaphore": ttnn.experimental.GlobalSemaphoreArg(ccl.ag),
+        "num_links": 1,
+        "memory_config": ttnn.DRAM_MEMORY_CONFIG,
+    }
+    out = ttnn.experimental.all_gather_async(t, **cfg)
+    assert_close(per_device_output(out), ref_all_gather(data, shape, 3, 1), np.float32)
+    with pytest.raises(ttnn.CCLError, match="semaphore size should be 2 but has 1"):
+        cfg["multi_device_global_semaphore"] = ttnn.experimental.GlobalSemaphoreArg(ccl.barrier)
+        ttnn.experimental.all_gather_async(t, **cfg)

@@ -54,6 +54,26 @@ def _opt(pred: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda x: x is None or pred(x)
 
 
+class GlobalSemaphoreArg:
+    """TT-NN's argument type for all_gather_async's semaphores: one semaphore or a list of them."""
+
+    def __init__(self, semaphores: GlobalSemaphore | Sequence[GlobalSemaphore]) -> None:
+        if not (isinstance(semaphores, GlobalSemaphore) or _sems(semaphores)):
+            raise CCLSignatureError(
+                f"GlobalSemaphoreArg({_short(semaphores)}): expected a GlobalSemaphore or a list "
+                "of them.\nfix: create them with ttnn.create_global_semaphore(mesh, cores, 0)."
+            )
+        self.semaphores: list[GlobalSemaphore] = (
+            [semaphores] if isinstance(semaphores, GlobalSemaphore) else list(semaphores)
+        )
+
+    def get(self) -> list[GlobalSemaphore]:
+        return list(self.semaphores)
+
+    def __repr__(self) -> str:
+        return f"GlobalSemaphoreArg({self.semaphores!r})"
+
+
 def _sem(x: Any) -> bool:
     return isinstance(x, GlobalSemaphore)
 
@@ -79,7 +99,10 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "sem?": (_opt(_sem), "a GlobalSemaphore or None"),
     "sems": (_sems, "a list of GlobalSemaphore"),
     "sems?": (_opt(_sems), "a list of GlobalSemaphore or None"),
-    "sem|sems": (lambda x: _sem(x) or _sems(x), "a GlobalSemaphore or a list of them"),
+    "sem|sems": (
+        lambda x: _sem(x) or _sems(x) or isinstance(x, GlobalSemaphoreArg),
+        "a GlobalSemaphore, a list of them or a GlobalSemaphoreArg",
+    ),
     "mesh": (lambda x: isinstance(x, MeshDevice), "a ttnn.MeshDevice"),
     "mem?": (_opt(lambda x: isinstance(x, MemoryConfig)), "a ttnn.MemoryConfig or None"),
     "topo": (lambda x: isinstance(x, Topology), "a ttnn.Topology"),
@@ -406,6 +429,8 @@ _AG_OVERLOADS = (
 
 def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse: bool) -> Tensor:
     which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
+    if isinstance(a["multi_device_global_semaphore"], GlobalSemaphoreArg):
+        a["multi_device_global_semaphore"] = a["multi_device_global_semaphore"].get()
     # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
     # semaphores"); its llama-sharded kernel, picked for sharded outputs
     # (memory_config.value_or(input's)), takes one.
@@ -1335,6 +1360,7 @@ def slice_reshard_async(*args: Any, **kwargs: Any) -> Tensor:
 
 
 __all__ = [
+    "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
     "all_gather_matmul_async",

@@ -8,6 +8,7 @@ values, written into the persistent output buffer when one is given.
 from __future__ import annotations
 
 from ttjax.ccl_async import (
+    GlobalSemaphoreArg,
     all_gather_async,
     all_gather_async_reversed,
     all_gather_matmul_async,
@@ -22,6 +23,7 @@ from ttjax.ccl_async import (
 from ttjax.ops.transformer import paged_update_cache, rotary_embedding
 
 __all__ = [
+    "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
     "all_gather_matmul_async",

@@ -411,6 +411,17 @@ def test_semaphore_from_another_mesh_names_both_meshes():
         _ag(t, _TTCCL(a).ag, barrier_semaphore=_TTCCL(b).barrier)
 
 
+def test_semaphore_of_a_parent_mesh_serves_its_submeshes():
+    parent = mesh_of((2, 4))
+    sems = _TTCCL(parent).ag
+    sub = parent.create_submesh(ttnn.MeshShape(1, 4), ttnn.MeshCoordinate(1, 0))
+    t, data = _input(sub, (1, 1, 2, 3), seed=70)
+    out = _ag(t, sems)
+    assert_close(per_device_output(out), ref_all_gather(data, (1, 4), 3, None), np.float32)
+    with pytest.raises(ttnn.CCLError, match=r"created on mesh .*1x4.*tensor lives on mesh .*2x4"):
+        _ag(_input(parent, (1, 1, 2, 3))[0], _TTCCL(sub).ag)
+
+
 def test_semaphore_of_a_closed_mesh():
     old = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
     stale = _TTCCL(old).ag

@@ -3,7 +3,8 @@
 Each op takes the arguments TT-NN's binding takes, in TT-NN's order, resolving overloads as
 pybind does (the first whose names, arity and argument types fit). The hardware-only arguments
 are checked as TT-NN checks them: a semaphore list has the count the kernel needs and belongs to
-the tensor's mesh, a ``subdevice_id`` exists in the loaded sub-device manager, ``num_links > 0``.
+the tensor's mesh (or a mesh it was carved from), a ``subdevice_id`` exists in the loaded
+sub-device manager, ``num_links > 0``.
 The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
 checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
 
@@ -195,6 +196,17 @@ def _mesh_name(mesh: Any) -> str:
     return f"{mesh!r} (id {mesh.id()})"
 
 
+def _on_mesh_or_ancestor(sem_mesh: MeshDevice, mesh: MeshDevice) -> bool:
+    """Whether ``sem_mesh`` is ``mesh`` or a mesh it was carved from (its semaphore's L1 buffer
+    then exists on every device of ``mesh``)."""
+    m: MeshDevice | None = mesh
+    while m is not None:
+        if m.same_mesh(sem_mesh):
+            return True
+        m = m._parent
+    return False
+
+
 def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | None = None) -> None:
     """Each semaphore belongs to the tensor's mesh; a list has the ``count`` the kernel needs."""
     if sems is None:
@@ -211,7 +223,7 @@ def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | Non
                 "fix: create the semaphores again on the open mesh with "
                 "ttnn.create_global_semaphore."
             )
-        if not s.mesh_device.same_mesh(mesh):
+        if not _on_mesh_or_ancestor(s.mesh_device, mesh):
             raise CCLError(
                 f"ttnn.experimental.{op}: {where} was created on mesh {_mesh_name(s.mesh_device)}, "
                 f"but the tensor lives on mesh {_mesh_name(mesh)}.\n"

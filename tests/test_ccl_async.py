@@ -841,3 +841,48 @@ def test_global_semaphore_arg_as_deepseek_passes_it():
     with pytest.raises(ttnn.CCLError, match="semaphore size should be 2 but has 1"):
         cfg["multi_device_global_semaphore"] = ttnn.experimental.GlobalSemaphoreArg(ccl.barrier)
         ttnn.experimental.all_gather_async(t, **cfg)
+
+
+def test_llama_rs_matmul_both_forms():
+    """The Galaxy Llama's FF1/FF3: w1 and w3 matmuls with w1's output reduce-scattered; and the
+    rs_tensor form (one matmul while another tensor is reduce-scattered)."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    sem = ttnn.create_global_semaphore(mesh, _crs(mesh), 0)
+    x, xd = _input(mesh, (1, 1, 4, 6), seed=80)
+    rng = np.random.default_rng(81)
+    w1n, w3n = (rng.standard_normal((6, 8)).astype(np.float32) for _ in range(2))
+    rep = ttnn.ReplicateTensorToMesh(mesh)
+    w1, w3 = (ttnn.from_torch(w, device=mesh, mesh_mapper=rep) for w in (w1n, w3n))
+    packet = ttnn.from_torch(np.zeros((1, 1, 4, 8), np.float32), device=mesh, mesh_mapper=rep)
+    w1_out, w3_out, rs = ttnn.experimental.llama_rs_matmul(
+        x,
+        w1,
+        packet,
+        3,
+        sem,
+        1,
+        mesh,
+        1,
+        ttnn.SubDeviceId(0),
+        second_weight_tensor=w3,
+        memory_config_rs=None,
+        compute_kernel_config=None,
+        dtype=ttnn.float32,
+        program_config=None,
+        memory_config_mm=None,
+        global_cb=None,
+        topology=ttnn.Topology.Linear,
+        use_noc1_only=False,
+    )
+    mm1 = {c: v @ w1n for c, v in xd.items()}
+    assert_close(per_device_output(w1_out), mm1, np.float32)
+    assert_close(per_device_output(w3_out), {c: v @ w3n for c, v in xd.items()}, np.float32)
+    assert_close(per_device_output(rs), ref_reduce_scatter(mm1, shape, 3, 1), np.float32)
+    other, od = _input(mesh, (1, 1, 4, 8), seed=82)
+    w3_out, rs = ttnn.experimental.llama_rs_matmul(
+        x, w3, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0), rs_tensor=other
+    )
+    assert_close(per_device_output(rs), ref_reduce_scatter(od, shape, 3, 1), np.float32)
+    with pytest.raises(ttnn.CCLError, match="Exactly one of rs_tensor or second_weight_tensor"):
+        ttnn.experimental.llama_rs_matmul(x, w1, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0))

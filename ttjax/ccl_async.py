@@ -1127,6 +1127,122 @@ def all_gather_matmul_async(*args: Any, **kwargs: Any) -> list[Tensor]:
 
 
 # ---------------------------------------------------------------------------------------------
+# matmul + llama reduce-scatter (the Galaxy Llama's decode MLP)
+# ---------------------------------------------------------------------------------------------
+
+
+def _rs_mm(
+    input_tensor,
+    weight_tensor,
+    intermediate_packet_buffer,
+    dim,
+    cross_device_semaphore,
+    cluster_axis,
+    mesh_device,
+    num_links,
+    subdevice_id,
+    *,
+    second_weight_tensor=None,
+    rs_tensor=None,
+    topology=Topology.Linear,
+    memory_config_rs=None,
+    memory_config_mm=None,
+    compute_kernel_config=None,
+    global_cb=None,
+    core_grid=None,
+    transpose_a=False,
+    transpose_b=False,
+    dtype=None,
+    program_config=None,
+    activation=None,
+    output_tile=None,
+    optional_output_tensor=None,
+    use_noc1_only=False,
+): ...
+
+
+_RS_MM = (
+    _overload(
+        _rs_mm,
+        input_tensor="Tensor",
+        weight_tensor="Tensor",
+        intermediate_packet_buffer="Tensor",
+        dim="int",
+        cross_device_semaphore="sem",
+        cluster_axis="uint",
+        mesh_device="mesh",
+        num_links="uint",
+        subdevice_id="subdev",
+        second_weight_tensor="Tensor?",
+        rs_tensor="Tensor?",
+        topology="topo",
+        memory_config_rs="mem?",
+        memory_config_mm="mem?",
+        transpose_a="bool",
+        transpose_b="bool",
+        dtype="dtype?",
+        optional_output_tensor="Tensor?",
+        use_noc1_only="bool",
+    ),
+)
+
+
+def llama_rs_matmul(*args: Any, **kwargs: Any) -> list[Tensor]:
+    """TT-NN's ``ttnn.experimental.llama_rs_matmul``: a matmul fused with a llama reduce-scatter.
+
+    With ``second_weight_tensor`` it returns ``[x @ w, x @ w2, llama_reduce_scatter(x @ w)]``;
+    with ``rs_tensor`` ``[x @ w, llama_reduce_scatter(rs_tensor)]`` (exactly one of the two).
+    ``(input_tensor, weight_tensor, intermediate_packet_buffer, dim, cross_device_semaphore,
+    cluster_axis, mesh_device, num_links, subdevice_id, *, second_weight_tensor=None,
+    rs_tensor=None, topology=Linear, memory_config_rs=None, memory_config_mm=None,
+    compute_kernel_config=None, global_cb=None, core_grid=None, transpose_a=False,
+    transpose_b=False, dtype=None, program_config=None, activation=None, output_tile=None,
+    optional_output_tensor=None, use_noc1_only=False)``
+    """
+    op = "llama_rs_matmul"
+    _, a = _resolve(op, _RS_MM, args, kwargs)
+    if (a["rs_tensor"] is None) == (a["second_weight_tensor"] is None):
+        raise CCLError(
+            f"ttnn.experimental.{op}: Exactly one of rs_tensor or second_weight_tensor must have a "
+            f"value (rs_tensor={_short(a['rs_tensor'])}, second_weight_tensor="
+            f"{_short(a['second_weight_tensor'])}).\nfix: pass second_weight_tensor= for the "
+            "w1/w3 form, or rs_tensor= to reduce-scatter another tensor."
+        )
+    t = _check_common(op, a, "cross_device_semaphore")
+    mm = dict(
+        transpose_a=a["transpose_a"],
+        transpose_b=a["transpose_b"],
+        memory_config=a["memory_config_mm"],
+        dtype=a["dtype"],
+        program_config=a["program_config"],
+        activation=a["activation"],
+        compute_kernel_config=a["compute_kernel_config"],
+        core_grid=a["core_grid"],
+    )
+    weights = [a["weight_tensor"]]
+    if a["second_weight_tensor"] is not None:
+        weights.append(a["second_weight_tensor"])
+    outs = [linear(t, w, **mm) for w in weights]
+    if a["optional_output_tensor"] is not None:
+        outs[0] = _write(op, "optional_output_tensor", outs[0], a["optional_output_tensor"], t)
+    rs_in = outs[0] if a["rs_tensor"] is None else a["rs_tensor"]
+    reduced = llama_reduce_scatter(
+        rs_in,
+        a["intermediate_packet_buffer"],
+        a["dim"] % len(rs_in._shape) if a["dim"] < 0 else a["dim"],
+        a["cross_device_semaphore"],
+        a["subdevice_id"],
+        a["cluster_axis"],
+        a["mesh_device"],
+        num_links=a["num_links"],
+        memory_config=a["memory_config_rs"],
+        topology=a["topology"],
+        use_noc1_only=a["use_noc1_only"],
+    )
+    return [*outs, reduced]
+
+
+# ---------------------------------------------------------------------------------------------
 # halo exchange and slice-reshard (tt_dit's spatially parallel VAE)
 # ---------------------------------------------------------------------------------------------
 
@@ -1379,6 +1495,7 @@ __all__ = [
     "all_reduce_async",
     "all_to_all_async",
     "llama_reduce_scatter",
+    "llama_rs_matmul",
     "neighbor_pad_async",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",

@@ -49,9 +49,15 @@ def _input(mesh, local, seed=0):
     return per_device_input(mesh, local, np.float32, ttnn.float32, seed)
 
 
-def _skip_single(shape, axis):
-    if _group(shape, axis) == 1:
-        pytest.skip("a group of one device: TT-NN's async CCLs refuse it (tested below)")
+def _cases(axes):
+    """(mesh shape, cluster_axis) pairs whose group has several devices (TT-NN's async CCLs
+    refuse a group of one; tested below)."""
+    return [
+        pytest.param(s, a, id=f"{s[0]}x{s[1]}-axis{a}")
+        for s in MESHES
+        for a in axes
+        if _group(s, a) > 1
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,10 +65,8 @@ def _skip_single(shape, axis):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize(("shape", "axis"), _cases(AXES))
 def test_all_gather_async_tt_transformers_form(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     ccl = _TTCCL(mesh)
     t, data = _input(mesh, (1, 1, 4, 6))
@@ -157,10 +161,8 @@ def test_all_gather_async_reversed_orders_devices_backwards():
     assert_close(per_device_output(out), want, np.float32)
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize(("shape", "axis"), _cases(AXES))
 def test_reduce_scatter_minimal_async_mlp_form(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     ccl = _TTCCL(mesh)
     n = _group(shape, axis)
@@ -247,10 +249,8 @@ def test_tt_all_reduce_composite_form_is_an_all_reduce():
     assert_close(per_device_output(out), ref_all_reduce(data, shape, 0), np.float32)
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize(("shape", "axis"), _cases([0, 1]))
 def test_all_reduce_async_forms(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     crs = _crs(mesh)
     t, data = _input(mesh, (1, 1, 4, 8), seed=7)

@@ -292,8 +292,10 @@ def as_tensor(
     of converting (and preprocessing) again, as TT-NN does. A cache file written for another
     mesh shape or that cannot be read is rewritten.
 
-    >>> w = ttnn.as_tensor(torch_w, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh,
-    ...                    memory_config=ttnn.DRAM_MEMORY_CONFIG, cache_file_name=cache / "w1")
+    >>> w1 = ttnn.as_tensor(torch.rand(32, 64), dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT,
+    ...                     device=mesh, memory_config=ttnn.DRAM_MEMORY_CONFIG, cache_file_name="w1")
+    >>> import os; os.path.exists("w1_dtype_BFLOAT8_B_layout_TILE.tensorbin")
+    True
     """
     if device is not None and memory_config is None:
         raise TTJaxError(

@@ -542,7 +542,9 @@ def plus_one(
 
     With ``skip_negative_entries=True`` entries that are negative as int32 are left unchanged.
 
-    >>> ttnn.plus_one(current_pos, skip_negative_entries=True)
+    >>> pos = ttnn.from_torch(torch.tensor([0, -1, 5], dtype=torch.int32), device=mesh)
+    >>> ttnn.plus_one(pos, skip_negative_entries=True) is pos
+    True
     """
     if input_tensor._dtype not in (DataType.INT32, DataType.UINT32):
         raise TTJaxError(

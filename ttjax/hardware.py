@@ -430,15 +430,19 @@ class _KernelConfig:
         return hash((type(self).__name__, tuple(sorted(map(repr, self.__dict__.items())))))
 
 
-class WormholeComputeKernelConfig(_KernelConfig):
+class DeviceComputeKernelConfig(_KernelConfig):
+    """TT-NN's common type of the per-architecture compute-kernel configs below."""
+
+
+class WormholeComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
-class GrayskullComputeKernelConfig(_KernelConfig):
+class GrayskullComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
-class BlackholeComputeKernelConfig(_KernelConfig):
+class BlackholeComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
@@ -554,6 +558,7 @@ __all__ = [
     "CoreGrid",
     "CoreRange",
     "CoreRangeSet",
+    "DeviceComputeKernelConfig",
     "DispatchCoreConfig",
     "GrayskullComputeKernelConfig",
     "LayerNormDefaultProgramConfig",

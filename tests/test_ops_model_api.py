@@ -309,3 +309,21 @@ def test_reshape_and_unsqueeze_to_4d_of_host_tensors(mapper):
         np.testing.assert_array_equal(got, want.reshape(1, 1, *want.shape))
     plain = ttnn.reshape(ttnn.from_torch(tokens), (64,))
     np.testing.assert_array_equal(ttnn.to_numpy(plain), tokens.numpy().reshape(64))
+
+
+def test_clone_copies_with_dtype_and_memory_config():
+    t, w = put(
+        np.random.default_rng(12).standard_normal((8, 1, 32, 32)).astype(np.float32),
+        (2, 4),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    c = ttnn.clone(t, dtype=ttnn.bfloat16, memory_config=ttnn.L1_MEMORY_CONFIG)
+    assert c.dtype == ttnn.bfloat16 and c.memory_config() == ttnn.L1_MEMORY_CONFIG
+    check(
+        c,
+        {k: v.astype(np.float32).astype("bfloat16").astype(np.float64) for k, v in w.items()},
+        exact=True,
+    )
+    ttnn.deallocate(t)
+    assert c.is_allocated()

@@ -563,10 +563,25 @@ def plus_one(
     return input_tensor.assign(out)
 
 
-def identity(input_tensor: Tensor, **kwargs: Any) -> Tensor:
-    """A copy of the tensor (per device)."""
+def identity(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType | None = None,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """A copy of the tensor (per device); ``ttnn.clone`` with optional ``dtype`` and
+    ``memory_config`` for the copy."""
     check_hw_kwargs("identity", kwargs)
-    return run_op("identity", lambda x: x, [input_tensor])
+    dt = check_dtype("clone", dtype)
+    return run_op(
+        "identity",
+        lambda x: x,
+        [input_tensor],
+        static=(dt,),
+        out_dtype=dt,
+        memory_config=memory_config,
+    )
 
 
 clone = identity

@@ -673,7 +673,7 @@ def allocate_tensor_on_device(
     lay = _resolve_layout(dtype, layout)
     pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
     zeros = np.zeros(shape_t, (DataType.BFLOAT16 if dtype.is_block_float else dtype).numpy_dtype)
-    return _put(zeros, mesh_device, pl, dtype, lay, shape_t)
+    return _put(zeros, mesh_device, pl, dtype, lay, shape_t, memory_config)
 
 
 def copy_host_to_device_tensor(
@@ -724,6 +724,7 @@ def copy_host_to_device_tensor(
         host_tensor._dtype,
         host_tensor._layout,
         host_tensor._shape,
+        device_tensor.memory_config(),
     )
     device_tensor.assign(fresh)
 

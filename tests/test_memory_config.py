@@ -263,3 +263,29 @@ def test_creation_ops_take_memory_config_and_like_forms_keep_it():
             )
     finally:
         ttnn.close_mesh_device(mesh)
+
+
+def test_block_sharded_config_is_checked_against_its_grid():
+    t, want = put(np.ones((1, 1, 64, 128), np.float32), (1, 8), dtype=ttnn.float32)
+    grid = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 1))})
+    ok = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(grid, [32, 32])
+    )
+    check(ttnn.to_memory_config(t, ok), want, exact=True)
+    small = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(1, 1))})
+    too_small = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(small, [32, 32])
+    )
+    with pytest.raises(ttnn.MemoryConfigError, match="2 x 4 shards do not fit the 2 x 2 core grid"):
+        ttnn.to_memory_config(t, too_small)
+    two = ttnn.CoreRangeSet(
+        {
+            ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 0)),
+            ttnn.CoreRange(ttnn.CoreCoord(0, 1), ttnn.CoreCoord(3, 1)),
+        }
+    )
+    split = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(two, [32, 32])
+    )
+    with pytest.raises(ttnn.MemoryConfigError, match="one full rectangular grid"):
+        ttnn.to_memory_config(t, split)

@@ -291,6 +291,11 @@ def validate_memory_config(
             )
     else:
         grid = spec.grid
+        if isinstance(grid, CoreRangeSet) and len(grid.ranges_) != 1:
+            raise fail(
+                f"Shard grid must be one full rectangular grid for block sharded (got {grid!r})",
+                "use one CoreRange, e.g. ttnn.CoreRangeSet({ttnn.CoreRange((0, 0), (7, 3))}).",
+            )
         box = (
             grid.bounding_box().grid_size()
             if isinstance(grid, CoreRangeSet)

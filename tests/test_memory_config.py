@@ -212,6 +212,8 @@ def test_deallocated_tensor_refuses_every_use():
     ttnn.deallocate(host, force=True)
     with pytest.raises(ttnn.DeallocatedTensorError):
         ttnn.to_numpy(host)
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.to_device(host, t.mesh_device)
 
 
 def test_record_event_waits_for_work_dispatched_before_it():

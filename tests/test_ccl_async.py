@@ -886,3 +886,21 @@ def test_llama_rs_matmul_both_forms():
     assert_close(per_device_output(rs), ref_reduce_scatter(od, shape, 3, 1), np.float32)
     with pytest.raises(ttnn.CCLError, match="Exactly one of rs_tensor or second_weight_tensor"):
         ttnn.experimental.llama_rs_matmul(x, w1, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0))
+
+
+def test_reduce_scatter_minimal_async_scatters_whole_tiles():
+    mesh = mesh_of((1, 8))
+    ccl = _TTCCL(mesh)
+    rep = ttnn.ReplicateTensorToMesh(mesh)
+    t = ttnn.from_torch(
+        np.ones((1, 1, 32, 64), np.float32), device=mesh, mesh_mapper=rep, layout=ttnn.TILE_LAYOUT
+    )
+    with pytest.raises(ttnn.CCLError, match=r"number of tiles is 2 and the ring_size is 8"):
+        ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
+    t = ttnn.from_torch(
+        np.ones((1, 1, 32, 256), np.float32), device=mesh, mesh_mapper=rep, layout=ttnn.TILE_LAYOUT
+    )
+    out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(ttnn.get_device_tensors(out)[3]), np.full((1, 1, 32, 32), 8.0)
+    )

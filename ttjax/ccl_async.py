@@ -563,6 +563,20 @@ def _scatter_dim(op: str, t: Tensor, dim: Any, n: int, allowed: Sequence[int]) -
     return d
 
 
+def _check_tiles(op: str, t: Tensor, d: int, n: int) -> None:
+    """A tiled tensor scatters whole tiles: the tile count along dims 2 and 3 splits n ways."""
+    if t._layout is not Layout.TILE or d not in (2, 3):
+        return
+    tiles = list(t.padded_shape)[d] // 32
+    if tiles % n:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, The number of tiles at input tensor dimension {d} "
+            f"should be divisible by ring_size but the number of tiles is {tiles} and the "
+            f"ring_size is {n} (padded per-device shape {list(t.padded_shape)}).\n"
+            f"fix: make dim {d} a multiple of {32 * n}, or use a ROW_MAJOR tensor."
+        )
+
+
 def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     """TT-NN's ``ttnn.experimental.reduce_scatter_minimal_async``: a sum reduce-scatter.
 
@@ -579,6 +593,7 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     _check_topology(op, a["topology"])
     n = _check_group(op, t, a["cluster_axis"])
     d = _scatter_dim(op, t, a["dim"], n, (1, 2, 3))
+    _check_tiles(op, t, d, n)
     bufs = a["persistent_output_buffers"]
     if bufs is not None and len(bufs) != 2:
         raise CCLError(

@@ -49,6 +49,15 @@ def _input(mesh, local, seed=0):
     return per_device_input(mesh, local, np.float32, ttnn.float32, seed)
 
 
+def _tiled(mesh, local):
+    """A TILE-layout tensor: TT-NN's native CCL kernels (and their checks) serve these."""
+    n = mesh.get_num_devices()
+    data = np.random.default_rng(0).standard_normal((n * local[0], *local[1:])).astype(np.float32)
+    return ttnn.from_torch(
+        data, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0)
+    )
+
+
 def _cases(axes):
     """(mesh shape, cluster_axis) pairs whose group has several devices (TT-NN's async CCLs
     refuse a group of one; tested below)."""
@@ -434,7 +443,7 @@ def test_semaphore_of_a_closed_mesh():
 def test_wrong_semaphore_count_raises_tt_nn_error():
     mesh = mesh_of((2, 4))
     ccl = _TTCCL(mesh)
-    t, _ = _input(mesh, (1, 1, 2, 8))
+    t = _tiled(mesh, (1, 1, 32, 256))  # tile-aligned: TT-NN's native kernels count semaphores
     with pytest.raises(ttnn.CCLError, match=r"semaphore size should be 2 but has 3(?s:.*)fix:"):
         _ag(t, ccl.rs)
     with pytest.raises(ttnn.CCLError, match=r"semaphore size should be 3 but has 2"):
@@ -446,6 +455,11 @@ def test_wrong_semaphore_count_raises_tt_nn_error():
         ttnn.experimental.reduce_scatter_minimal_async(
             t, persistent_output_buffers=None, dim=3, multi_device_global_semaphore=ccl.barrier
         )
+    # a row-major tensor takes TT-NN's composite path, which uses no semaphores
+    rm, data = _input(mesh, (1, 1, 2, 8))
+    assert_close(
+        per_device_output(_ag(rm, ccl.rs)), ref_all_gather(data, (2, 4), 3, None), np.float32
+    )
 
 
 def test_unknown_subdevice_id():
@@ -464,23 +478,29 @@ def test_unknown_subdevice_id():
         ({"cluster_axis": 2}, r"cluster axis 2 is out of range"),
         ({"num_links": 0}, r"num_links should be more than 0 but has 0"),
         ({"num_links": 9}, r"num_links=9: Worker cores used by links are parallelized over rows"),
-        ({"topology": ttnn.Topology.Mesh}, r"topology must be Ring or Linear"),
     ],
 )
 def test_bad_arguments(kw, match):
     mesh = mesh_of((2, 4))
-    t, _ = _input(mesh, (1, 1, 2, 8))
+    t = _tiled(mesh, (1, 1, 32, 32))
     with pytest.raises(ttnn.CCLError, match=match + r"(?s:.*)fix:"):
         _ag(t, _TTCCL(mesh).ag, **kw)
 
 
-def test_reduce_scatter_dims_and_single_device_group():
+def test_reduce_scatter_dims_topology_and_single_device_group():
     mesh = mesh_of((1, 8))
     ccl = _TTCCL(mesh)
-    t, _ = _input(mesh, (8, 1, 2, 8))
+    t, data = _input(mesh, (8, 1, 2, 8))
+    # an even split of dim 0 takes TT-NN's composite path (all-broadcast, add, mesh_partition)
+    out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 0, ccl.rs)
+    assert_close(per_device_output(out), ref_reduce_scatter(data, (1, 8), 0, None), np.float32)
+    # an uneven one goes to the native kernel, which scatters dims 1-3 only
+    uneven = _tiled(mesh, (4, 1, 32, 32))
     with pytest.raises(ttnn.CCLError, match=r"only supports scattering on dim 1, 2, 3"):
+        ttnn.experimental.reduce_scatter_minimal_async(uneven, None, 0, ccl.rs)
+    with pytest.raises(ttnn.CCLError, match=r"topology must be Ring or Linear(?s:.*)fix:"):
         ttnn.experimental.reduce_scatter_minimal_async(
-            t, persistent_output_buffers=None, dim=0, multi_device_global_semaphore=ccl.rs
+            _tiled(mesh, (1, 1, 32, 256)), None, 3, ccl.rs, topology=ttnn.Topology.Mesh
         )
     with pytest.raises(ttnn.CCLError, match=r"num_devices > 1, but has 1"):
         _ag(t, ccl.ag, cluster_axis=0)
@@ -840,7 +860,7 @@ def test_global_semaphore_arg_as_deepseek_passes_it():
     assert_close(per_device_output(out), ref_all_gather(data, shape, 3, 1), np.float32)
     with pytest.raises(ttnn.CCLError, match="semaphore size should be 2 but has 1"):
         cfg["multi_device_global_semaphore"] = ttnn.experimental.GlobalSemaphoreArg(ccl.barrier)
-        ttnn.experimental.all_gather_async(t, **cfg)
+        ttnn.experimental.all_gather_async(_tiled(mesh, (1, 1, 32, 32)), **cfg)
 
 
 def test_llama_rs_matmul_both_forms():
@@ -888,19 +908,20 @@ def test_llama_rs_matmul_both_forms():
         ttnn.experimental.llama_rs_matmul(x, w1, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0))
 
 
-def test_reduce_scatter_minimal_async_scatters_whole_tiles():
+def test_reduce_scatter_minimal_async_native_and_composite_tiles():
+    """Tile-aligned pieces go to TT-NN's native kernel, others (8 columns each) to its composite;
+    the values are the same reduce-scatter."""
     mesh = mesh_of((1, 8))
     ccl = _TTCCL(mesh)
     rep = ttnn.ReplicateTensorToMesh(mesh)
-    t = ttnn.from_torch(
-        np.ones((1, 1, 32, 64), np.float32), device=mesh, mesh_mapper=rep, layout=ttnn.TILE_LAYOUT
-    )
-    with pytest.raises(ttnn.CCLError, match=r"number of tiles is 2 and the ring_size is 8"):
-        ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
-    t = ttnn.from_torch(
-        np.ones((1, 1, 32, 256), np.float32), device=mesh, mesh_mapper=rep, layout=ttnn.TILE_LAYOUT
-    )
-    out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
-    np.testing.assert_array_equal(
-        ttnn.to_numpy(ttnn.get_device_tensors(out)[3]), np.full((1, 1, 32, 32), 8.0)
-    )
+    for width in (256, 64):
+        t = ttnn.from_torch(
+            np.ones((1, 1, 32, width), np.float32),
+            device=mesh,
+            mesh_mapper=rep,
+            layout=ttnn.TILE_LAYOUT,
+        )
+        out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
+        np.testing.assert_array_equal(
+            ttnn.to_numpy(ttnn.get_device_tensors(out)[3]), np.full((1, 1, 32, width // 8), 8.0)
+        )

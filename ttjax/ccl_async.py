@@ -33,7 +33,7 @@ from ttjax import ccl
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType, Layout, ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError
-from ttjax.hardware import CoreCoord, MemoryConfig
+from ttjax.hardware import BufferType, CoreCoord, MemoryConfig
 from ttjax.mesh import MeshDevice
 from ttjax.ops.data_movement import concat
 from ttjax.ops.data_movement import slice as slice_op
@@ -347,6 +347,14 @@ def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) ->
     return buf.assign(result)
 
 
+def _padded_or_row_major(t: Tensor, d: int) -> bool:
+    """Whether TT-NN takes its composite path: a row-major tensor, or tiles padded on dim ``d``."""
+    if t._layout is not Layout.TILE:
+        return True
+    rank = len(t._shape)
+    return (d == rank - 2 and t._shape[d] % 32 != 0) or (d == rank - 1 and t._shape[d] % 32 != 0)
+
+
 def _rank3(op: str, t: Tensor) -> None:
     if len(t._shape) <= 2:
         raise CCLError(
@@ -443,19 +451,22 @@ def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse:
     which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
     if isinstance(a["multi_device_global_semaphore"], GlobalSemaphoreArg):
         a["multi_device_global_semaphore"] = a["multi_device_global_semaphore"].get()
-    # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
-    # semaphores"); its llama-sharded kernel, picked for sharded outputs
-    # (memory_config.value_or(input's)), takes one.
+    t = ccl._check_tensor(op, a["input_tensor"])
+    d = ccl._dim(op, t, a["dim"])
+    # TT-NN runs a composite (all-broadcast + concat, no semaphores) for row-major tensors and
+    # tiles padded on the gather dim; its native kernel needs two semaphores ("Default
+    # implementation requires 2 semaphores"), or one for its llama-sharded variant (sharded
+    # output, memory_config.value_or(input's)).
     mc = a["memory_config"]
-    out_mc = mc if mc is not None else a["input_tensor"].memory_config()
-    count = None if a["use_optimal_ccl_for_llama"] or out_mc.is_sharded() else 2
+    llama = (mc if mc is not None else t.memory_config()).is_sharded()
+    native = llama or not _padded_or_row_major(t, d)
+    count = 2 if native and not llama and not a["use_optimal_ccl_for_llama"] else None
     t = _check_common(op, a, "multi_device_global_semaphore", count)
-    _check_link_rows(op, t, a["num_links"])
-    _rank3(op, t)
+    if native:
+        _check_link_rows(op, t, a["num_links"])
+        _rank3(op, t)
     axis = a.get("cluster_axis")
     n = _check_group(op, t, axis)
-    _check_topology(op, a["topology"])
-    d = ccl._dim(op, t, a["dim"])
     out = ccl.all_gather(t, d, axis, topology=a["topology"], memory_config=mc)
     if reverse:
         out = _reverse_chunks(out, d, n, mc)
@@ -563,18 +574,10 @@ def _scatter_dim(op: str, t: Tensor, dim: Any, n: int, allowed: Sequence[int]) -
     return d
 
 
-def _check_tiles(op: str, t: Tensor, d: int, n: int) -> None:
-    """A tiled tensor scatters whole tiles: the tile count along dims 2 and 3 splits n ways."""
-    if t._layout is not Layout.TILE or d not in (2, 3):
-        return
-    tiles = list(t.padded_shape)[d] // 32
-    if tiles % n:
-        raise CCLError(
-            f"ttnn.experimental.{op}: Error, The number of tiles at input tensor dimension {d} "
-            f"should be divisible by ring_size but the number of tiles is {tiles} and the "
-            f"ring_size is {n} (padded per-device shape {list(t.padded_shape)}).\n"
-            f"fix: make dim {d} a multiple of {32 * n}, or use a ROW_MAJOR tensor."
-        )
+def _composite_scatter(t: Tensor, d: int, n: int) -> bool:
+    if t._layout is not Layout.TILE or d not in (1, 2, 3):
+        return True
+    return d in (2, 3) and (t._shape[d] // n) % 32 != 0
 
 
 def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
@@ -589,11 +592,17 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     """
     op = "reduce_scatter_minimal_async"
     _, a = _resolve(op, _RS_MINIMAL, args, kwargs)
-    t = _check_common(op, a, "multi_device_global_semaphore", 3)
-    _check_topology(op, a["topology"])
+    t = ccl._check_tensor(op, a["input_tensor"])
     n = _check_group(op, t, a["cluster_axis"])
-    d = _scatter_dim(op, t, a["dim"], n, (1, 2, 3))
-    _check_tiles(op, t, d, n)
+    d = ccl._dim(op, t, a["dim"])
+    # TT-NN's composite (all-broadcast, add, mesh_partition; no semaphores) serves an even split
+    # of a row-major tensor, of a dim other than 1-3, or with an output not tile-aligned; its
+    # native kernel checks dims 1-3, 3 semaphores and Ring/Linear.
+    native = not (t._shape[d] % n == 0 and _composite_scatter(t, d, n))
+    t = _check_common(op, a, "multi_device_global_semaphore", 3 if native else None)
+    if native:
+        _check_topology(op, a["topology"])
+        _scatter_dim(op, t, d, n, (1, 2, 3))
     bufs = a["persistent_output_buffers"]
     if bufs is not None and len(bufs) != 2:
         raise CCLError(
@@ -1001,7 +1010,7 @@ _A2A = (
 
 
 def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
-    """TT-NN's ``ttnn.experimental.all_to_all_async`` over the whole mesh (dims 2 and 3 only).
+    """TT-NN's ``ttnn.experimental.all_to_all_async`` over the whole mesh.
 
     ``(input_tensor, persistent_intermediate_buffer, persistent_output_buffer, in_dim, out_dim,
     multi_device_global_semaphore, *, num_links=1, memory_config=None, topology=Ring,
@@ -1010,23 +1019,28 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
     op = "all_to_all_async"
     _, a = _resolve(op, _A2A, args, kwargs)
     t = _check_common(op, a, "multi_device_global_semaphore")
-    _check_link_rows(op, t, a["num_links"])
-    if len(t._shape) != 4:
-        raise CCLError(
-            f"ttnn.experimental.{op}: AllToAllAsync: input tensor must have 4 dimensions, got "
-            f"per-device shape {list(t._shape)}.\nfix: reshape to 4-D."
-        )
-    for name in ("in_dim", "out_dim"):
-        if a[name] not in (2, 3):
+    # TT-NN's native kernel serves only tile-aligned 4-D DRAM-interleaved tensors exchanged
+    # between dims 2 and 3; everything else takes its composite path.
+    mc = t.memory_config()
+    out_mc = a["memory_config"]
+    native = (
+        len(t._shape) == 4
+        and t._layout is Layout.TILE
+        and mc.buffer_type is BufferType.DRAM
+        and not mc.is_sharded()
+        and (out_mc is None or not out_mc.is_sharded())
+        and a["in_dim"] in (2, 3)
+        and a["out_dim"] in (2, 3)
+        and t._shape[2] % 32 == 0
+        and t._shape[3] % 32 == 0
+    )
+    if native:
+        _check_link_rows(op, t, a["num_links"])
+        if a["in_dim"] == a["out_dim"]:
             raise CCLError(
-                f"ttnn.experimental.{op}: AllToAllAsync: {name} must be 2 or 3, but is "
-                f"{a[name]}.\nfix: {name}=2 or {name}=3."
+                f"ttnn.experimental.{op}: AllToAllAsync: in_dim and out_dim must be different, "
+                f"but are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
             )
-    if a["in_dim"] == a["out_dim"]:
-        raise CCLError(
-            f"ttnn.experimental.{op}: AllToAllAsync: in_dim and out_dim must be different, but "
-            f"are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
-        )
     _check_group(op, t, None)
     out = ccl.all_to_all(
         t, a["in_dim"], a["out_dim"], topology=a["topology"], memory_config=a["memory_config"]

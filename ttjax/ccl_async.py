@@ -4,7 +4,9 @@ Each op takes the arguments TT-NN's binding takes, in TT-NN's order, resolving o
 pybind does (the first whose names, arity and argument types fit). The hardware-only arguments
 are checked as TT-NN checks them: a semaphore list has the count the kernel needs and belongs to
 the tensor's mesh (or a mesh it was carved from), a ``subdevice_id`` exists in the loaded
-sub-device manager, ``num_links > 0``.
+sub-device manager, ``num_links > 0``. Like TT-NN, the kernel-specific checks (semaphore count,
+scatter dims, rows per link) apply where TT-NN runs its native kernel (tile-aligned TILE
+tensors); row-major or tile-padded tensors take TT-NN's composite path, which uses no semaphores.
 The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
 checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
 

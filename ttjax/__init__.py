@@ -15,14 +15,16 @@ explains it):
 
 1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).
 2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
-   ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers.
+   ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers; above them
+   ``subdevice`` (sub-devices, global semaphores and circular buffers).
 3. ``mesh``: ``MeshDevice`` and friends.
 4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
 5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
 6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
 7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.
 8. ``inspect``, ``visualize``, ``model_preprocessing``, ``experimental``, ``transformer``,
-   ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods).
+   ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods), ``ccl_async``
+   (the ``experimental.*_async`` collectives).
 9. frontends and training built on the public API (``ttjax.ttml``, ``ttjax.spmd``, ...).
 """
 
@@ -33,6 +35,7 @@ _config.configure_virtual_devices()
 
 from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
+    cluster,
     distributed,
     experimental,
     kernels,
@@ -45,17 +48,20 @@ from ttjax import (  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
 from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402
-    GlobalSemaphore,
     all_gather,
     all_reduce,
     all_to_all,
     broadcast,
     ccl_lowering,
-    create_global_semaphore,
     mesh_partition,
     point_to_point,
     reduce_scatter,
     shift,
+)
+from ttjax.cluster import (  # noqa: E402
+    GetNumAvailableDevices,
+    GetNumPCIeDevices,
+    get_arch_name,
 )
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
@@ -100,6 +106,8 @@ from ttjax.enums import (  # noqa: E402
     ReduceType,
     StorageType,
     Topology,
+    UnaryOpType,
+    UnaryWithParam,
     bfloat4_b,
     bfloat8_b,
     bfloat16,
@@ -111,14 +119,18 @@ from ttjax.enums import (  # noqa: E402
 )
 from ttjax.errors import (  # noqa: E402
     CCLError,
+    CCLSignatureError,
     ComposerRequiredError,
     ConfigError,
+    DeallocatedTensorError,
     DeviceClosedError,
     LayoutError,
+    MemoryConfigError,
     MeshMismatchError,
     MeshShapeError,
     ShapeMismatchError,
     ShardingError,
+    SubDeviceError,
     TraceError,
     TTJaxError,
     UnsupportedDTypeError,
@@ -129,12 +141,17 @@ from ttjax.hardware import (  # noqa: E402
     L1_HEIGHT_SHARDED_MEMORY_CONFIG,
     L1_MEMORY_CONFIG,
     L1_WIDTH_SHARDED_MEMORY_CONFIG,
+    BlackholeComputeKernelConfig,
     BufferType,
     CoreCoord,
     CoreGrid,
     CoreRange,
     CoreRangeSet,
+    DeviceComputeKernelConfig,
     DispatchCoreConfig,
+    GrayskullComputeKernelConfig,
+    LayerNormDefaultProgramConfig,
+    LayerNormShardedMultiCoreProgramConfig,
     MathFidelity,
     MatmulMultiCoreReuseMultiCast1DProgramConfig,
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
@@ -145,23 +162,30 @@ from ttjax.hardware import (  # noqa: E402
     ShardOrientation,
     ShardSpec,
     ShardStrategy,
+    SoftmaxDefaultProgramConfig,
+    SoftmaxShardedMultiCoreProgramConfig,
     TensorMemoryLayout,
     WormholeComputeKernelConfig,
     create_sharded_memory_config,
     init_device_compute_kernel_config,
+    num_cores_to_corerangeset,
 )
 from ttjax.mesh import (  # noqa: E402
     GALAXY,
     N300,
     SYSTEMS,
     T3000,
+    Arch,
+    Device,
     MeshCoordinate,
     MeshCoordinateRange,
     MeshDevice,
+    MeshEvent,
     MeshShape,
     close_device,
     close_mesh_device,
     create_mesh_device,
+    event_synchronize,
     get_device_ids,
     get_num_devices,
     get_num_pcie_devices,
@@ -169,12 +193,25 @@ from ttjax.mesh import (  # noqa: E402
     open_device,
     open_mesh_device,
     parse_mesh_shape,
+    record_event,
     synchronize_device,
     synchronize_devices,
     system_mesh_shape,
+    wait_for_event,
 )
 from ttjax.ops import *  # noqa: E402,F403
 from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard  # noqa: E402
+from ttjax.subdevice import (  # noqa: E402
+    GlobalCircularBuffer,
+    GlobalSemaphore,
+    SubDevice,
+    SubDeviceId,
+    SubDeviceManagerId,
+    create_global_circular_buffer,
+    create_global_semaphore,
+    get_global_semaphore_address,
+    reset_global_semaphore_value,
+)
 from ttjax.tensor import Shape, Tensor, TensorTopology  # noqa: E402
 from ttjax.trace import (  # noqa: E402
     MeshTraceId,
@@ -236,6 +273,7 @@ __all__ = [
     "TILE_SIZE",
     "BufferType",
     "CCLError",
+    "CCLSignatureError",
     "ComposerRequiredError",
     "ConcatMesh2dToTensor",
     "ConcatMeshToTensor",
@@ -249,6 +287,7 @@ __all__ = [
     "DataType",
     "DeviceClosedError",
     "DispatchCoreConfig",
+    "GlobalCircularBuffer",
     "Layout",
     "LayoutError",
     "MathFidelity",
@@ -283,6 +322,10 @@ __all__ = [
     "ShardTensorToMesh",
     "ShardingError",
     "StorageType",
+    "SubDevice",
+    "SubDeviceError",
+    "SubDeviceId",
+    "SubDeviceManagerId",
     "TTJaxError",
     "Tensor",
     "TensorMemoryLayout",
@@ -300,10 +343,13 @@ __all__ = [
     "all_to_all",
     "broadcast",
     "ccl_lowering",
+    "create_global_circular_buffer",
     "create_global_semaphore",
+    "get_global_semaphore_address",
     "mesh_partition",
     "point_to_point",
     "reduce_scatter",
+    "reset_global_semaphore_value",
     "shift",
     "allocate_tensor_on_device",
     "as_tensor",
@@ -362,5 +408,27 @@ __all__ = [
     "visualize_mesh_device",
     "visualize_system_mesh",
     "visualize_tensor",
+    "Arch",
+    "Device",
+    "DeviceComputeKernelConfig",
+    "cluster",
+    "GetNumAvailableDevices",
+    "GetNumPCIeDevices",
+    "get_arch_name",
+    "UnaryOpType",
+    "UnaryWithParam",
+    "DeallocatedTensorError",
+    "MemoryConfigError",
+    "BlackholeComputeKernelConfig",
+    "GrayskullComputeKernelConfig",
+    "LayerNormDefaultProgramConfig",
+    "LayerNormShardedMultiCoreProgramConfig",
+    "SoftmaxDefaultProgramConfig",
+    "SoftmaxShardedMultiCoreProgramConfig",
+    "num_cores_to_corerangeset",
+    "MeshEvent",
+    "event_synchronize",
+    "record_event",
+    "wait_for_event",
     *_ops.__all__,
 ]

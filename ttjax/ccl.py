@@ -50,6 +50,7 @@ from ttjax.placements import (
     PlacementReplicate,
     PlacementShard,
 )
+from ttjax.subdevice import GlobalSemaphore, create_global_semaphore
 from ttjax.tensor import Tensor
 
 _LOWERINGS = ("native", "topology")
@@ -189,6 +190,20 @@ class _Call:
         return (self.axes, self.mode, self.ring if self.mode == "topology" else None)
 
 
+# TT-NN's fabric-transfer tuning knobs (all_gather, reduce_scatter): counts that never change a value.
+_FABRIC_TUNING = ("chunks_per_sync", "num_workers_per_link", "num_buffers_per_channel")
+
+
+def _check_fabric_tuning(op: str, *values: Any) -> None:
+    for name, v in zip(_FABRIC_TUNING, values):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0
+        ):
+            raise CCLError(
+                f"ttnn.{op}: {name}={v!r} is not a non-negative int.\nfix: e.g. {name}=2, or omit it."
+            )
+
+
 def _prepare(
     op: str,
     input_tensor: Any,
@@ -203,6 +218,8 @@ def _prepare(
     t = _check_tensor(op, input_tensor)
     mesh: MeshDevice = t._mesh  # type: ignore[assignment]  # _check_tensor: never None
     _check_mesh_arg(op, t, mesh_device)
+    if kwargs.get("subdevice_id") is not None:  # must exist in the loaded sub-device manager
+        mesh._sub_devices.check_id(op, kwargs["subdevice_id"])
     axes = _group(op, mesh, cluster_axis)
     ring = _ring(op, topology)
     mode = _lowering(op, lowering)
@@ -359,6 +376,9 @@ def all_gather(
     topology: Topology | None = Topology.Ring,
     memory_config: Any = None,
     output_tensor: Tensor | None = None,
+    chunks_per_sync: int | None = None,
+    num_workers_per_link: int | None = None,
+    num_buffers_per_channel: int | None = None,
     lowering: str | None = None,
     **kwargs: Any,
 ) -> Tensor:
@@ -370,6 +390,7 @@ def all_gather(
     """
     op = "all_gather"
     c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    _check_fabric_tuning(op, chunks_per_sync, num_workers_per_link, num_buffers_per_channel)
     d = _dim(op, c.t, dim)
     if c.n == 1:
         return write_output(c.t, output_tensor)
@@ -385,7 +406,14 @@ def all_gather(
         def fn(x: Any) -> Any:
             return sched(x, names, n, d)
 
-    out = run_op(op, fn, [c.t], static=(d, *c.key), placement_rule=_rule(c.axes, REPLICATE))
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(d, *c.key),
+        placement_rule=_rule(c.axes, REPLICATE),
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -401,6 +429,9 @@ def reduce_scatter(
     memory_config: Any = None,
     intermediate_memory_config: Any = None,
     output_tensor: Tensor | None = None,
+    chunks_per_sync: int | None = None,
+    num_workers_per_link: int | None = None,
+    num_buffers_per_channel: int | None = None,
     lowering: str | None = None,
     **kwargs: Any,
 ) -> Tensor:
@@ -411,6 +442,7 @@ def reduce_scatter(
     """
     op = "reduce_scatter"
     c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    _check_fabric_tuning(op, chunks_per_sync, num_workers_per_link, num_buffers_per_channel)
     d = _dim(op, c.t, dim)
     rop = _math_op(op, math_op)
     names, n, shape = c.names, c.n, c.t._shape
@@ -447,7 +479,14 @@ def reduce_scatter(
             return _chunk(reducer(x, names), lax.axis_index(names), n, d)
 
     rule = _rule(c.axes, PlacementShard(d))
-    out = run_op(op, fn, [c.t], static=(d, rop, policy, *c.key), placement_rule=rule)
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(d, rop, policy, *c.key),
+        placement_rule=rule,
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -493,7 +532,14 @@ def all_reduce(
             return reduce_fn(x, names)
 
     rule = _rule(c.axes, REPLICATE)
-    out = run_op(op, fn, [c.t], static=(rop, policy, *c.key), placement_rule=rule)
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(rop, policy, *c.key),
+        placement_rule=rule,
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -532,7 +578,9 @@ def all_to_all(
         return lax.all_to_all(x, names, split_axis=do, concat_axis=di, tiled=True)
 
     rule = _rule(c.axes, PlacementShard(do))
-    return run_op(op, fn, [c.t], static=(di, do, c.axes), placement_rule=rule)
+    return run_op(
+        op, fn, [c.t], static=(di, do, c.axes), placement_rule=rule, memory_config=memory_config
+    )
 
 
 def _coord(op: str, mesh: MeshDevice, coord: Any, name: str) -> int:
@@ -646,11 +694,23 @@ def broadcast(
         mine = lax.axis_index(names) == src
         return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
 
-    return run_op(op, fn, [c.t], static=(s, c.axes), placement_rule=_rule(c.axes, REPLICATE))
+    return run_op(
+        op,
+        fn,
+        [c.t],
+        static=(s, c.axes),
+        placement_rule=_rule(c.axes, REPLICATE),
+        memory_config=memory_config,
+    )
 
 
 def mesh_partition(
-    input_tensor: Tensor, dim: int, cluster_axis: int | None = None, **kwargs: Any
+    input_tensor: Tensor,
+    dim: int,
+    cluster_axis: int | None = None,
+    *,
+    memory_config: Any = None,
+    **kwargs: Any,
 ) -> Tensor:
     """Keep the ``i``-th of group-size slices along ``dim`` on the ``i``-th device (no communication)."""
     op = "mesh_partition"
@@ -667,24 +727,9 @@ def mesh_partition(
         return _chunk(x, lax.axis_index(names), n, d)
 
     rule = _rule(c.axes, PlacementShard(d))
-    return run_op(op, fn, [c.t], static=(d, c.axes), placement_rule=rule)
-
-
-class GlobalSemaphore:
-    """TT-NN's cross-device semaphore handle; XLA synchronizes collectives itself."""
-
-    def __init__(self, mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0) -> None:
-        self.mesh_device = mesh_device
-        self.value = initial_value
-
-    def __repr__(self) -> str:
-        return f"GlobalSemaphore(value={self.value})"
-
-
-def create_global_semaphore(
-    mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0
-) -> GlobalSemaphore:
-    return GlobalSemaphore(mesh_device, cores, initial_value)
+    return run_op(
+        op, fn, [c.t], static=(d, c.axes), placement_rule=rule, memory_config=memory_config
+    )
 
 
 __all__ = [

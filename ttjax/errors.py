@@ -47,6 +47,14 @@ class CCLError(TTJaxError, ValueError):
     """Bad arguments to a collective."""
 
 
+class CCLSignatureError(CCLError, TypeError):
+    """A collective called with arguments that match none of TT-NN's overloads (pybind's TypeError)."""
+
+
+class SubDeviceError(TTJaxError, ValueError):
+    """A sub-device, sub-device manager, global semaphore or global circular buffer used wrongly."""
+
+
 class TraceError(TTJaxError):
     """A trace was used in a state that does not allow it (released, not captured, host I/O, ...)."""
 
@@ -55,21 +63,33 @@ class DeviceClosedError(TTJaxError):
     """A tensor or op uses a mesh device that was closed."""
 
 
+class MemoryConfigError(TTJaxError, ValueError):
+    """A memory config (sharded layout, shard spec, core grid) that does not fit the tensor."""
+
+
+class DeallocatedTensorError(TTJaxError):
+    """A tensor was used after ``ttnn.deallocate`` freed its buffers."""
+
+
 class MissingDependencyError(TTJaxError, ImportError):
     """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
 
 
 __all__ = [
     "CCLError",
+    "CCLSignatureError",
     "ComposerRequiredError",
     "ConfigError",
+    "DeallocatedTensorError",
     "DeviceClosedError",
     "LayoutError",
+    "MemoryConfigError",
     "MeshMismatchError",
     "MeshShapeError",
     "MissingDependencyError",
     "ShapeMismatchError",
     "ShardingError",
+    "SubDeviceError",
     "TTJaxError",
     "TraceError",
     "UnsupportedDTypeError",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -28,6 +29,7 @@ from jax.sharding import Mesh as JaxMesh
 from ttjax import _config
 from ttjax.errors import DeviceClosedError, MeshShapeError
 from ttjax.hardware import CoreCoord, CoreGrid
+from ttjax.subdevice import SubDeviceId, SubDeviceManagerId, SubDeviceManagerTracker
 
 # ---------------------------------------------------------------------------------------------
 # MeshShape / MeshCoordinate
@@ -262,11 +264,14 @@ def default_axis_names(rank: int) -> tuple[str, ...]:
 
 
 class Arch(enum.Enum):
-    """Chip architecture reported by ``mesh_device.arch()``; virtual meshes report ``VIRTUAL``."""
+    """TT-Metal's chip architectures (``ttnn.device.Arch``); ``mesh_device.arch()`` reports
+    ``WORMHOLE_B0``, the chip of the systems ttjax emulates (N300, T3000, Galaxy)."""
 
+    GRAYSKULL = "grayskull"
     WORMHOLE_B0 = "wormhole_b0"
     BLACKHOLE = "blackhole"
-    VIRTUAL = "virtual"
+    QUASAR = "quasar"
+    Invalid = "invalid"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,6 +422,7 @@ class MeshDevice:
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
+        self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
 
     # -- TT-NN API ------------------------------------------------------------------------------
 
@@ -450,7 +456,7 @@ class MeshDevice:
         return self._id
 
     def arch(self) -> Arch:
-        return Arch.VIRTUAL if jax.default_backend() == "cpu" else Arch.WORMHOLE_B0
+        return Arch.WORMHOLE_B0
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
         return CoreCoord(8, 8)
@@ -486,24 +492,33 @@ class MeshDevice:
     def num_program_cache_entries(self) -> int:
         return len(self._program_cache)
 
-    # Sub-device managers only matter to TT-NN's CCL kernels; they are no-ops here.
-    def create_sub_device_manager(self, *args: Any, **kwargs: Any) -> int:
-        return 0
+    # Sub-device managers partition each chip's cores (see ttjax.subdevice); CCLs check the ids.
+    def create_sub_device_manager(self, sub_devices: Any, local_l1_size: int) -> SubDeviceManagerId:
+        """A manager for ``sub_devices`` (disjoint core sets) on every chip; load it to use it."""
+        self._check_open()
+        return self._sub_devices.create(sub_devices, local_l1_size)
 
-    def load_sub_device_manager(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    def load_sub_device_manager(self, sub_device_manager_id: SubDeviceManagerId) -> None:
+        self._check_open()
+        self._sub_devices.load(sub_device_manager_id)
 
     def clear_loaded_sub_device_manager(self) -> None:
-        return None
+        """Back to the default manager: one sub-device holding every core."""
+        self._sub_devices.clear_loaded()
 
-    def remove_sub_device_manager(self, *args: Any) -> None:
-        return None
+    def remove_sub_device_manager(self, sub_device_manager_id: SubDeviceManagerId) -> None:
+        self._sub_devices.remove(sub_device_manager_id)
 
-    def set_sub_device_stall_group(self, *args: Any) -> None:
-        return None
+    def set_sub_device_stall_group(self, sub_device_ids: Sequence[SubDeviceId]) -> None:
+        """The sub-devices that synchronize_device waits on by default."""
+        self._sub_devices.set_stall_group(sub_device_ids)
 
     def reset_sub_device_stall_group(self) -> None:
-        return None
+        self._sub_devices.stall_group = ()
+
+    def get_sub_device_ids(self) -> list[SubDeviceId]:
+        """The ids of the loaded manager's sub-devices."""
+        return self._sub_devices.ids()
 
     def enable_async(self, enable: bool = True) -> None:
         return None
@@ -649,6 +664,10 @@ class MeshDevice:
         close_mesh_device(self)
 
 
+# TT-NN's single-device class: ttjax opens one device as a 1x1 mesh (``open_device``).
+Device = MeshDevice
+
+
 def _devices_for(shape: MeshShape, offset: Any, physical_device_ids: Sequence[int]) -> np.ndarray:
     avail = available_devices()
     needed = shape.mesh_size()
@@ -706,7 +725,22 @@ def open_mesh_device(
     >>> mesh = open_mesh_device(MeshShape(1, 2))
     """
     shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
-    return MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    mesh = MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    _opened.append(weakref.ref(mesh))
+    return mesh
+
+
+_opened: list[weakref.ref[MeshDevice]] = []
+
+
+def last_opened_mesh() -> MeshDevice | None:
+    """The most recently opened mesh that is still open (ttjax.cluster asks what system this is)."""
+    while _opened:
+        mesh = _opened[-1]()
+        if mesh is not None and not mesh._closed:
+            return mesh
+        _opened.pop()
+    return None
 
 
 def close_mesh_device(mesh_device: MeshDevice) -> None:
@@ -742,8 +776,15 @@ def close_device(device: MeshDevice) -> None:
     close_mesh_device(device)
 
 
-def synchronize_device(mesh_device: MeshDevice, cq_id: int | None = None, **_: Any) -> None:
-    """Wait until every op dispatched to ``mesh_device`` (and its submeshes) has finished."""
+def synchronize_device(
+    mesh_device: MeshDevice, cq_id: int | None = None, sub_device_ids: Sequence[Any] = ()
+) -> None:
+    """Wait until every op dispatched to ``mesh_device`` (and its submeshes) has finished.
+
+    ``sub_device_ids`` must name sub-devices of the loaded manager (XLA waits on all of them).
+    """
+    for s in sub_device_ids:
+        mesh_device._sub_devices.check_id("synchronize_device", s, "sub_device_ids")
     for arr in mesh_device._last_outputs:
         arr.block_until_ready()
     for sub in mesh_device._submeshes:
@@ -753,30 +794,78 @@ def synchronize_device(mesh_device: MeshDevice, cq_id: int | None = None, **_: A
 synchronize_devices = synchronize_device
 
 
+class MeshEvent:
+    """A point in a mesh's command stream (TT-NN's ``MeshEvent``): the work dispatched to the mesh
+    before :func:`record_event`; :func:`event_synchronize` waits for exactly that work."""
+
+    __slots__ = ("_outputs", "cq_id", "mesh_device")
+
+    def __init__(self, mesh_device: MeshDevice, cq_id: int, outputs: tuple[Any, ...]) -> None:
+        self.mesh_device = mesh_device
+        self.cq_id = cq_id
+        self._outputs = outputs
+
+    def __repr__(self) -> str:
+        return f"MeshEvent(mesh_device={self.mesh_device!r}, cq_id={self.cq_id})"
+
+
+def _pending(mesh_device: MeshDevice) -> tuple[Any, ...]:
+    outs = tuple(mesh_device._last_outputs)
+    for sub in mesh_device._submeshes:
+        outs += _pending(sub)
+    return outs
+
+
+def record_event(
+    mesh_device: MeshDevice, cq_id: int = 0, sub_device_ids: Sequence[Any] = ()
+) -> MeshEvent:
+    """Mark the work dispatched to ``mesh_device`` so far (TT-NN's ``ttnn.record_event``)."""
+    mesh_device._check_open()
+    return MeshEvent(mesh_device, int(cq_id), _pending(mesh_device))
+
+
+def event_synchronize(event: MeshEvent) -> None:
+    """Block until the work an event marks has finished (TT-NN's ``ttnn.event_synchronize``)."""
+    for arr in event._outputs:
+        arr.block_until_ready()
+
+
+def wait_for_event(cq_id: int, event: MeshEvent) -> None:
+    """Make queue ``cq_id`` wait for ``event``: ttjax's ops already run in dispatch order, so
+    work queued after this call sees the event's results; this call blocks until they exist."""
+    event_synchronize(event)
+
+
 __all__ = [
     "GALAXY",
     "N300",
     "SYSTEMS",
     "T3000",
     "Arch",
+    "Device",
     "MeshCoordinate",
     "MeshCoordinateRange",
     "MeshDevice",
+    "MeshEvent",
     "MeshShape",
     "available_devices",
     "close_device",
     "close_mesh_device",
     "create_mesh_device",
     "default_axis_names",
+    "event_synchronize",
     "get_device_ids",
     "get_num_devices",
     "get_num_pcie_devices",
     "get_pcie_device_ids",
+    "last_opened_mesh",
     "open_device",
     "open_mesh_device",
     "parse_mesh_shape",
+    "record_event",
     "set_device_source",
     "synchronize_device",
     "synchronize_devices",
     "system_mesh_shape",
+    "wait_for_event",
 ]

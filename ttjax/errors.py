@@ -59,18 +59,28 @@ class MissingDependencyError(TTJaxError, ImportError):
     """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
 
 
+class MeshGraphDescriptorError(ConfigError):
+    """A mesh graph descriptor (MGD) that is missing, malformed or cannot be chosen."""
+
+
+class TopologyMismatchError(MeshShapeError):
+    """A ``mesh_shape`` that the descriptor's ``device_topology`` does not accept."""
+
+
 __all__ = [
     "CCLError",
     "ComposerRequiredError",
     "ConfigError",
     "DeviceClosedError",
     "LayoutError",
+    "MeshGraphDescriptorError",
     "MeshMismatchError",
     "MeshShapeError",
     "MissingDependencyError",
     "ShapeMismatchError",
     "ShardingError",
     "TTJaxError",
+    "TopologyMismatchError",
     "TraceError",
     "UnsupportedDTypeError",
 ]

@@ -1,0 +1,119 @@
+"""A rank never outlives its launcher, and SIGTERM always ends it.
+
+Two ends of one contract. The launcher starts each rank with :func:`die_with_parent` (Linux:
+``PR_SET_PDEATHSIG`` = SIGTERM, so ``kill -9`` of ``ttjax-run`` or a dropped SSH session still
+reaches the rank). In the rank, :func:`install` (called by ``ttjax.distributed.initialize``) takes
+SIGTERM back from XLA (whose preemption notifier, installed by ``jax.distributed.initialize``,
+swallows it) and starts a watchdog thread that
+
+- sends the rank SIGTERM when its parent is no longer the launcher (the portable fallback for
+  systems without a parent-death signal), and
+- ends the rank ``grace_s`` after a SIGTERM that a graceful handler (e.g. the TTML trainer's
+  stop-at-step-boundary) has not finished in time, even when the main thread is stuck in a
+  collective whose peer is gone.
+
+Without a graceful handler, SIGTERM prints one line and ends the rank at once (exit code 143).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+POLL_S = 0.25
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """In a freshly forked child (``preexec_fn``): get SIGTERM when the parent dies (Linux), and
+    leave at once if the parent already died between fork and now."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(EXIT_SIGTERM)
+
+
+@dataclass(frozen=True)
+class Lifeline:
+    """What the rank's watchdog watches: the launcher's pid (None: no launcher) and the grace."""
+
+    launcher_pid: int | None
+    grace_s: float
+    rank: int
+
+
+_state: dict[str, Any] = {"lifeline": None, "term_at": None}
+
+
+def _say(rank: int, text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"ttjax rank {rank}: {text}\n")
+        sys.stderr.flush()
+
+
+def _default_sigterm(signum: int, frame: object) -> None:
+    """No graceful stop is installed: end the rank now, as SIGTERM's default would."""
+    line = _state["lifeline"]
+    _say(line.rank if line else -1, "SIGTERM; exiting (no graceful stop installed)")
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    os._exit(EXIT_SIGTERM)
+
+
+def _watch(line: Lifeline, wakeup: int) -> None:
+    while True:
+        ready, _, _ = select.select([wakeup], [], [], POLL_S)
+        if ready:
+            with contextlib.suppress(BlockingIOError, OSError):
+                signals = os.read(wakeup, 64)
+                if signal.SIGTERM in signals and _state["term_at"] is None:
+                    _state["term_at"] = time.monotonic()
+        if line.launcher_pid is not None and os.getppid() != line.launcher_pid:
+            if _state["term_at"] is None:
+                _say(line.rank, f"the launcher (pid {line.launcher_pid}) is gone; stopping")
+                _state["term_at"] = time.monotonic()
+                os.kill(os.getpid(), signal.SIGTERM)
+        term_at = _state["term_at"]
+        if term_at is None:
+            continue
+        if signal.getsignal(signal.SIGTERM) is _default_sigterm:
+            # The main thread may be blocked in C (a collective) and never run the handler.
+            _default_sigterm(signal.SIGTERM, None)
+        if time.monotonic() - term_at > line.grace_s:
+            _say(line.rank, f"still running {line.grace_s:g} s after SIGTERM; exiting")
+            os._exit(EXIT_SIGTERM)
+
+
+def install(launcher_pid: int | None, grace_s: float, rank: int) -> Lifeline:
+    """Take SIGTERM (main thread only) and start the watchdog; idempotent."""
+    if _state["lifeline"] is not None:
+        return _state["lifeline"]
+    line = Lifeline(launcher_pid, float(grace_s), rank)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    signal.signal(signal.SIGTERM, _default_sigterm)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    _state["lifeline"] = line
+    threading.Thread(target=_watch, args=(line, r), name="ttjax-lifeline", daemon=True).start()
+    if launcher_pid is not None and os.getppid() != launcher_pid:
+        os.kill(os.getpid(), signal.SIGTERM)  # the launcher died before the watchdog started
+    return line
+
+
+def current() -> Lifeline | None:
+    """The installed lifeline (None before :func:`install`)."""
+    return _state["lifeline"]
+
+
+__all__ = ["EXIT_SIGTERM", "Lifeline", "current", "die_with_parent", "install"]

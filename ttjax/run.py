@@ -254,7 +254,7 @@ class _Rank:
             *lines, pending = (pending + chunk).split(b"\n")
             for raw in lines:
                 self._line(prefix, _visible(raw), live)
-            if live and pending:
+            if live and (b"\r" in pending or b"\x1b" in pending):  # a redraw, not a half line
                 status = _visible(pending).strip()
                 if status:
                     self.term.progress(f"{prefix}{status}")

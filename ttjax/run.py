@@ -209,6 +209,7 @@ class _Rank:
         env |= dict(launch.env)
         env[runtime.ENV_LAUNCHER_PID] = str(os.getpid())
         env[runtime.ENV_STOP_GRACE] = str(max(int(grace_s) - 1, 1))
+        env[runtime.ENV_RANK_LOG] = str(self.log_path.resolve())
         self.live = launch.rank == 0
         if self.live:  # rank 0's rich progress renders as on a terminal; the launcher redraws it
             prefix = len(self._prefix("stdout"))

@@ -13,6 +13,8 @@ swallows it) and starts a watchdog thread that
   collective whose peer is gone.
 
 Without a graceful handler, SIGTERM prints one line and ends the rank at once (exit code 143).
+Once the launcher is gone its pipes are too: the rank's stdout and stderr then append to the
+rank's log (``TTJAX_RANK_LOG``), so a graceful stop's last words are kept and no write fails.
 """
 
 from __future__ import annotations
@@ -52,7 +54,47 @@ class Lifeline:
     rank: int
 
 
-_state: dict[str, Any] = {"lifeline": None, "term_at": None}
+_state: dict[str, Any] = {"lifeline": None, "term_at": None, "log": None, "detached": False}
+
+
+def _detach_streams() -> None:
+    """Point fds 1 and 2 at the rank's log (or /dev/null): the launcher's pipes are gone."""
+    if _state["detached"]:
+        return
+    _state["detached"] = True
+    try:
+        fd = os.open(_state["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except (OSError, TypeError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+    for target in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(fd, target)
+    os.close(fd)
+
+
+class _Guarded:
+    """``sys.stdout``/``sys.stderr`` that survive the launcher: a broken pipe detaches the
+    streams to the log and the write goes on there (a signal handler's print must not raise)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _detach_streams()
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _detach_streams()
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _say(rank: int, text: str) -> None:
@@ -79,6 +121,7 @@ def _watch(line: Lifeline, wakeup: int) -> None:
                 if signal.SIGTERM in signals and _state["term_at"] is None:
                     _state["term_at"] = time.monotonic()
         if line.launcher_pid is not None and os.getppid() != line.launcher_pid:
+            _detach_streams()
             if _state["term_at"] is None:
                 _say(line.rank, f"the launcher (pid {line.launcher_pid}) is gone; stopping")
                 _state["term_at"] = time.monotonic()
@@ -94,11 +137,18 @@ def _watch(line: Lifeline, wakeup: int) -> None:
             os._exit(EXIT_SIGTERM)
 
 
-def install(launcher_pid: int | None, grace_s: float, rank: int) -> Lifeline:
-    """Take SIGTERM (main thread only) and start the watchdog; idempotent."""
+def install(
+    launcher_pid: int | None, grace_s: float, rank: int, log_path: str | None = None
+) -> Lifeline:
+    """Take SIGTERM (main thread only) and start the watchdog; idempotent. ``log_path``: where
+    stdout and stderr go once the launcher is gone."""
     if _state["lifeline"] is not None:
         return _state["lifeline"]
     line = Lifeline(launcher_pid, float(grace_s), rank)
+    if launcher_pid is not None:
+        _state["log"] = log_path
+        sys.stdout = _Guarded(sys.stdout)
+        sys.stderr = _Guarded(sys.stderr)
     r, w = os.pipe()
     os.set_blocking(r, False)
     os.set_blocking(w, False)

@@ -38,6 +38,7 @@ ENV_HEARTBEAT = "TTJAX_HEARTBEAT_TIMEOUT"
 ENV_INIT_TIMEOUT = "TTJAX_INIT_TIMEOUT"
 ENV_LAUNCHER_PID = "TTJAX_LAUNCHER_PID"
 ENV_STOP_GRACE = "TTJAX_STOP_GRACE"
+ENV_RANK_LOG = "TTJAX_RANK_LOG"
 
 DEFAULT_HEARTBEAT_S = 10
 DEFAULT_INIT_TIMEOUT_S = 60
@@ -215,7 +216,9 @@ def initialize(env: LauncherEnv | None = None) -> LauncherEnv:
     _state["env"] = env
     # After jax.distributed: its preemption notifier took SIGTERM, which made ranks unkillable.
     if threading.current_thread() is threading.main_thread():
-        lifeline.install(env.launcher_pid, env.stop_grace_s, env.process_id)
+        lifeline.install(
+            env.launcher_pid, env.stop_grace_s, env.process_id, os.environ.get(ENV_RANK_LOG)
+        )
     ttjax.mesh.set_device_source(lambda: mesh_devices(env.mesh_id))
     if sys.excepthook is sys.__excepthook__:
         sys.excepthook = _exit_on_uncaught

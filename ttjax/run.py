@@ -366,7 +366,7 @@ def _on_signal(signum: int, frame: object) -> None:
     raise _Signalled(signum)
 
 
-_STOPPED_BY = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+_STOPPED_BY: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 if hasattr(signal, "SIGHUP"):
     _STOPPED_BY[signal.SIGHUP] = "hung up (SIGHUP)"
 

@@ -21,9 +21,11 @@ checkpoint that verifies.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,6 +242,8 @@ class Checkpointer:
             )["state"]
         except Exception as e:
             reason = _reason(e)
+        if reason is not None:
+            _collect_pending_reads()
         reason = _agree(reason)
         if reason is not None:
             raise _Unverified(reason)
@@ -443,6 +447,20 @@ def _reason(e: BaseException) -> str:
     else:
         kind = f"unreadable ({type(inner).__name__})"
     return f"{kind}: {text}"
+
+
+def _collect_pending_reads() -> None:
+    """Orbax leaves the other arrays' reads pending when one fails; collect them quietly.
+
+    Otherwise each prints "Exception ignored in: <coroutine ...>" whenever Python next collects
+    garbage: one damaged checkpoint would print dozens of TensorStore tracebacks beside its reason.
+    """
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda _: None
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 
 def _agree(reason: str | None) -> str | None:

@@ -353,12 +353,15 @@ class _StopSignals:
             signal.raise_signal(signum)  # a second signal: the default action, no save
             return
         self.received = signum
-        print(
-            f"\nreceived {signal.Signals(signum).name}: saving at the end of this step "
-            "(send it again to stop at once, without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
+        try:  # a rank whose launcher died writes into a closed pipe: the save must still happen
+            print(
+                f"\nreceived {signal.Signals(signum).name}: saving at the end of this step "
+                "(send it again to stop at once, without saving)",
+                file=sys.stderr,
+                flush=True,
+            )
+        except OSError:
+            pass
 
     def agreed(self) -> int:
         """The signal to stop for, the same on every process (0 to go on)."""

@@ -55,6 +55,14 @@ class DeviceClosedError(TTJaxError):
     """A tensor or op uses a mesh device that was closed."""
 
 
+class CheckpointError(TTJaxError, OSError):
+    """No checkpoint to resume from: none written yet, or none whose bytes verify."""
+
+
+class CheckpointMismatchError(TTJaxError, ValueError):
+    """A checkpoint whose parameters (paths, shapes, dtypes) differ from the model restoring it."""
+
+
 class MissingDependencyError(TTJaxError, ImportError):
     """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
 
@@ -69,6 +77,8 @@ class TopologyMismatchError(MeshShapeError):
 
 __all__ = [
     "CCLError",
+    "CheckpointError",
+    "CheckpointMismatchError",
     "ComposerRequiredError",
     "ConfigError",
     "DeviceClosedError",

@@ -236,3 +236,48 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
     assert cli.main([*argv, "--max-steps", str(n + 2)], build=nanogpt_build, prog="ref") == 0
     assert losses(log) == losses(ref_out / "log.jsonl")
     assert stopped == losses(ref_out / "log.jsonl")[:n]
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_launcher_mid_training_leaves_a_resumable_checkpoint(tmp_path):
+    """The launcher is SIGKILLed (a dropped SSH session): no rank is orphaned. Each gets SIGTERM
+    from the kernel, both agree on a stop step, write its checkpoint together and exit; their
+    last lines land in their logs; ``--resume`` continues from that step."""
+    cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
+    doc = yaml.safe_load(cfg.read_text())
+    doc["training_config"].update(max_steps=100000, model_save_interval=100000)
+    cfg.write_text(yaml.safe_dump(doc))
+    train = [sys.executable, "-m", "models.nanogpt.train", "--config", str(cfg)]
+    train += ["--out", str(tmp_path / "out"), "--no-progress"]
+    plain = write_bindings(
+        tmp_path / "plain.yaml", ["0,1,2,3", "4,5,6,7"], mesh_graph_desc_path=str(MGD)
+    )
+    argv = launcher_argv(plain, tmp_path, *train)
+    w = Watched([*argv[:3], "--log-dir", str(tmp_path / "logs"), *argv[3:]])
+    try:
+        ranks = [_rank_pid(w.proc.pid, v) for v in ("0,1,2,3", "4,5,6,7")]
+        log = tmp_path / "out" / "log.jsonl"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and log.read_text().count("\n") >= 2):
+            assert time.monotonic() < deadline and w.proc.poll() is None, w.text()[-3000:]
+            time.sleep(0.05)
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.wait(timeout=10)
+        assert_all_gone(ranks, within=60)
+    finally:
+        w.kill()
+    (n,) = Checkpointer(tmp_path / "ckpt", use_async=False).all_steps()
+    state = tmp_path / "ckpt" / str(n) / "state"
+    assert {p.name for p in state.glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+    assert not list((tmp_path / "ckpt").glob("*.orbax-checkpoint-tmp*"))
+    assert len(losses(log)) == n
+    rank0 = (tmp_path / "logs" / "rank0.log").read_text()
+    assert "received SIGTERM" in rank0 and f"interrupted at step {n}" in rank0, rank0[-2000:]
+
+    code, out, pids = run_launcher(
+        launcher_argv(plain, tmp_path, *train, "--resume", "--max-steps", str(n + 1))
+    )
+    assert code == 0, out[-3000:]
+    assert_all_gone(pids)
+    assert f"resumed at step {n}" in out
+    assert len(losses(log)) == n + 1

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
 POLL_S = 0.25
+KERNEL_WAIT_S = 2.0  # with a parent-death signal set, the kernel's SIGTERM comes first
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
@@ -45,6 +47,18 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(EXIT_SIGTERM)
 
 
+def parent_death_signal() -> int:
+    """The signal the kernel sends this process when its parent dies (0: none, or not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    sig = ctypes.c_int(0)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        return 0
+    return sig.value
+
+
 @dataclass(frozen=True)
 class Lifeline:
     """What the rank's watchdog watches: the launcher's pid (None: no launcher) and the grace."""
@@ -54,7 +68,13 @@ class Lifeline:
     rank: int
 
 
-_state: dict[str, Any] = {"lifeline": None, "term_at": None, "log": None, "detached": False}
+_state: dict[str, Any] = {
+    "lifeline": None,
+    "term_at": None,  # when SIGTERM came (or was sent by the watch)
+    "graceful": False,  # whether a graceful handler was installed when it came
+    "log": None,
+    "detached": False,
+}
 
 
 def _detach_streams() -> None:
@@ -112,25 +132,37 @@ def _default_sigterm(signum: int, frame: object) -> None:
     os._exit(EXIT_SIGTERM)
 
 
+def _note_sigterm() -> None:
+    _state["term_at"] = time.monotonic()
+    _state["graceful"] = signal.getsignal(signal.SIGTERM) is not _default_sigterm
+
+
 def _watch(line: Lifeline, wakeup: int) -> None:
+    # Exactly one SIGTERM per launcher death: a second one would cut a graceful stop short (the
+    # trainer reads it as "stop now, without saving"). With the kernel's parent-death signal set,
+    # the watch only sends its own when that one has not come.
+    wait_s = KERNEL_WAIT_S if parent_death_signal() == signal.SIGTERM else 0.0
+    gone_at = None
     while True:
         ready, _, _ = select.select([wakeup], [], [], POLL_S)
         if ready:
             with contextlib.suppress(BlockingIOError, OSError):
                 signals = os.read(wakeup, 64)
                 if signal.SIGTERM in signals and _state["term_at"] is None:
-                    _state["term_at"] = time.monotonic()
+                    _note_sigterm()
         if line.launcher_pid is not None and os.getppid() != line.launcher_pid:
             _detach_streams()
-            if _state["term_at"] is None:
+            gone_at = time.monotonic() if gone_at is None else gone_at
+            if _state["term_at"] is None and time.monotonic() - gone_at >= wait_s:
                 _say(line.rank, f"the launcher (pid {line.launcher_pid}) is gone; stopping")
-                _state["term_at"] = time.monotonic()
+                _note_sigterm()
                 os.kill(os.getpid(), signal.SIGTERM)
         term_at = _state["term_at"]
         if term_at is None:
             continue
-        if signal.getsignal(signal.SIGTERM) is _default_sigterm:
-            # The main thread may be blocked in C (a collective) and never run the handler.
+        if not _state["graceful"]:
+            # The main thread may be blocked in C (a collective) and never run the handler. A
+            # graceful stop instead gets the grace, even after it restored the default handler.
             _default_sigterm(signal.SIGTERM, None)
         if time.monotonic() - term_at > line.grace_s:
             _say(line.rank, f"still running {line.grace_s:g} s after SIGTERM; exiting")
@@ -156,8 +188,9 @@ def install(
     signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     _state["lifeline"] = line
     threading.Thread(target=_watch, args=(line, r), name="ttjax-lifeline", daemon=True).start()
-    if launcher_pid is not None and os.getppid() != launcher_pid:
-        os.kill(os.getpid(), signal.SIGTERM)  # the launcher died before the watchdog started
+    if launcher_pid is not None and os.getppid() != launcher_pid and _state["term_at"] is None:
+        _note_sigterm()  # the launcher died before the watchdog started
+        os.kill(os.getpid(), signal.SIGTERM)
     return line
 
 
@@ -166,4 +199,11 @@ def current() -> Lifeline | None:
     return _state["lifeline"]
 
 
-__all__ = ["EXIT_SIGTERM", "Lifeline", "current", "die_with_parent", "install"]
+__all__ = [
+    "EXIT_SIGTERM",
+    "Lifeline",
+    "current",
+    "die_with_parent",
+    "install",
+    "parent_death_signal",
+]

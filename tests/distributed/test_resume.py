@@ -188,7 +188,7 @@ def _rank_pid(launcher_pid: int, visible: str, timeout: float = 120) -> int:
 def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
     """SIGTERM reaches rank 1 only (as a parent-death signal might): both ranks agree on the stop
     step at the next step boundary, write that step's checkpoint together (no hang), rank 1
-    exits 143, and ``--resume`` continues the single-process run's losses bit for bit."""
+    exits 143, and ``--resume`` continues along the single-process run's losses."""
     cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
     doc = yaml.safe_load(cfg.read_text())
     doc["training_config"].update(max_steps=100000, model_save_interval=100000)
@@ -234,5 +234,6 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
     ref_out = tmp_path / "ref"
     argv = ["--config", str(ref_cfg), "--out", str(ref_out), "--no-progress"]
     assert cli.main([*argv, "--max-steps", str(n + 2)], build=nanogpt_build, prog="ref") == 0
-    assert losses(log) == losses(ref_out / "log.jsonl")
-    assert stopped == losses(ref_out / "log.jsonl")[:n]
+    resumed, reference = losses(log), losses(ref_out / "log.jsonl")
+    assert resumed[:n] == stopped and len(resumed) == len(reference) == n + 2
+    np.testing.assert_allclose(resumed, reference, rtol=1e-5)  # 2 processes vs 1: float32 sums

@@ -188,7 +188,7 @@ def _rank_pid(launcher_pid: int, visible: str, timeout: float = 120) -> int:
 def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
     """SIGTERM reaches rank 1 only (as a parent-death signal might): both ranks agree on the stop
     step at the next step boundary, write that step's checkpoint together (no hang), rank 1
-    exits 143, and ``--resume`` continues the single-process run's losses bit for bit."""
+    exits 143, and ``--resume`` continues along the single-process run's losses."""
     cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
     doc = yaml.safe_load(cfg.read_text())
     doc["training_config"].update(max_steps=100000, model_save_interval=100000)
@@ -234,8 +234,9 @@ def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
     ref_out = tmp_path / "ref"
     argv = ["--config", str(ref_cfg), "--out", str(ref_out), "--no-progress"]
     assert cli.main([*argv, "--max-steps", str(n + 2)], build=nanogpt_build, prog="ref") == 0
-    assert losses(log) == losses(ref_out / "log.jsonl")
-    assert stopped == losses(ref_out / "log.jsonl")[:n]
+    resumed, reference = losses(log), losses(ref_out / "log.jsonl")
+    assert resumed[:n] == stopped and len(resumed) == len(reference) == n + 2
+    np.testing.assert_allclose(resumed, reference, rtol=1e-5)  # 2 processes vs 1: float32 sums
 
 
 @pytest.mark.slow
@@ -270,7 +271,8 @@ def test_kill_9_of_the_launcher_mid_training_leaves_a_resumable_checkpoint(tmp_p
     state = tmp_path / "ckpt" / str(n) / "state"
     assert {p.name for p in state.glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
     assert not list((tmp_path / "ckpt").glob("*.orbax-checkpoint-tmp*"))
-    assert len(losses(log)) == n
+    stopped = losses(log)
+    assert len(stopped) == n
     rank0 = (tmp_path / "logs" / "rank0.log").read_text()
     assert "received SIGTERM" in rank0 and f"interrupted at step {n}" in rank0, rank0[-2000:]
 
@@ -280,4 +282,5 @@ def test_kill_9_of_the_launcher_mid_training_leaves_a_resumable_checkpoint(tmp_p
     assert code == 0, out[-3000:]
     assert_all_gone(pids)
     assert f"resumed at step {n}" in out
-    assert len(losses(log)) == n + 1
+    resumed = losses(log)
+    assert resumed[:n] == stopped and len(resumed) == n + 1

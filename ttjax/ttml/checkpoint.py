@@ -353,7 +353,12 @@ def _leaf_hash(x: Any) -> Any:
     )
 
 
-_hash_leaves = jax.jit(lambda leaves: [_leaf_hash(x) for x in leaves])
+@jax.jit
+def _hash_leaves(leaves: list[Any]) -> Any:
+    """``[n leaves, 2]`` uint32: one array, so one device-to-host copy for the whole tree."""
+    if not leaves:
+        return jnp.zeros((0, 2), jnp.uint32)
+    return jnp.stack([_leaf_hash(x) for x in leaves])
 
 
 def fingerprint(tree: Any) -> dict[str, dict[str, Any]]:
@@ -364,10 +369,10 @@ def fingerprint(tree: Any) -> dict[str, dict[str, Any]]:
     """
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     arrays = [x if isinstance(x, jax.Array) else jnp.asarray(x) for _, x in flat]
-    hashes = _hash_leaves(arrays)
+    hashes = np.asarray(_hash_leaves(arrays))
     out = {}
     for (path, _), x, h in zip(flat, arrays, hashes):
-        lo, hi = (int(v) for v in np.asarray(h))
+        lo, hi = (int(v) for v in h)
         out[_path_str(path)] = {
             "shape": list(x.shape),
             "dtype": str(x.dtype),

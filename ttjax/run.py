@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import functools
 import os
 import re
 import shlex
@@ -224,7 +223,7 @@ class _Rank:
                 stderr=subprocess.PIPE,
                 bufsize=0,
                 start_new_session=True,  # its own process group: the launcher kills it whole
-                preexec_fn=functools.partial(lifeline.die_with_parent, os.getpid()),
+                preexec_fn=lifeline.die_with_parent(os.getpid()),
             )
         except OSError as e:
             self.start_error = f"could not start {launch.argv[0]!r}: {e.strerror or e}"
@@ -549,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         proc = subprocess.Popen(
             cmd,
             start_new_session=True,
-            preexec_fn=functools.partial(lifeline.die_with_parent, os.getpid()),
+            preexec_fn=lifeline.die_with_parent(os.getpid()),
         )
         try:
             return proc.wait()

@@ -38,9 +38,9 @@ sys.exit(143)
 
 # A launcher: starts the rank with pipes it reads, with or without the parent-death signal.
 PARENT = """
-import functools, os, subprocess, sys, threading
+import os, subprocess, sys
 from ttjax.distributed import lifeline
-pdeath = functools.partial(lifeline.die_with_parent, os.getpid()) if sys.argv[2] == "pdeathsig" else None
+pdeath = lifeline.die_with_parent(os.getpid()) if sys.argv[2] == "pdeathsig" else None
 child = subprocess.Popen([sys.executable, "-c", sys.argv[1], "5", "graceful", sys.argv[3]],
                          stdout=subprocess.PIPE, preexec_fn=pdeath)
 for line in child.stdout:

@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,25 +38,36 @@ KERNEL_WAIT_S = 2.0  # with a parent-death signal set, the kernel's SIGTERM come
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """In a freshly forked child (``preexec_fn``): get SIGTERM when the parent dies (Linux), and
-    leave at once if the parent already died between fork and now."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(EXIT_SIGTERM)
+def _prctl() -> Any:
+    """libc's ``prctl`` (None off Linux), resolved in the parent: a forked child of a threaded
+    launcher must not dlopen (another thread may have held the loader's lock at fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` for the launcher's children: the child gets SIGTERM when the parent dies
+    (Linux ``PR_SET_PDEATHSIG``), and leaves at once if the parent died between fork and then."""
+    prctl = _prctl()
+
+    def child() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(EXIT_SIGTERM)
+
+    return child
 
 
 def parent_death_signal() -> int:
     """The signal the kernel sends this process when its parent dies (0: none, or not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    sig = ctypes.c_int(0)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        return 0
+    prctl, sig = _prctl(), ctypes.c_int(0)
+    if prctl is not None:
+        prctl(PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
     return sig.value
 
 

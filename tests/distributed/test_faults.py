@@ -26,7 +26,7 @@ from _launch import (
 )
 
 from ttjax.distributed import load_rank_bindings
-from ttjax.run import RankLaunch, free_port, launch_local, plan
+from ttjax.run import RankLaunch, _Terminal, _visible, free_port, launch_local, plan
 
 # Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
 pytestmark = pytest.mark.timeout(180)
@@ -250,3 +250,34 @@ def test_rank_0_progress_is_live_and_gloo_stays_in_the_logs(tmp_path):
     for rank in (0, 1):
         log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
         assert f"[Gloo] Rank {rank} is connected" in log and f"done rank={rank}" in log
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_keeps_rank_0_progress_as_the_bottom_line_of_a_tty():
+    """On a terminal the progress line redraws in place, and other ranks' lines print above it
+    (the bar is redrawn after each); a finished line of rank 0 replaces it."""
+    # What rich writes for one redraw: hide the cursor, carriage return, erase, the bar.
+    assert _visible(b"\x1b[?25l\r\x1b[2Ktrain \x1b[32m3/10\x1b[0m") == "train 3/10"
+    assert _visible(b"old bar\rnew bar\r") == "new bar"
+    tty = _Tty()
+    term = _Terminal(tty)
+    term.progress("[1,0]<stdout>:train 3/10")
+    term.line("[1,1]<stdout>:hello")
+    term.progress("[1,0]<stdout>:train 4/10")
+    term.line("[1,0]<stdout>:done", ends_status=True)
+    term.close()
+    assert tty.getvalue() == (
+        "\r\x1b[2K[1,0]<stdout>:train 3/10"
+        "\r\x1b[2K[1,1]<stdout>:hello\n[1,0]<stdout>:train 3/10"
+        "\r\x1b[2K[1,0]<stdout>:train 4/10"
+        "\r\x1b[2K[1,0]<stdout>:done\n"
+    )
+    pipe = io.StringIO()
+    term = _Terminal(pipe)
+    for i in range(5):  # a pipe gets one redraw per second at most
+        term.progress(f"[1,0]<stdout>:train {i}/10")
+    assert pipe.getvalue() == "[1,0]<stdout>:train 0/10\n"

@@ -414,7 +414,8 @@ def launch_local(
                 # before the launcher kills anything, then name the one that did not just react.
                 time.sleep(SETTLE_S)
                 failed = [r for r in ranks if r.poll() not in (None, 0)]
-                _stop(ranks, grace_s)
+                with _stop_signals_ignored():
+                    _stop(ranks, grace_s)
                 term.close()
                 cause = _root_cause(failed)
                 _report(cause, ranks, err)
@@ -426,7 +427,8 @@ def launch_local(
                 return 0
             if timeout_s and time.monotonic() - start > timeout_s:
                 running = [r.launch.rank for r, c in zip(ranks, codes) if c is None]
-                _stop(ranks, grace_s)
+                with _stop_signals_ignored():
+                    _stop(ranks, grace_s)
                 term.close()
                 err.write(
                     f"ttjax-run: ranks {running} still running after --timeout "

@@ -195,7 +195,9 @@ def test_unnamed_mesh_keeps_axis_names_none_and_takes_indices() -> None:
     for dev_id, block in shards(y).items():
         r, c = np.argwhere(mesh.get_logical_mesh() == dev_id)[0]
         np.testing.assert_array_equal(block, np.split(np.split(x, 4, 0)[c], 2, 1)[r])
-    with pytest.raises(ShardingError, match=r"'model'.*its axes are unnamed[\s\S]*fix: use an index"):
+    with pytest.raises(
+        ShardingError, match=r"'model'.*its axes are unnamed[\s\S]*fix: use an index"
+    ):
         xs.mark_sharding(x, mesh, ("model", None))
 
 

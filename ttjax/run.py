@@ -343,6 +343,8 @@ def _report(bad: _Rank, ranks: Sequence[_Rank], err: IO[str]) -> None:
         err.write(f"ttjax-run: last {len(bad.tail)} lines of rank {bad.launch.rank}:\n")
         for line in bad.tail:
             err.write(f"  {line}\n")
+    exits = ", ".join(f"rank {r.launch.rank} {r.describe_exit()}" for r in ranks)
+    err.write(f"ttjax-run: exits: {exits}.\n")
     err.write(f"ttjax-run: every rank's full output: {bad.log_path.parent}/rank<N>.log\n")
     err.flush()
 

@@ -70,6 +70,7 @@ def test_rank_raising_stops_every_rank(tmp_path):
         assert f"ready rank={rank} pid=" in log
     assert "RuntimeError: boom" in (tmp_path / "logs" / "rank1.log").read_text()
     assert f"every rank's full output: {tmp_path / 'logs'}/rank<N>.log" in err
+    assert "ttjax-run: exits: rank 0 " in err and ", rank 1 exited with code 1." in err
 
 
 def test_rank_killed_mid_collective_stops_every_rank(tmp_path):

@@ -54,7 +54,7 @@ def test_bad_mesh_raises(args, match: str) -> None:
         ((1, 0), [("model",), ("batch",)]),
         ((None, ("batch", "model")), [(), ("batch", "model")]),
         ((None, None), [(), ()]),
-        (("batch",), [("batch",), ()]),
+        (("batch", None), [("batch",), ()]),
     ],
 )
 def test_mark_sharding_places_blocks_like_numpy(mesh24: xs.Mesh, spec, split) -> None:
@@ -94,6 +94,9 @@ def test_mark_sharding_inside_jit_constrains_and_matches_single_device(mesh24: x
     [
         (("modle", None), r"'modle'.*not in the mesh's axes \('batch', 'model'\)[\s\S]*fix:"),
         ((None, None, None), r"3 entries but the tensor has rank 2[\s\S]*fix:"),
+        # torch-xla asserts "Partition spec length (1) should be equal to the input rank (2)."
+        (("model",), r"Partition spec length \(1\) should be equal to the input rank \(2\)"),
+        ((), r"Partition spec length \(0\) should be equal to the input rank \(2\)[\s\S]*fix:"),
         ((None, "model"), r"dim 1 .* size 6, .* size 4 of mesh axes \('model',\)[\s\S]*fix: pad"),
         (("model", "model"), r"'model' shards both dim 0 and dim 1[\s\S]*fix:"),
         ((5, None), r"index 5 .* out of range[\s\S]*fix:"),
@@ -174,3 +177,60 @@ def test_inspect_maps_partitioner_collectives_to_mesh_axes(mesh24: xs.Mesh) -> N
     assert len(reduces) == 1 and reduces[0].mesh_axes == ("model",)
     assert reduces[0].replica_groups == ((0, 1, 2, 3), (4, 5, 6, 7))
     assert reduces[0].bytes_per_device > 0
+
+
+# torch-xla's own test suite (test/spmd/test_xla_sharding.py), rewritten for ttjax.spmd.
+
+
+def test_unnamed_mesh_keeps_axis_names_none_and_takes_indices() -> None:
+    """``Mesh(ids, shape)``: no invented names; ``shape()`` is keyed by axis index; partition
+    specs use indices (a name is refused); placement matches numpy blocks."""
+    mesh = xs.Mesh(np.arange(8), (2, 4))
+    assert mesh.axis_names is None
+    assert list(mesh.shape().items()) == [(0, 2), (1, 4)]
+    assert mesh.get_axis_name_idx("model") is None
+    assert "axis_names=None" in repr(mesh)
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    y = xs.mark_sharding(x, mesh, (1, 0))  # dim 0 over mesh axis 1 (4), dim 1 over axis 0 (2)
+    for dev_id, block in shards(y).items():
+        r, c = np.argwhere(mesh.get_logical_mesh() == dev_id)[0]
+        np.testing.assert_array_equal(block, np.split(np.split(x, 4, 0)[c], 2, 1)[r])
+    with pytest.raises(
+        ShardingError, match=r"'model'.*its axes are unnamed[\s\S]*fix: use an index"
+    ):
+        xs.mark_sharding(x, mesh, ("model", None))
+
+
+def test_get_axis_name_idx_of_an_unknown_name_is_none(mesh24: xs.Mesh) -> None:
+    assert [mesh24.get_axis_name_idx(n) for n in ("batch", "model", "data")] == [0, 1, None]
+
+
+def test_get_1d_mesh() -> None:
+    n = ttnn.get_num_devices()
+    named = xs.get_1d_mesh("data")
+    assert (named.mesh_shape, named.axis_names) == ((n,), ("data",))
+    assert list(named.shape().items()) == [("data", n)]
+    x = np.arange(n * 8, dtype=np.float32).reshape(n, 8)
+    y = xs.mark_sharding(x, named, ("data", None))
+    assert len(shards(y)) == n
+    for dev_id, block in shards(y).items():
+        np.testing.assert_array_equal(block, x[dev_id : dev_id + 1])
+    unnamed = xs.get_1d_mesh()
+    assert (unnamed.mesh_shape, unnamed.axis_names) == ((n,), None)
+    np.testing.assert_array_equal(unnamed.get_logical_mesh(), np.arange(n))
+
+
+def test_uneven_dim_is_padded_inside_jit_and_refused_when_placed(mesh24: xs.Mesh) -> None:
+    """10 rows over 4 devices: inside jax.jit XLA pads the shards and the logical shape (and
+    values) stay; a concrete array cannot hold uneven shards, so placing one is refused."""
+    x = np.arange(10 * 8, dtype=np.float32).reshape(10, 8)
+
+    @jax.jit
+    def f(x):
+        return xs.mark_sharding(x * 2.0, mesh24, ("model", None)).sum(axis=1)
+
+    out = f(x)
+    assert out.shape == (10,)
+    np.testing.assert_allclose(np.asarray(out), (x * 2.0).sum(axis=1), rtol=1e-6)
+    with pytest.raises(ShardingError, match=r"size 10, .* size 4 .*uneven shards[\s\S]*fix:"):
+        xs.mark_sharding(x, mesh24, ("model", None))

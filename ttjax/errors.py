@@ -71,19 +71,38 @@ class DeallocatedTensorError(TTJaxError):
     """A tensor was used after ``ttnn.deallocate`` freed its buffers."""
 
 
+class CheckpointError(TTJaxError, OSError):
+    """No checkpoint to resume from: none written yet, or none whose bytes verify."""
+
+
+class CheckpointMismatchError(TTJaxError, ValueError):
+    """A checkpoint whose parameters (paths, shapes, dtypes) differ from the model restoring it."""
+
+
 class MissingDependencyError(TTJaxError, ImportError):
     """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
+
+
+class MeshGraphDescriptorError(ConfigError):
+    """A mesh graph descriptor (MGD) that is missing, malformed or cannot be chosen."""
+
+
+class TopologyMismatchError(MeshShapeError):
+    """A ``mesh_shape`` that the descriptor's ``device_topology`` does not accept."""
 
 
 __all__ = [
     "CCLError",
     "CCLSignatureError",
+    "CheckpointError",
+    "CheckpointMismatchError",
     "ComposerRequiredError",
     "ConfigError",
     "DeallocatedTensorError",
     "DeviceClosedError",
     "LayoutError",
     "MemoryConfigError",
+    "MeshGraphDescriptorError",
     "MeshMismatchError",
     "MeshShapeError",
     "MissingDependencyError",
@@ -91,6 +110,7 @@ __all__ = [
     "ShardingError",
     "SubDeviceError",
     "TTJaxError",
+    "TopologyMismatchError",
     "TraceError",
     "UnsupportedDTypeError",
 ]

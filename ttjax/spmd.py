@@ -9,7 +9,11 @@ collectives (GSPMD), instead of writing them as TT-NN's CCL calls:
 >>> y = jax.jit(lambda w, x: x @ w.T)(w, x)            # XLA adds the all-gather / all-reduce
 
 Entries of a partition spec are mesh-axis names, integer mesh-axis indices, ``None``
-(replicated) or tuples of those (one tensor dim over several mesh axes). On a concrete array
+(replicated) or tuples of those (one tensor dim over several mesh axes); as in torch-xla the spec
+has exactly one entry per tensor dim, and a mesh built without ``axis_names`` takes indices only.
+A dim that does not divide by its mesh axes is sharded unevenly inside ``jax.jit`` (XLA pads the
+shards and keeps the logical shape, as torch-xla does); a concrete array must divide, because a
+``jax.Array`` cannot hold uneven shards (README: divergences). On a concrete array
 ``mark_sharding`` places it (``NamedSharding``) and returns it; inside ``jax.jit`` it constrains
 it (``with_sharding_constraint``). It also takes ttjax mesh tensors (returned with the matching
 TT-NN placements) and Flax ``nnx`` variables (updated in place, like torch-xla's in-place
@@ -61,6 +65,8 @@ class Mesh:
         mesh_shape: Sequence[int],
         axis_names: Sequence[str] | None = None,
     ) -> None:
+        """``axis_names=None`` keeps the axes unnamed (``axis_names is None``), as torch-xla does:
+        partition specs then name mesh axes by index."""
         ids = _ints(device_ids, "device_ids")
         shape = _ints(mesh_shape, "mesh_shape")
         if any(s <= 0 for s in shape) or int(np.prod(shape)) != len(ids):
@@ -82,25 +88,30 @@ class Mesh:
                 f"{len(by_id)} devices with ids {sorted(by_id)[:8]}{'...' if len(by_id) > 8 else ''}."
                 "\nfix: use ids from ttjax.get_device_ids(), or raise TTJAX_NUM_DEVICES."
             )
-        names = (
-            tuple(f"axis{i}" for i in range(len(shape)))
-            if axis_names is None
-            else tuple(axis_names)
-        )
-        if len(names) != len(shape) or len(set(names)) != len(names):
+        names = None if axis_names is None else tuple(axis_names)
+        if names is not None and (len(names) != len(shape) or len(set(names)) != len(names)):
             raise MeshShapeError(
                 f"spmd.Mesh: axis_names={names!r} must hold {len(shape)} distinct names, one per "
-                f"dim of mesh_shape={shape}.\nfix: e.g. axis_names=('batch', 'model')."
+                f"dim of mesh_shape={shape}.\nfix: e.g. axis_names=('batch', 'model'), or leave "
+                "it out (the axes are then named by index)."
             )
         self.device_ids = np.asarray(ids).reshape(shape)
         self.mesh_shape = shape
-        self.axis_names = names
+        self.axis_names: tuple[str, ...] | None = names
+        # jax.sharding.Mesh needs names: unnamed axes get private ones, never shown to the user.
+        self._jax_names = names if names is not None else tuple(f"_{i}" for i in range(len(shape)))
         devices = np.array([by_id[i] for i in ids], dtype=object).reshape(shape)
-        self.jax_mesh = jax.sharding.Mesh(devices, names, axis_types=(AxisType.Auto,) * len(shape))
+        self.jax_mesh = jax.sharding.Mesh(
+            devices, self._jax_names, axis_types=(AxisType.Auto,) * len(shape)
+        )
 
-    def shape(self) -> collections.OrderedDict[str, int]:
-        """Axis name -> size, in mesh order."""
-        return collections.OrderedDict(zip(self.axis_names, self.mesh_shape))
+    def shape(self) -> collections.OrderedDict[Any, int]:
+        """Axis name (or index, on an unnamed mesh) -> size, in mesh order."""
+        keys = self.axis_names if self.axis_names is not None else range(len(self.mesh_shape))
+        return collections.OrderedDict(zip(keys, self.mesh_shape))
+
+    def _axis_size(self, jax_name: str) -> int:
+        return self.mesh_shape[self._jax_names.index(jax_name)]
 
     def size(self) -> int:
         """Number of devices."""
@@ -110,13 +121,10 @@ class Mesh:
         """The device ids laid out in ``mesh_shape``."""
         return self.device_ids.copy()
 
-    def get_axis_name_idx(self, name: str) -> int:
-        """Mesh-axis index of ``name``."""
-        if name not in self.axis_names:
-            raise ShardingError(
-                f"axis name {name!r} is not in mesh axes {self.axis_names}.\n"
-                f"fix: use one of {self.axis_names}."
-            )
+    def get_axis_name_idx(self, name: str) -> int | None:
+        """Mesh-axis index of ``name``; None when the mesh has no such axis (torch-xla's answer)."""
+        if self.axis_names is None or name not in self.axis_names:
+            return None
         return self.axis_names.index(name)
 
     @classmethod
@@ -139,7 +147,20 @@ class Mesh:
         return hash((self.axis_names, self.device_ids.tobytes(), self.mesh_shape))
 
     def __repr__(self) -> str:
-        return f"Mesh(device_ids={self.device_ids.ravel().tolist()}, mesh_shape={self.mesh_shape}, axis_names={self.axis_names})"
+        return (
+            f"Mesh(device_ids={self.device_ids.ravel().tolist()}, mesh_shape={self.mesh_shape}, "
+            f"axis_names={self.axis_names})"
+        )
+
+
+def get_1d_mesh(axis_name: str | None = None) -> Mesh:
+    """torch-xla's helper: every device of this process (or job) on one axis, named
+    ``axis_name`` or unnamed.
+
+    >>> get_1d_mesh("data").shape()     # OrderedDict([('data', 8)])
+    """
+    ids = [d.id for d in available_devices()]
+    return Mesh(ids, (len(ids),), None if axis_name is None else (axis_name,))
 
 
 def set_global_mesh(mesh: Mesh | None) -> None:
@@ -186,33 +207,42 @@ class ShardingSpec:
 
 
 def _axis(mesh: Mesh, entry: Any, spec: Any) -> str:
+    """The jax mesh-axis name of one partition-spec entry (a name or an index)."""
+    n = len(mesh.mesh_shape)
     if isinstance(entry, str):
-        if entry not in mesh.axis_names:
+        idx = mesh.get_axis_name_idx(entry)
+        if idx is None:
+            axes = "(its axes are unnamed)" if mesh.axis_names is None else str(mesh.axis_names)
             raise ShardingError(
                 f"mark_sharding: axis name {entry!r} in partition spec {spec!r} is not in the "
-                f"mesh's axes {mesh.axis_names}.\nfix: use one of {mesh.axis_names} (or an index "
-                f"in 0..{len(mesh.axis_names) - 1})."
+                f"mesh's axes {axes}.\nfix: use "
+                + (f"one of {mesh.axis_names} or " if mesh.axis_names is not None else "")
+                + f"an index in 0..{n - 1}."
             )
-        return entry
+        return mesh._jax_names[idx]
     if isinstance(entry, (int, np.integer)) and not isinstance(entry, bool):
-        if not 0 <= int(entry) < len(mesh.axis_names):
+        if not 0 <= int(entry) < n:
             raise ShardingError(
                 f"mark_sharding: mesh-axis index {entry} in partition spec {spec!r} is out of "
-                f"range for a {len(mesh.axis_names)}-D mesh {mesh.axis_names}.\n"
-                f"fix: use an index in 0..{len(mesh.axis_names) - 1} or an axis name."
+                f"range for a {n}-D mesh {mesh.axis_names or mesh.mesh_shape}.\n"
+                f"fix: use an index in 0..{n - 1}"
+                + (" or an axis name." if mesh.axis_names is not None else ".")
             )
-        return mesh.axis_names[int(entry)]
+        return mesh._jax_names[int(entry)]
     raise ShardingError(
         f"mark_sharding: partition spec entry {entry!r} in {spec!r} is not an axis name, an "
         "index, None or a tuple of those.\nfix: e.g. ('model', None)."
     )
 
 
-def resolve_spec(mesh: Mesh, partition_spec: Any, shape: Sequence[int]) -> ShardingSpec:
-    """Check ``partition_spec`` against ``mesh`` and a tensor ``shape``; names per dim.
+def resolve_spec(
+    mesh: Mesh, partition_spec: Any, shape: Sequence[int], *, uneven: bool = False
+) -> ShardingSpec:
+    """Check ``partition_spec`` against ``mesh`` and a tensor ``shape``; jax axis names per dim.
 
-    Raises ``ShardingError`` naming the bad entry (unknown axis, spec longer than the rank, a
-    mesh axis used twice, a dim that does not divide by its axes' size) and the fix.
+    Raises ``ShardingError`` naming the bad entry (unknown axis, a spec whose length is not the
+    rank, a mesh axis used twice, a dim that does not divide by its axes' size unless
+    ``uneven``) and the fix.
     """
     spec = tuple(partition_spec) if isinstance(partition_spec, (tuple, list)) else None
     if spec is None:
@@ -221,10 +251,11 @@ def resolve_spec(mesh: Mesh, partition_spec: Any, shape: Sequence[int]) -> Shard
             "fix: one entry per tensor dim, e.g. ('model', None)."
         )
     rank = len(shape)
-    if len(spec) > rank:
+    if len(spec) != rank:
         raise ShardingError(
-            f"mark_sharding: partition spec {spec!r} has {len(spec)} entries but the tensor has "
-            f"rank {rank} (shape {tuple(shape)}).\nfix: give at most {rank} entries, one per "
+            f"mark_sharding: Partition spec length ({len(spec)}) should be equal to the input "
+            f"rank ({rank}): partition spec {spec!r} has {len(spec)} entries but the tensor has "
+            f"rank {rank} (shape {tuple(shape)}).\nfix: give exactly {rank} entries, one per "
             "dim (None replicates a dim)."
         )
     dims: list[tuple[str, ...]] = []
@@ -239,12 +270,14 @@ def resolve_spec(mesh: Mesh, partition_spec: Any, shape: Sequence[int]) -> Shard
                     f"in {spec!r}.\nfix: use each mesh axis at most once."
                 )
             used[name] = d
-        n = int(np.prod([mesh.shape()[a] for a in names], dtype=np.int64))
-        if shape[d] % n:
+        n = int(np.prod([mesh._axis_size(a) for a in names], dtype=np.int64))
+        if shape[d] % n and not uneven:
             raise ShardingError(
                 f"mark_sharding: dim {d} of shape {tuple(shape)} has size {shape[d]}, which does "
-                f"not divide by the size {n} of mesh axes {names} (partition spec {spec!r}).\n"
-                f"fix: pad dim {d} to a multiple of {n}, or replicate it (None)."
+                f"not divide by the size {n} of mesh axes {names} (partition spec {spec!r}); a "
+                "placed jax.Array cannot hold uneven shards.\n"
+                f"fix: pad dim {d} to a multiple of {n}, replicate it (None), or annotate inside "
+                "jax.jit, where XLA pads the shards as torch-xla does."
             )
         dims.append(names)
     return ShardingSpec(tuple(dims))
@@ -283,18 +316,18 @@ def _mark_tensor(t: ttjax.Tensor, mesh: Any, partition_spec: Any) -> ttjax.Tenso
     value = t.value
     spec = resolve_spec(m, partition_spec, value.shape)
     placements = []
-    for name in m.axis_names:
+    for name in m._jax_names:
         dim = next((d for d, names in enumerate(spec.dims) if name in names), None)
         placements.append(PlacementReplicate() if dim is None else PlacementShard(dim))
     for d, names in enumerate(spec.dims):
-        if list(names) != sorted(names, key=m.axis_names.index):
+        if list(names) != sorted(names, key=m._jax_names.index):
             raise ShardingError(
                 f"mark_sharding: dim {d} is split over mesh axes {names}, not in mesh order; a "
                 f"ttjax Tensor's placements always split major axis first.\nfix: write "
-                f"{tuple(sorted(names, key=m.axis_names.index))}."
+                f"{tuple(sorted(names, key=m._jax_names.index))}."
             )
     local = tuple(
-        s // int(np.prod([m.shape()[a] for a in names], dtype=np.int64))
+        s // int(np.prod([m._axis_size(a) for a in names], dtype=np.int64))
         for s, names in zip(value.shape, spec.dims)
     )
     return Tensor(
@@ -325,7 +358,7 @@ def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: 
         return _mark_tensor(x, mesh, partition_spec)
     m = _as_mesh(mesh)
     x = _as_array(x)
-    return _place(x, m, resolve_spec(m, partition_spec, np.shape(x)))
+    return _place(x, m, resolve_spec(m, partition_spec, np.shape(x), uneven=_is_tracer(x)))
 
 
 def clear_sharding(x: Any) -> Any:
@@ -335,7 +368,7 @@ def clear_sharding(x: Any) -> Any:
         x.set_value(clear_sharding(x.get_value()))
         return x
     if isinstance(x, ttjax.Tensor):
-        return _mark_tensor(x, None, ())
+        return _mark_tensor(x, None, (None,) * len(x.value.shape))
     if _is_tracer(x):
         return x
     sharding = getattr(x, "sharding", None)
@@ -356,6 +389,7 @@ __all__ = [
     "Mesh",
     "ShardingSpec",
     "clear_sharding",
+    "get_1d_mesh",
     "get_global_mesh",
     "get_partition_spec",
     "mark_sharding",

@@ -251,3 +251,27 @@ def test_initialize_after_jax_started_says_how_to_fix():
     finally:
         jax.config.update("jax_cpu_collectives_implementation", before)
     assert not is_initialized()
+
+
+def test_launcher_reads_the_descriptor_with_the_schema_checked_parser(tmp_path):
+    """ttjax-run checks the MGD with ttjax.mgd (TTML's parser): tt-metal's refusals name the
+    mesh, and a field the schema lacks is skipped with a warning naming it."""
+    good = (CONFIGS / "t3k_2x4_two_hosts.textproto").read_text()
+    bad = tmp_path / "bad.textproto"
+    bad.write_text(
+        good.replace("host_topology { dims: [ 2, 1 ] }", "host_topology { dims: [ 2 ] }")
+    )
+    r1 = R1.replace('"2,3"', '"4,5,6,7"')
+    text = _yaml(R0.replace('"0,1"', '"0,1,2,3"') + r1, 'mesh_graph_desc_path: "bad.textproto"\n')
+    with pytest.raises(RankBindingError) as e:
+        parse_rank_bindings(text, "b.yaml", str(tmp_path))
+    msg = str(e.value)
+    assert "b.yaml: mesh_graph_desc_path:" in msg
+    assert "Device and host topology dimensions must be the same size (Mesh: M0)" in msg
+    assert "\nfix: give host_topology one entry per device dimension" in msg
+    future = tmp_path / "future.textproto"
+    future.write_text(good.replace('  name: "M0"\n', '  name: "M0"\n  express_lanes: 4\n'))
+    text = text.replace("bad.textproto", "future.textproto")
+    with pytest.warns(UserWarning, match=r"future.textproto:4:3: field 'express_lanes'"):
+        b = parse_rank_bindings(text, "b.yaml", str(tmp_path))
+    assert b.mesh_devices(0) == tuple(range(8))

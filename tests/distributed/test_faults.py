@@ -1,19 +1,23 @@
 """Faults under ttjax-run: a rank raising, a rank SIGKILLed mid-collective, a rank that never
-starts, Ctrl-C on the launcher — each time every rank is gone and the launcher names the rank
-within 10 s. Without the launcher, JAX's heartbeat makes a rank whose peer vanished fail."""
+starts, Ctrl-C, SIGTERM or kill -9 on the launcher — each time every rank is gone within 10 s and
+the launcher (when alive) names the rank. Without the launcher, JAX's heartbeat makes a rank whose
+peer vanished fail. Also what the terminal shows: rank 0's progress live, no Gloo chatter."""
 
 from __future__ import annotations
 
 import io
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from _launch import (
     FAULTS,
+    ROOT,
     Watched,
+    alive,
     assert_all_gone,
     child_env,
     launcher_argv,
@@ -22,7 +26,7 @@ from _launch import (
 )
 
 from ttjax.distributed import load_rank_bindings
-from ttjax.run import RankLaunch, free_port, launch_local, plan
+from ttjax.run import RankLaunch, _Terminal, _visible, free_port, launch_local, plan
 
 # Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
 pytestmark = pytest.mark.timeout(180)
@@ -30,10 +34,12 @@ pytestmark = pytest.mark.timeout(180)
 LIMIT_S = 10.0
 
 
-def _launch(tmp_path, name: str, **binding_extra) -> Watched:
+def _launch(tmp_path, name: str, *options: str, **binding_extra) -> Watched:
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"], **binding_extra)
     argv = launcher_argv(b, tmp_path, *FAULTS, name)
-    return Watched([*argv[:3], "--verbose", *argv[3:]])
+    return Watched(
+        [*argv[:3], "--verbose", "--log-dir", str(tmp_path / "logs"), *options, *argv[3:]]
+    )
 
 
 def _check_failure(w: Watched, fault_time: float, code: int, message: str) -> str:
@@ -54,8 +60,17 @@ def test_rank_raising_stops_every_rank(tmp_path):
     err = _check_failure(
         w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]"
     )
-    # the last lines rank 1 printed: its traceback
+    # the last lines rank 1 printed: its traceback, not Gloo's connection lines
     assert "  RuntimeError: boom: rank 1 failed on purpose" in err
+    assert "[Gloo]" not in err and "[Gloo]" not in w.text("out")
+    # ... which every rank's log keeps, with everything else the rank printed
+    for rank in (0, 1):
+        log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
+        assert f"[Gloo] Rank {rank} is connected to 1 peer ranks" in log
+        assert f"ready rank={rank} pid=" in log
+    assert "RuntimeError: boom" in (tmp_path / "logs" / "rank1.log").read_text()
+    assert f"every rank's full output: {tmp_path / 'logs'}/rank<N>.log" in err
+    assert "ttjax-run: exits: rank 0 " in err and ", rank 1 exited with code 1." in err
 
 
 def test_rank_killed_mid_collective_stops_every_rank(tmp_path):
@@ -162,3 +177,108 @@ def test_launcher_names_the_cause_not_the_peer_that_lost_it():
     assert launch_local(launches, out=io.StringIO(), err=err) == 3
     assert "ttjax-run: rank 1 exited with code 3; stopped the other ranks [0]" in err.getvalue()
     assert "  disk full" in err.getvalue()
+
+
+def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
+    """SIGTERM is forwarded; ranks inside jax.distributed (whose preemption notifier swallows
+    SIGTERM) still stop at once, and the launcher reports each rank's exit."""
+    w = _launch(tmp_path, "spin")
+    w.wait_for(r"ready rank=0")
+    w.wait_for(r"ready rank=1")
+    pids = list(rank_pids(w.text("out")).values())
+    sent = time.monotonic()
+    os.kill(w.proc.pid, signal.SIGTERM)
+    code, end = w.wait(timeout=LIMIT_S)
+    assert code == 128 + signal.SIGTERM, w.text()
+    err = w.text("err")
+    assert "ttjax-run: terminated (SIGTERM); stopped ranks [0, 1]." in err, err
+    assert "rank 0 exited with code 143, rank 1 exited with code 143" in err, err
+    assert "SIGTERM; exiting (no graceful stop installed)" in w.text("out")
+    assert_all_gone(pids, within=0.5)
+    assert end - sent < LIMIT_S
+
+
+def test_rank_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
+    b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
+    script = (
+        'if [ "$TTJAX_PROCESS_ID" = 1 ]; then trap "" TERM; fi; '
+        'echo "ready rank=$TTJAX_PROCESS_ID pid=$$"; while :; do sleep 0.1; done'
+    )
+    argv = launcher_argv(b, tmp_path, "sh", "-c", script)
+    w = Watched([*argv[:3], "--stop-grace", "1", *argv[3:]])
+    w.wait_for(r"ready rank=0")
+    w.wait_for(r"ready rank=1")
+    pids = list(rank_pids(w.text("out")).values())
+    sent = time.monotonic()
+    os.kill(w.proc.pid, signal.SIGTERM)
+    code, end = w.wait(timeout=LIMIT_S)
+    assert code == 143
+    err = w.text("err")
+    assert "rank 0 was killed by signal 15 (SIGTERM)" in err, err
+    assert "rank 1 was killed by signal 9 (SIGKILL) after the stop grace period" in err, err
+    assert_all_gone(pids, within=0.5)
+    assert 1 <= end - sent < LIMIT_S
+
+
+def test_kill_9_of_the_launcher_leaves_no_rank(tmp_path):
+    """The launcher dies without a word (kill -9, or the SSH session drops): the kernel's
+    parent-death signal and the ranks' lifeline end them; nothing is orphaned."""
+    w = _launch(tmp_path, "spin")
+    w.wait_for(r"ready rank=0")
+    w.wait_for(r"ready rank=1")
+    pids = list(rank_pids(w.text("out")).values())
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    os.kill(w.proc.pid, signal.SIGKILL)
+    w.wait(timeout=5)
+    assert_all_gone(pids, within=LIMIT_S)
+
+
+def test_rank_0_progress_is_live_and_gloo_stays_in_the_logs(tmp_path):
+    """Rank 0's rich progress bar reaches the launcher's output while it runs (a pipe here: one
+    redraw per second; on a tty it redraws in place), not only when the rank ends."""
+    b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
+    program = [sys.executable, str(ROOT / "tests" / "distributed" / "progress_program.py"), "12"]
+    argv = launcher_argv(b, tmp_path, *program)
+    w = Watched([*argv[:3], "--log-dir", str(tmp_path / "logs"), *argv[3:]])
+    first = w.wait_for(r"^\[1,0\]<stdout>:train .* ([1-9]|10|11)/12$")
+    done = w.wait_for(r"^\[1,0\]<stdout>:done rank=0$")
+    code, _ = w.wait(timeout=LIMIT_S)
+    assert code == 0, w.text()
+    assert done - first > 0.5, "the progress only appeared when the rank finished"
+    out = w.text("out")
+    assert "[1,0]<stdout>:train " in out and " 12/12" in out
+    assert "[Gloo]" not in out and "\x1b" not in out
+    for rank in (0, 1):
+        log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
+        assert f"[Gloo] Rank {rank} is connected" in log and f"done rank={rank}" in log
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_keeps_rank_0_progress_as_the_bottom_line_of_a_tty():
+    """On a terminal the progress line redraws in place, and other ranks' lines print above it
+    (the bar is redrawn after each); a finished line of rank 0 replaces it."""
+    # What rich writes for one redraw: hide the cursor, carriage return, erase, the bar.
+    assert _visible(b"\x1b[?25l\r\x1b[2Ktrain \x1b[32m3/10\x1b[0m") == "train 3/10"
+    assert _visible(b"old bar\rnew bar\r") == "new bar"
+    tty = _Tty()
+    term = _Terminal(tty)
+    term.progress("[1,0]<stdout>:train 3/10")
+    term.line("[1,1]<stdout>:hello")
+    term.progress("[1,0]<stdout>:train 4/10")
+    term.line("[1,0]<stdout>:done", ends_status=True)
+    term.close()
+    assert tty.getvalue() == (
+        "\r\x1b[2K[1,0]<stdout>:train 3/10"
+        "\r\x1b[2K[1,1]<stdout>:hello\n[1,0]<stdout>:train 3/10"
+        "\r\x1b[2K[1,0]<stdout>:train 4/10"
+        "\r\x1b[2K[1,0]<stdout>:done\n"
+    )
+    pipe = io.StringIO()
+    term = _Terminal(pipe)
+    for i in range(5):  # a pipe gets one redraw per second at most
+        term.progress(f"[1,0]<stdout>:train {i}/10")
+    assert pipe.getvalue() == "[1,0]<stdout>:train 0/10\n"

@@ -5,6 +5,8 @@ then continues with ``--resume`` along the same loss trajectory."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -164,3 +166,121 @@ def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
     val = [(r["step"], r["val_loss"]) for r in log["steps"] if "val_loss" in r]
     assert val == [(r["step"], r["val_loss"]) for r in ref_log["steps"] if "val_loss" in r]
     assert [s for s, _ in val] == [3, 6]
+
+
+def _rank_pid(launcher_pid: int, visible: str, timeout: float = 120) -> int:
+    """The pid of the rank whose TT_VISIBLE_DEVICES is ``visible`` (read from /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in descendants(launcher_pid):
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if f"TT_VISIBLE_DEVICES={visible}".encode() in env and b"models.nanogpt" in cmd:
+                return pid
+        time.sleep(0.2)
+    raise AssertionError(f"no rank with TT_VISIBLE_DEVICES={visible}")
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_every_rank_at_one_step_then_resume(tmp_path):
+    """SIGTERM reaches rank 1 only (as a parent-death signal might): both ranks agree on the stop
+    step at the next step boundary, write that step's checkpoint together (no hang), rank 1
+    exits 143, and ``--resume`` continues along the single-process run's losses."""
+    cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
+    doc = yaml.safe_load(cfg.read_text())
+    doc["training_config"].update(max_steps=100000, model_save_interval=100000)
+    cfg.write_text(yaml.safe_dump(doc))
+    train = [sys.executable, "-m", "models.nanogpt.train", "--config", str(cfg)]
+    train += ["--out", str(tmp_path / "out"), "--no-progress"]
+    plain = write_bindings(
+        tmp_path / "plain.yaml", ["0,1,2,3", "4,5,6,7"], mesh_graph_desc_path=str(MGD)
+    )
+    w = Watched(launcher_argv(plain, tmp_path, *train))
+    try:
+        rank1 = _rank_pid(w.proc.pid, "4,5,6,7")
+        log = tmp_path / "out" / "log.jsonl"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and log.read_text().count("\n") >= 2):
+            assert time.monotonic() < deadline and w.proc.poll() is None, w.text()[-3000:]
+            time.sleep(0.05)
+        seen = set(descendants(w.proc.pid))
+        os.kill(rank1, signal.SIGTERM)
+        code, _ = w.wait(timeout=120)
+    finally:
+        w.kill()
+    out = w.text()
+    assert code == 143, out[-3000:]
+    assert "rank 1 exited with code 143" in out, out[-3000:]
+    assert_all_gone(sorted(seen))
+    (n,) = Checkpointer(tmp_path / "ckpt", use_async=False).all_steps()
+    state = tmp_path / "ckpt" / str(n) / "state"
+    assert {p.name for p in state.glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+    stopped = losses(log)
+    assert len(stopped) == n
+
+    code, out, pids = run_launcher(
+        launcher_argv(plain, tmp_path, *train, "--resume", "--max-steps", str(n + 2))
+    )
+    assert code == 0, out[-3000:]
+    assert_all_gone(pids)
+    assert f"resumed at step {n}" in out
+    ref_cfg = tiny_config(tmp_path / "ref.yaml", tmp_path / "ref_ckpt")
+    doc = yaml.safe_load(ref_cfg.read_text())
+    doc["training_config"].update(max_steps=100000, model_save_interval=100000)
+    ref_cfg.write_text(yaml.safe_dump(doc))
+    ref_out = tmp_path / "ref"
+    argv = ["--config", str(ref_cfg), "--out", str(ref_out), "--no-progress"]
+    assert cli.main([*argv, "--max-steps", str(n + 2)], build=nanogpt_build, prog="ref") == 0
+    resumed, reference = losses(log), losses(ref_out / "log.jsonl")
+    assert resumed[:n] == stopped and len(resumed) == len(reference) == n + 2
+    np.testing.assert_allclose(resumed, reference, rtol=1e-5)  # 2 processes vs 1: float32 sums
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_launcher_mid_training_leaves_a_resumable_checkpoint(tmp_path):
+    """The launcher is SIGKILLed (a dropped SSH session): no rank is orphaned. Each gets SIGTERM
+    from the kernel, both agree on a stop step, write its checkpoint together and exit; their
+    last lines land in their logs; ``--resume`` continues from that step."""
+    cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
+    doc = yaml.safe_load(cfg.read_text())
+    doc["training_config"].update(max_steps=100000, model_save_interval=100000)
+    cfg.write_text(yaml.safe_dump(doc))
+    train = [sys.executable, "-m", "models.nanogpt.train", "--config", str(cfg)]
+    train += ["--out", str(tmp_path / "out"), "--no-progress"]
+    plain = write_bindings(
+        tmp_path / "plain.yaml", ["0,1,2,3", "4,5,6,7"], mesh_graph_desc_path=str(MGD)
+    )
+    argv = launcher_argv(plain, tmp_path, *train)
+    w = Watched([*argv[:3], "--log-dir", str(tmp_path / "logs"), *argv[3:]])
+    try:
+        ranks = [_rank_pid(w.proc.pid, v) for v in ("0,1,2,3", "4,5,6,7")]
+        log = tmp_path / "out" / "log.jsonl"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and log.read_text().count("\n") >= 2):
+            assert time.monotonic() < deadline and w.proc.poll() is None, w.text()[-3000:]
+            time.sleep(0.05)
+        os.kill(w.proc.pid, signal.SIGKILL)
+        w.wait(timeout=10)
+        assert_all_gone(ranks, within=60)
+    finally:
+        w.kill()
+    (n,) = Checkpointer(tmp_path / "ckpt", use_async=False).all_steps()
+    state = tmp_path / "ckpt" / str(n) / "state"
+    assert {p.name for p in state.glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+    assert not list((tmp_path / "ckpt").glob("*.orbax-checkpoint-tmp*"))
+    stopped = losses(log)
+    assert len(stopped) == n
+    rank0 = (tmp_path / "logs" / "rank0.log").read_text()
+    assert "received SIGTERM" in rank0 and f"interrupted at step {n}" in rank0, rank0[-2000:]
+
+    code, out, pids = run_launcher(
+        launcher_argv(plain, tmp_path, *train, "--resume", "--max-steps", str(n + 1))
+    )
+    assert code == 0, out[-3000:]
+    assert_all_gone(pids)
+    assert f"resumed at step {n}" in out
+    resumed = losses(log)
+    assert resumed[:n] == stopped and len(resumed) == n + 1

@@ -9,8 +9,10 @@ import numpy as np
 import ttjax as ttnn
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.data import CharTokenizer, TokenDataset
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.trainer import LoopSettings
 
 CONFIG = GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=8, n_embd=32)
 SEED = 5489
@@ -72,3 +74,26 @@ def losses(layout: str, steps: int = 20) -> np.ndarray:
         state, metrics = step(state, tokens)
         out.append(float(metrics["loss"]))
     return np.asarray(out)
+
+
+def dataset() -> TokenDataset:
+    """A learnable character stream (t[i + 1] = 5 t[i] + k) split 3600 / 400 tokens."""
+    rng = np.random.default_rng(1)
+    stream = [int(rng.integers(CONFIG.vocab_size))]
+    for _ in range(4000):
+        stream.append((5 * stream[-1] + int(rng.integers(1, 3))) % CONFIG.vocab_size)
+    ids = np.asarray(stream, np.int32)
+    chars = "".join(chr(48 + i) for i in range(CONFIG.vocab_size))
+    return TokenDataset(ids[:3600], ids[3600:], CharTokenizer(chars))
+
+
+def loop_settings(max_steps: int, eval_every: int = 3, save_every: int = 3) -> LoopSettings:
+    return LoopSettings(
+        batch_size=BATCH,
+        seq_len=SEQ,
+        max_steps=max_steps,
+        eval_every=eval_every,
+        eval_batches=2,
+        model_save_interval=save_every,
+        progress=False,
+    )

@@ -12,36 +12,22 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _tiny import ACCUM, BATCH, CONFIG, SEQ, params, train_step
+from _tiny import ACCUM, CONFIG, dataset, loop_settings, params, train_step
 
 from models.nanogpt.model import GPT
 from models.nanogpt.weights import param_specs
 from ttjax.ttml.checkpoint import Checkpointer
-from ttjax.ttml.data import CharTokenizer, TokenDataset
+from ttjax.ttml.data import TokenDataset
 from ttjax.ttml.train import TrainingDivergedError, TrainStep
 from ttjax.ttml.trainer import LoopSettings, Trainer
 
 
 def _data() -> TokenDataset:
-    rng = np.random.default_rng(1)
-    stream = [int(rng.integers(CONFIG.vocab_size))]
-    for _ in range(4000):
-        stream.append((5 * stream[-1] + int(rng.integers(1, 3))) % CONFIG.vocab_size)
-    ids = np.asarray(stream, np.int32)
-    chars = "".join(chr(48 + i) for i in range(CONFIG.vocab_size))
-    return TokenDataset(ids[:3600], ids[3600:], CharTokenizer(chars))
+    return dataset()
 
 
 def _settings(max_steps: int) -> LoopSettings:
-    return LoopSettings(
-        batch_size=BATCH,
-        seq_len=SEQ,
-        max_steps=max_steps,
-        eval_every=3,
-        eval_batches=2,
-        model_save_interval=3,
-        progress=False,
-    )
+    return loop_settings(max_steps)
 
 
 def _train(step, folder, max_steps, resume=False):

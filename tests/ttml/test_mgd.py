@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import ttjax.mgd
 from ttjax.ttml import mgd
 from ttjax.ttml.errors import MeshGraphDescriptorError, TopologyMismatchError
 
-PROTO_DIR = Path(mgd.__file__).parent / "proto"
+PROTO_DIR = Path(ttjax.mgd.__file__).parent / "proto"
 
 # Independent table (ttml_api.md section 1.2): file -> (arch, dims, channels, policy).
 SHIPPED = {
@@ -29,15 +30,17 @@ MESH = """mesh_descriptors {{
   name: "M0"
   arch: {arch}
   device_topology {{ dims: [ {dims} ]{extra} }}
-  host_topology {{ dims: [ 1, 1 ] }}
+  host_topology {{ dims: [ {host} ] }}
   channels {{ count: 2 }}
 }}
 top_level_instance {{ mesh {{ mesh_descriptor: "M0" mesh_id: 0 }} }}
 """
 
 
-def text(dims: str = "2, 4", extra: str = "", arch: str = "WORMHOLE_B0") -> str:
-    return MESH.format(dims=dims, extra=extra, arch=arch)
+def text(dims: str = "2, 4", extra: str = "", arch: str = "WORMHOLE_B0", host: str = "") -> str:
+    """One mesh M0; the host topology defaults to one host (a 1 per device dimension)."""
+    host = host or ", ".join("1" for _ in dims.split(","))
+    return MESH.format(dims=dims, extra=extra, arch=arch, host=host)
 
 
 @pytest.fixture(autouse=True)
@@ -100,11 +103,11 @@ def test_default_policy_is_strict_and_graph_top_level() -> None:
 
 def test_malformed_file_names_file_line_and_column(tmp_path: Path) -> None:
     bad = tmp_path / "bad.textproto"
-    bad.write_text(text().replace("  arch: WORMHOLE_B0", "  arhc: WORMHOLE_B0"))
+    bad.write_text(text().replace("  arch: WORMHOLE_B0", "  arch WORMHOLE_B0"))
     with pytest.raises(MeshGraphDescriptorError) as e:
         mgd.load_mesh_graph_descriptor(bad)
-    assert str(e.value).startswith(f"{bad}:3:3: malformed mesh graph descriptor (line 3, column 3)")
-    assert 'no field named "arhc"' in str(e.value) and "\nfix:" in str(e.value)
+    assert str(e.value).startswith(f"{bad}:3:8: malformed mesh graph descriptor (line 3, column 8)")
+    assert 'Expected ":"' in str(e.value) and "\nfix:" in str(e.value)
 
     bad.write_text(text().replace("[ 2, 4 ]", "[ 2, 4 "))
     with pytest.raises(MeshGraphDescriptorError, match=re.escape(f"{bad}:4:")):
@@ -117,6 +120,10 @@ def test_malformed_file_names_file_line_and_column(tmp_path: Path) -> None:
         (text(dims="1, 2, 4"), "Mesh has 3 dimensions but arch WORMHOLE_B0 supports at most 2."),
         (text(dims="0, 4"), "dims [0, 4]"),
         (text(arch="INVALID_ARCHITECTURE"), "arch INVALID_ARCHITECTURE"),
+        (
+            text(arch="INVALID_ARCHITECTURE"),
+            "Mesh descriptor must have a valid architecture (Mesh: M0)",
+        ),
         (text().replace("count: 2", "count: 0"), "channels count 0"),
         (text().split("top_level_instance")[0], "top_level_instance is missing"),
         (text().replace('mesh_descriptor: "M0"', 'mesh_descriptor: "M9"'), "mesh 'M9'"),
@@ -201,3 +208,84 @@ def test_one_dimensional_descriptor_is_a_line() -> None:
     assert d.device_topology == (8,) and d.mesh.dim_types == ("LINE",)
     assert all(d.accepts(s) for s in ([8], [1, 8], [2, 4], [4, 2], [2, 2, 2]))
     assert not d.accepts([2, 2])
+
+
+# tt-metal's own MGD test suite (tests/tt_metal/tt_fabric/fabric_router/
+# test_mesh_graph_descriptor.cpp), rewritten: what it parses and what it refuses.
+
+
+def test_unknown_fields_parse_with_a_warning_naming_them(tmp_path: Path) -> None:
+    """tt-metal parses with AllowUnknownField/AllowUnknownExtension: a newer descriptor's extra
+    fields (here a scalar and a message) must not stop an older parser."""
+    source = text().replace(
+        '  name: "M0"\n',
+        '  name: "M0"\n  dfsdadf: 3\n  future_links { kind: "X" count: 2 }\n',
+    )
+    f = tmp_path / "future.textproto"
+    f.write_text(source)
+    with pytest.warns(mgd.UnknownFieldWarning) as seen:
+        d = mgd.load_mesh_graph_descriptor(f)
+    assert (d.device_topology, d.mesh.arch, d.mesh.channels) == ((2, 4), "WORMHOLE_B0", 2)
+    messages = [str(w.message) for w in seen]
+    assert len(messages) == 2
+    assert messages[0].startswith(f"{f}:3:3: field 'dfsdadf' of tt.tt_fabric.proto.MeshDescriptor")
+    assert messages[1].startswith(f"{f}:4:3: field 'future_links'")
+
+
+def test_misspelt_field_is_skipped_then_the_missing_value_is_refused() -> None:
+    """An unknown name is no longer a syntax error; the field it was meant to be stays unset."""
+    with (
+        pytest.warns(mgd.UnknownFieldWarning, match="'arhc'"),
+        pytest.raises(
+            MeshGraphDescriptorError,
+            match=re.escape("Mesh descriptor must have a valid architecture (Mesh: M0)"),
+        ),
+    ):
+        mgd.parse_mesh_graph_descriptor(text().replace("arch:", "arhc:"))
+
+
+@pytest.mark.parametrize(
+    ("dims", "host", "message"),
+    [
+        ("2, 4", "1", "Device and host topology dimensions must be the same size (Mesh: M0)"),
+        ("8", "1, 1", "Device and host topology dimensions must be the same size (Mesh: M0)"),
+        (
+            "2, 4",
+            "1, 3",
+            "Device topology dimensions must be divisible by host topology dimensions",
+        ),
+    ],
+)
+def test_host_topology_must_match_the_device_topology(dims: str, host: str, message: str) -> None:
+    with pytest.raises(MeshGraphDescriptorError, match=re.escape(message)) as e:
+        mgd.parse_mesh_graph_descriptor(text(dims, host=host))
+    assert f"host_topology dims [{host}]" in str(e.value) and "\nfix:" in str(e.value)
+    # The same mesh with a matching host topology opens.
+    ok = mgd.parse_mesh_graph_descriptor(text(dims, host=dims.replace("4", "2")))
+    assert ok.mesh.host_dims == tuple(int(x) for x in dims.replace("4", "2").split(","))
+
+
+def test_meshes_of_mixed_architectures_are_refused() -> None:
+    two = text().split("top_level_instance")[0]
+    two += text(arch="BLACKHOLE").replace('"M0"', '"M1"').split("top_level_instance")[0]
+    top = 'top_level_instance { mesh { mesh_descriptor: "M0" mesh_id: 0 } }\n'
+    with pytest.raises(
+        MeshGraphDescriptorError,
+        match=re.escape("All mesh descriptors must have the same architecture"),
+    ) as e:
+        mgd.parse_mesh_graph_descriptor(two + top)
+    assert "'M1': 'BLACKHOLE'" in str(e.value)
+    same = two.replace("BLACKHOLE", "WORMHOLE_B0")
+    assert mgd.parse_mesh_graph_descriptor(same + top).mesh_sizes() == {0: 8}
+
+
+def test_mesh_instances_through_a_graph() -> None:
+    """What ``ttjax-run`` checks a rank binding against: every mesh instance's device count."""
+    t = text(dims="1, 4").replace("top_level_instance", "#")
+    t += (
+        'graph_descriptors { name: "G0" type: "FABRIC" '
+        'instances { mesh { mesh_descriptor: "M0" mesh_id: 0 } } '
+        'instances { mesh { mesh_descriptor: "M0" mesh_id: 3 } } }\n'
+        'top_level_instance { graph { graph_descriptor: "G0" graph_id: 0 } }\n'
+    )
+    assert mgd.parse_mesh_graph_descriptor(t).mesh_sizes() == {0: 4, 3: 4}

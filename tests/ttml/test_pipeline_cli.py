@@ -87,10 +87,11 @@ def test_cli_pp_losses_equal_single_device(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_cli_pp_resume_is_bit_exact(tmp_path, monkeypatch):
-    pp_config = _config(tmp_path, "pp", pp=True)
-    pp = _run(tmp_path, pp_config, 8, monkeypatch)
-    # The run saved its staged parameters (orbax) at step 2; resuming replays step 3 exactly.
-    resumed = _run(tmp_path, pp_config, 8, monkeypatch, "--resume")
+    pp = _run(tmp_path, _config(tmp_path, "pp", pp=True), 8, monkeypatch)
+    # A run stopped at step 2 saved its staged parameters (orbax); resuming replays step 3 exactly.
+    stopped_config = _config(tmp_path, "stopped", pp=True)
+    _run(tmp_path, stopped_config, 8, monkeypatch, "--max-steps", "2")
+    resumed = _run(tmp_path, stopped_config, 8, monkeypatch, "--resume")
     assert len(pp) == 3 and resumed == pp
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from ttjax.errors import ConfigError
+from ttjax.errors import ConfigError, MeshGraphDescriptorError
+from ttjax.mgd import parse_mesh_graph_descriptor
 
 MAX_RANKS = 1024
 MAX_FILE_BYTES = 1 << 20
@@ -270,107 +271,23 @@ def load_rank_bindings(path: str | os.PathLike[str]) -> RankBindings:
     return parse_rank_bindings(p.read_text(), str(p), str(p.parent))
 
 
-# ---------------------------------------------------------------------------------------------
-# Mesh graph descriptor (MGD 2.0 textproto): the device count of every mesh instance.
-# A minimal reader, enough to count devices; ttjax.ttml's schema-checked parser can replace it.
-# ---------------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r'\s+|#[^\n]*|"(?:[^"\\]|\\.)*"|[{}\[\]:,;<>]|[^\s{}\[\]:,;<>"#]+')
-
-
-def _tokens(text: str) -> list[str]:
-    out, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ValueError(f"unexpected character {text[pos]!r} at offset {pos}")
-        tok = m.group(0)
-        pos = m.end()
-        if not tok.isspace() and not tok.startswith("#"):
-            out.append(tok)
-    return out
-
-
-def _parse_message(toks: list[str], i: int, end: str | None) -> tuple[list[tuple[str, Any]], int]:
-    fields: list[tuple[str, Any]] = []
-    while i < len(toks):
-        tok = toks[i]
-        if tok == end:
-            return fields, i + 1
-        if tok in ",;":
-            i += 1
-            continue
-        name, i = tok, i + 1
-        if i < len(toks) and toks[i] == ":":
-            i += 1
-        if i >= len(toks):
-            raise ValueError(f"field {name!r} has no value")
-        if toks[i] in "{<":
-            sub, i = _parse_message(toks, i + 1, "}" if toks[i] == "{" else ">")
-            fields.append((name, sub))
-        elif toks[i] == "[":
-            i += 1
-            values = []
-            while i < len(toks) and toks[i] != "]":
-                if toks[i] != ",":
-                    values.append(toks[i])
-                i += 1
-            fields.append((name, values))
-            i += 1
-        else:
-            fields.append((name, toks[i]))
-            i += 1
-    if end is not None:
-        raise ValueError(f"missing {end!r}")
-    return fields, i
-
-
-def _walk(fields: list[tuple[str, Any]]):
-    for name, value in fields:
-        yield name, value
-        if isinstance(value, list) and value and isinstance(value[0], tuple):
-            yield from _walk(value)
-
-
-def _get(fields: list[tuple[str, Any]], name: str) -> Any:
-    return next((v for k, v in fields if k == name), None)
-
-
-def descriptor_mesh_sizes(text: str) -> dict[int, int]:
-    """``{mesh_id: device count}`` of every mesh instance in an MGD 2.0 textproto."""
-    fields, _ = _parse_message(_tokens(text), 0, None)
-    sizes: dict[str, int] = {}
-    for name, value in _walk(fields):
-        if name == "mesh_descriptors" and isinstance(value, list):
-            topo = _get(value, "device_topology")
-            dims = _get(topo, "dims") if isinstance(topo, list) else None
-            dims = dims if isinstance(dims, list) else [dims] if dims else []
-            n = 1
-            for d in dims:
-                n *= int(d)
-            sizes[str(_get(value, "name")).strip('"')] = n
-    meshes: dict[int, int] = {}
-    for name, value in _walk(fields):
-        if name == "mesh" and isinstance(value, list) and _get(value, "mesh_descriptor"):
-            desc = str(_get(value, "mesh_descriptor")).strip('"')
-            if desc not in sizes:
-                raise ValueError(f"mesh instance names unknown mesh_descriptor {desc!r}")
-            meshes[int(_get(value, "mesh_id") or 0)] = sizes[desc]
-    if not meshes and len(sizes) == 1:
-        meshes[0] = next(iter(sizes.values()))
-    return meshes
+def descriptor_mesh_sizes(text: str, path: str = "<string>") -> dict[int, int]:
+    """``{mesh_id: device count}`` of every mesh instance in an MGD 2.0 textproto, read with the
+    schema-checked parser (:mod:`ttjax.mgd`) that TTML uses too."""
+    return parse_mesh_graph_descriptor(text, path).mesh_sizes()
 
 
 def check_descriptor(source: str, path: str, ranks: tuple[RankBinding, ...]) -> None:
     """Each mesh of the bindings must exist in the descriptor with as many devices as it binds."""
     try:
-        sizes = descriptor_mesh_sizes(Path(path).read_text())
-    except (ValueError, OSError) as e:
+        sizes = descriptor_mesh_sizes(Path(path).read_text(encoding="utf-8"), path)
+    except (MeshGraphDescriptorError, OSError) as e:
+        what, _, fix = str(e).partition("\nfix: ")
         raise _fail(
             source,
             "mesh_graph_desc_path",
-            f"{path!r} cannot be read as an MGD 2.0 textproto: {e}.",
-            "fix the descriptor's syntax.",
+            f"{path!r} cannot be read as an MGD 2.0 textproto: {what}",
+            fix or "fix the descriptor.",
         ) from None
     for r in ranks:
         if r.mesh_id not in sizes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import jax
 
 import ttjax.mesh
+from ttjax.distributed import lifeline
 from ttjax.errors import ConfigError, TTJaxError
 
 # The launcher's environment contract (tt-run's names plus JAX's coordinator settings).
@@ -34,9 +36,13 @@ ENV_PROCESS_ID = "TTJAX_PROCESS_ID"
 ENV_RANK_TABLE = "TTJAX_RANK_TABLE"
 ENV_HEARTBEAT = "TTJAX_HEARTBEAT_TIMEOUT"
 ENV_INIT_TIMEOUT = "TTJAX_INIT_TIMEOUT"
+ENV_LAUNCHER_PID = "TTJAX_LAUNCHER_PID"
+ENV_STOP_GRACE = "TTJAX_STOP_GRACE"
+ENV_RANK_LOG = "TTJAX_RANK_LOG"
 
 DEFAULT_HEARTBEAT_S = 10
 DEFAULT_INIT_TIMEOUT_S = 60
+DEFAULT_STOP_GRACE_S = 30
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class LauncherEnv:
     heartbeat_timeout_s: int = DEFAULT_HEARTBEAT_S
     init_timeout_s: int = DEFAULT_INIT_TIMEOUT_S
     mesh_graph_desc_path: str | None = None
+    launcher_pid: int | None = None  # the rank stops when its parent is no longer this process
+    stop_grace_s: int = DEFAULT_STOP_GRACE_S  # SIGTERM -> graceful stop -> exit within this
 
     def mesh_ranks(self, mesh_id: int | None = None) -> tuple[int, ...]:
         """The ranks that make up mesh ``mesh_id`` (default: this rank's mesh)."""
@@ -129,6 +137,8 @@ def launcher_env(environ: Mapping[str, str] | None = None) -> LauncherEnv | None
         heartbeat_timeout_s=_int_env(env, ENV_HEARTBEAT, DEFAULT_HEARTBEAT_S),
         init_timeout_s=_int_env(env, ENV_INIT_TIMEOUT, DEFAULT_INIT_TIMEOUT_S),
         mesh_graph_desc_path=env.get(ENV_MGD) or None,
+        launcher_pid=_int_env(env, ENV_LAUNCHER_PID) if env.get(ENV_LAUNCHER_PID) else None,
+        stop_grace_s=_int_env(env, ENV_STOP_GRACE, DEFAULT_STOP_GRACE_S),
     )
 
 
@@ -150,7 +160,9 @@ def initialize(env: LauncherEnv | None = None) -> LauncherEnv:
     """Start ``jax.distributed`` from the launcher's environment (idempotent).
 
     Uses gloo for CPU collectives and sets the heartbeat timeout, so that a rank whose peer died
-    aborts within ``TTJAX_HEARTBEAT_TIMEOUT`` seconds instead of hanging in a collective.
+    aborts within ``TTJAX_HEARTBEAT_TIMEOUT`` seconds instead of hanging in a collective. Then
+    installs the :mod:`~ttjax.distributed.lifeline`: SIGTERM ends the rank (gracefully where a
+    handler such as the TTML trainer's is installed), and so does the launcher's death.
     """
     if _state["env"] is not None:
         if env is not None and env != _state["env"]:
@@ -202,6 +214,11 @@ def initialize(env: LauncherEnv | None = None) -> LauncherEnv:
             "starts its backend, so that the device count follows TT_VISIBLE_DEVICES."
         )
     _state["env"] = env
+    # After jax.distributed: its preemption notifier took SIGTERM, which made ranks unkillable.
+    if threading.current_thread() is threading.main_thread():
+        lifeline.install(
+            env.launcher_pid, env.stop_grace_s, env.process_id, os.environ.get(ENV_RANK_LOG)
+        )
     ttjax.mesh.set_device_source(lambda: mesh_devices(env.mesh_id))
     if sys.excepthook is sys.__excepthook__:
         sys.excepthook = _exit_on_uncaught

@@ -37,7 +37,7 @@ from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
-from ttjax.ttml.trainer import LoopSettings, Trainer
+from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
 
 DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
 
@@ -338,26 +338,39 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                     f"{ckpt.all_steps()}.\nfix: pass --resume to continue, or remove the folder."
                 )
             state, history = step.init_state(parts.params), []
+        if args.resume and int(state.step) >= loop.max_steps:
+            ckpt.close()
+            if trainer.primary:
+                print(
+                    f"{prog}: run already finished at step {int(state.step)} (checkpoint in "
+                    f"{ckpt.directory}); raise --max-steps / training_config.max_steps to continue"
+                )
+            return 0
         if trainer.primary:
             print(
                 f"{prog}: {parts.description} on mesh {shape}: {strategies(par, step)}; "
                 f"{data.tokenizer!r}, unigram val loss {trainer.unigram:.4f}; steps "
                 f"{int(state.step) + 1}..{last_step} of {t.max_steps}"
                 + (f", resumed at step {int(state.step)}" if args.resume else "")
+                + ("" if loop.eval_every else "; validation off (eval_every: 0)")
             )
         state, history = trainer.run(state, history)
         ckpt.close()
         last = history[-1] if history else {}
+        segments = trainer.all_segments(int(state.step))
         summary = {
             "config": str(args.config),
             "mesh_shape": shape,
+            "segments": segments,
             "processes": jax.process_count(),
             "model": parts.description,
             "final_loss": last.get("loss"),
             "final_val_loss": last.get("val_loss"),
         }
         log = trainer.write_summary(history, summary)
-        png = trainer.plot(history, f"{t.project_name} on mesh {shape}\n{parts.description}")
+        png = trainer.plot(
+            history, f"{t.project_name} on {segments_label(segments)}\n{parts.description}"
+        )
         if trainer.primary:
             print(
                 json.dumps(
@@ -369,6 +382,10 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                     }
                 )
             )
+        if trainer.interrupted is not None:
+            if trainer.primary:
+                print(f"interrupted at step {int(state.step)}, resume with --resume", flush=True)
+            return 128 + int(trainer.interrupted)
     finally:
         ctx.close_device()
     return 0

@@ -6,15 +6,7 @@ adds the bad value and a ``fix:`` line.
 
 from __future__ import annotations
 
-from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
-
-
-class MeshGraphDescriptorError(ConfigError):
-    """A mesh graph descriptor (MGD) that is missing, malformed or cannot be chosen."""
-
-
-class TopologyMismatchError(MeshShapeError):
-    """A ``mesh_shape`` that the descriptor's ``device_topology`` does not accept."""
+from ttjax.errors import ConfigError, MeshGraphDescriptorError, TopologyMismatchError, TTJaxError
 
 
 class TrainingConfigError(ConfigError):

@@ -2,6 +2,15 @@
 orbax checkpoints written only for states whose loss was finite, a NaN/inf stop naming the
 step, a rich progress bar (loss, tokens/s, ETA) and a loss-curve PNG.
 
+A final checkpoint is always written at the last step (whatever ``eval_every`` and
+``model_save_interval``). SIGINT and SIGTERM stop the loop at the next step boundary: the state
+of that step is saved and ``run`` returns with ``trainer.interrupted`` set to the signal, so the
+caller writes its outputs and exits ``128 + signal`` (130, 143). Under several processes the
+stop step is agreed at every step boundary (an all-gather of the flags), so the collective save
+cannot hang. ``resume`` restores the newest checkpoint that verifies (``Checkpointer.
+restore_latest``) and reports the ones it skipped. ``segments`` records which mesh ran which
+steps across resumes.
+
 Under ``ttjax-run`` every process runs the loop and writes its shards of each checkpoint; only
 process 0 writes the log, the progress bar and the PNG. ``TTJAX_FAULT_KILL_AT_STEP=N`` (set on one
 rank through ``env_overrides``) makes that process kill itself with SIGKILL after step N, once its
@@ -17,15 +26,20 @@ import json
 import math
 import os
 import signal
+import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from ttjax.errors import ConfigError
-from ttjax.ttml.checkpoint import Checkpointer
+from ttjax.errors import CheckpointError, ConfigError
+from ttjax.ttml.checkpoint import Checkpointer, Restored
 from ttjax.ttml.data import TokenDataset
 from ttjax.ttml.pipeline_train import PipelineTrainStep
 from ttjax.ttml.train import TrainingDivergedError, TrainState, TrainStep
@@ -67,44 +81,82 @@ class Trainer:
         self.log_path = self.out_dir / "log.jsonl"
         self.primary = jax.process_index() == 0
         self.kill_at = _fault_step()
+        self.interrupted: signal.Signals | None = None  # set when SIGINT/SIGTERM stopped `run`
+        self.restored: Restored | None = None  # what `resume` used and skipped
+        self.segments: list[dict[str, Any]] = []  # earlier launches: which mesh ran which steps
+        self._start = 0
+
+    @property
+    def mesh_shape(self) -> list[int]:
+        return [int(n) for n in self.step.mesh.devices.shape]
 
     # -- resume --------------------------------------------------------------------------------
 
     def resume(self, params_like: Any) -> tuple[TrainState, list[dict[str, Any]]]:
-        """The latest complete checkpoint, restored onto this step's mesh and shardings."""
-        assert self.checkpointer is not None
-        step = self.checkpointer.latest_step()
-        if step is None:
-            raise FileNotFoundError(
-                f"--resume: no complete checkpoint in {str(self.checkpointer.directory)!r}.\n"
-                "fix: train without --resume first, or point checkpoint_dir at an earlier run."
+        """The newest checkpoint that verifies, restored onto this step's mesh and shardings.
+
+        Newer checkpoints that do not verify (corrupt bytes, a missing chunk, corrupt metadata)
+        are skipped, moved aside and reported; none verifying raises :class:`CheckpointError`.
+        """
+        if self.checkpointer is None:
+            raise CheckpointError(
+                "Trainer.resume: this trainer has no checkpointer.\n"
+                "fix: pass checkpointer=Checkpointer(checkpoint_dir) to Trainer."
             )
         like = self.step.init_state(params_like)
-        state, meta = self.checkpointer.restore(step, like)
-        return TrainState(*state), list(meta.get("history", []))
+        got = self.checkpointer.restore_latest(like)
+        if self.primary:
+            for s in got.skipped:
+                print(
+                    f"resume: skipped checkpoint {s}; using step {got.step}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        self.restored = got
+        history = list(got.meta.get("history", []))
+        self.segments = [dict(seg) for seg in got.meta.get("segments", [])]
+        if not self.segments and got.step:
+            self.segments = [{"start_step": 0, "end_step": got.step, "mesh_shape": None}]
+        return TrainState(*got.state), history
+
+    def all_segments(self, step: int) -> list[dict[str, Any]]:
+        """The earlier launches' segments and this one's, up to ``step``."""
+        now = {
+            "start_step": self._start,
+            "end_step": step,
+            "mesh_shape": self.mesh_shape,
+            "processes": jax.process_count(),
+        }
+        return [*self.segments, now] if step > self._start else list(self.segments)
 
     # -- the loop ------------------------------------------------------------------------------
 
     def run(
         self, state: TrainState, history: list[dict[str, Any]] | None = None
     ) -> tuple[TrainState, list[dict[str, Any]]]:
-        """Train from ``state`` to ``max_steps``; returns the final state and one record per step."""
+        """Train from ``state`` to ``max_steps``; returns the final state and one record per step.
+
+        Stops early (``self.interrupted`` set, the current step saved) on SIGINT or SIGTERM.
+        """
         s, history = self.settings, list(history or [])
-        start = int(state.step)
+        start = self._start = int(state.step)
+        self.interrupted = None
         if self.primary:
             with self.log_path.open("w") as f:
                 for rec in history:
                     f.write(json.dumps(rec) + "\n")
         tokens_per_step = self.step.accum * s.batch_size * s.seq_len
         progress = _Progress(s.max_steps, start, s.progress and self.primary)
+        stop = _StopSignals()
         try:
+            stop.install()
             t0 = time.perf_counter()
             for i in range(start, s.max_steps):
                 batch = self.data.batch(i, self.step.accum, s.batch_size, s.seq_len, s.seed)
                 new_state, metrics = self.step(state, batch)
                 loss = float(metrics["loss"])  # also waits for the step
                 if not math.isfinite(loss):
-                    self._diverged(i + 1, loss, history)
+                    self._diverged(i + 1, loss, new_state)
                 self._maybe_save(state, history)  # `state`'s loss is now known to be finite
                 now = time.perf_counter()
                 rec = {
@@ -120,7 +172,7 @@ class Trainer:
                 if s.eval_every and ((i + 1) % s.eval_every == 0 or i + 1 == s.max_steps):
                     rec["val_loss"] = float(self.step.eval_loss(state.params, self.val_tokens))
                     if not math.isfinite(rec["val_loss"]):
-                        self._diverged(i + 1, rec["val_loss"], history)
+                        self._diverged(i + 1, rec["val_loss"], state)
                 history.append(rec)
                 if self.primary:
                     with self.log_path.open("a") as f:
@@ -128,22 +180,38 @@ class Trainer:
                 progress.update(rec)
                 if self.kill_at == i + 1:
                     self._kill_self(i + 1)
-            if history and "val_loss" in history[-1]:
-                self._maybe_save(state, history, force=True)
+                signum = stop.agreed()
+                if signum and i + 1 < s.max_steps:
+                    self.interrupted = signal.Signals(signum)
+                    break
+            self._save_final(state, history)
         finally:
+            stop.restore()
             progress.close()
             if self.checkpointer is not None:
                 self.checkpointer.wait()
         return state, history
 
-    def _maybe_save(self, state: TrainState, history: list[dict], force: bool = False) -> None:
+    def _meta(self, step: int, history: list[dict]) -> dict[str, Any]:
+        return {"history": history[:step], "segments": self.all_segments(step)}
+
+    def _maybe_save(self, state: TrainState, history: list[dict]) -> None:
         every = self.settings.model_save_interval
         step = int(state.step)
-        if self.checkpointer is None or step == 0 or not (force or (every and step % every == 0)):
+        if self.checkpointer is None or step == 0 or not (every and step % every == 0):
             return
         if step in self.checkpointer.all_steps():
             return
-        self.checkpointer.save(step, state, meta={"history": history[:step]})
+        self.checkpointer.save(step, state, meta=self._meta(step, history))
+
+    def _save_final(self, state: TrainState, history: list[dict]) -> None:
+        """Save the last (or interrupted) step, whatever the intervals, if its weights are finite."""
+        step = int(state.step)
+        if self.checkpointer is None or step == 0 or step in self.checkpointer.all_steps():
+            return
+        if not bool(_all_finite(state.params)):
+            self._diverged(step, float("nan"), state, what="the parameters are")
+        self.checkpointer.save(step, state, meta=self._meta(step, history))
 
     def _kill_self(self, step: int) -> None:
         """Fault injection (``TTJAX_FAULT_KILL_AT_STEP``): die as a crashed host would."""
@@ -156,18 +224,22 @@ class Trainer:
         )
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def _diverged(self, step: int, loss: float, history: list[dict]) -> None:
-        last = None
+    def _diverged(self, step: int, loss: float, like: Any, what: str = "the loss is") -> None:
+        """Raise TrainingDivergedError naming the newest checkpoint that *verifies* (restored)."""
+        kept = "no checkpoint was written yet"
         if self.checkpointer is not None:
             self.checkpointer.wait()
-            last = self.checkpointer.latest_step()
-        kept = (
-            f"the last good checkpoint (step {last}) is kept in {self.checkpointer.directory}"
-            if last is not None and self.checkpointer is not None
-            else "no checkpoint was written yet"
-        )
+            good, skipped = self.checkpointer.newest_verified_step(like)
+            where = self.checkpointer.directory
+            if good is not None:
+                kept = f"the last good checkpoint (step {good}) verifies and is kept in {where}"
+            elif skipped:
+                kept = f"no checkpoint in {where} verifies"
+            for sk in skipped:
+                kept += f"; checkpoint step {sk.step} does not verify ({sk.reason})"
+        what = f"{what} {loss}" if what == "the loss is" else f"{what} not finite"
         raise TrainingDivergedError(
-            f"training diverged: the loss is {loss} at step {step}; {kept}.\n"
+            f"training diverged: {what} at step {step}; {kept}.\n"
             "fix: lower the learning rate, enable gradient clipping (use_clip_grad_norm), or "
             "resume from the checkpoint with a smaller learning rate."
         )
@@ -201,6 +273,19 @@ class Trainer:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+        segments = self.all_segments(history[-1]["step"] if history else self._start)
+        if len(segments) > 1:
+            for seg in segments[1:]:
+                ax.axvline(seg["start_step"], color="black", lw=0.8, ls=":")
+            for seg in segments:
+                ax.annotate(
+                    _mesh_label(seg.get("mesh_shape")),
+                    (seg["start_step"], 1.0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(3, -12),
+                    textcoords="offset points",
+                    fontsize=8,
+                )
         steps = [r["step"] for r in history]
         ax.plot(steps, [r["loss"] for r in history], lw=1, label="train loss")
         val = [(r["step"], r["val_loss"]) for r in history if "val_loss" in r]
@@ -216,6 +301,81 @@ class Trainer:
         fig.savefig(path)
         plt.close(fig)
         return path
+
+
+def segments_label(segments: list[dict[str, Any]]) -> str:
+    """``mesh 2x4 (steps 0-300), 1x8 (steps 300-600)``: which mesh ran which steps."""
+    if not segments:
+        return "no steps"
+    merged: list[dict[str, Any]] = []
+    for seg in segments:
+        if merged and merged[-1]["mesh_shape"] == seg.get("mesh_shape"):
+            merged[-1]["end_step"] = seg["end_step"]
+        else:
+            merged.append(dict(seg))
+    if len(merged) == 1:
+        return f"mesh {_mesh_label(merged[0].get('mesh_shape'))}"
+    parts = [
+        f"{_mesh_label(m.get('mesh_shape'))} (steps {m['start_step']}-{m['end_step']})"
+        for m in merged
+    ]
+    return "mesh " + ", ".join(parts)
+
+
+def _mesh_label(shape: list[int] | None) -> str:
+    return "x".join(str(n) for n in shape) if shape else "unrecorded mesh"
+
+
+@jax.jit
+def _all_finite(tree: Any) -> Any:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+class _StopSignals:
+    """SIGINT/SIGTERM set a flag that the loop reads at each step boundary (a second one aborts)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received = 0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received:
+            self.restore()
+            signal.raise_signal(signum)  # a second signal: the default action, no save
+            return
+        self.received = signum
+        try:  # a rank whose launcher died writes into a closed pipe: the save must still happen
+            print(
+                f"\nreceived {signal.Signals(signum).name}: saving at the end of this step "
+                "(send it again to stop at once, without saving)",
+                file=sys.stderr,
+                flush=True,
+            )
+        except OSError:
+            pass
+
+    def agreed(self) -> int:
+        """The signal to stop for, the same on every process (0 to go on)."""
+        if jax.process_count() == 1:
+            return self.received
+        from jax.experimental import multihost_utils
+
+        flags = multihost_utils.process_allgather(np.array([self.received], np.int32))
+        return int(np.max(np.asarray(flags)))
+
+    def restore(self) -> None:
+        for sig, prev in self._previous.items():
+            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
+        self._previous = {}
 
 
 def _fault_step() -> int | None:
@@ -274,4 +434,4 @@ class _Progress:
             self.bar.stop()
 
 
-__all__ = ["LoopSettings", "Trainer"]
+__all__ = ["LoopSettings", "Trainer", "segments_label"]

@@ -1,0 +1,94 @@
+"""The rank's side of ``ttjax-run``'s no-orphan contract, without JAX or the launcher: the parent
+watch (the portable fallback for ``PR_SET_PDEATHSIG``) and the bounded SIGTERM grace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+from _launch import Watched, assert_all_gone, child_env
+
+pytestmark = pytest.mark.timeout(60)
+
+# A rank: installs the lifeline with its parent as the launcher, then idles. "graceful" and
+# "stubborn" also install a SIGTERM handler that only asks the loop to stop (as the TTML trainer
+# does); a graceful loop then "saves" (prints, writes the file argv[3]) and exits 143 like a
+# trainer's caller, a stubborn one never gets there (a step stuck in a collective).
+RANK = """
+import os, signal, sys, time
+from ttjax.distributed import lifeline
+lifeline.install(os.getppid(), float(sys.argv[1]), 3, os.environ.get("TTJAX_RANK_LOG"))
+stop = []
+if sys.argv[2] in ("graceful", "stubborn"):
+    def ask(signum, frame):
+        print("stop requested", flush=True)
+        stop.append(signum)
+    signal.signal(signal.SIGTERM, ask)
+print(f"ready rank=3 pid={os.getpid()}", flush=True)
+while not stop or sys.argv[2] == "stubborn":
+    time.sleep(0.05)
+time.sleep(0.3)
+print("saved at the step boundary", flush=True)
+open(sys.argv[3], "w").write("step 7")
+sys.exit(143)
+"""
+
+# A launcher: starts the rank with pipes it reads, with or without the parent-death signal.
+PARENT = """
+import os, subprocess, sys
+from ttjax.distributed import lifeline
+pdeath = lifeline.die_with_parent(os.getpid()) if sys.argv[2] == "pdeathsig" else None
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], "5", "graceful", sys.argv[3]],
+                         stdout=subprocess.PIPE, preexec_fn=pdeath)
+for line in child.stdout:
+    sys.stdout.write(line.decode())
+    sys.stdout.flush()
+    if line.startswith(b"ready"):
+        print(f"child pid={child.pid}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["pdeathsig", "parent-watch"])
+def test_rank_stops_gracefully_when_its_launcher_vanishes(tmp_path, how):
+    """kill -9 of the launcher: the rank still gets SIGTERM (from the kernel, or from its own
+    parent watch where there is no parent-death signal), stops at its step boundary, and its
+    last lines (the pipe to the launcher is broken) land in its log instead of failing."""
+    log, saved = tmp_path / "rank3.log", tmp_path / "saved"
+    env = child_env() | {"TTJAX_RANK_LOG": str(log)}
+    w = Watched([sys.executable, "-c", PARENT, RANK, how, str(saved)], env=env)
+    w.wait_for(r"child pid=")
+    child = int(w.text("out").split("child pid=")[1].split()[0])
+    killed = time.monotonic()
+    os.kill(w.proc.pid, signal.SIGKILL)
+    w.wait(timeout=5)
+    assert_all_gone([child], within=5)
+    assert time.monotonic() - killed < 5
+    assert saved.read_text() == "step 7"
+    kept = log.read_text()
+    assert "stop requested" in kept and "saved at the step boundary" in kept
+    if how == "parent-watch":
+        assert f"ttjax rank 3: the launcher (pid {w.proc.pid}) is gone; stopping" in kept
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "within", "said"),
+    [
+        ("plain", 143, (0, 1.5), "SIGTERM; exiting (no graceful stop installed)"),
+        ("stubborn", 143, (1, 3), "still running 1 s after SIGTERM; exiting"),
+    ],
+)
+def test_sigterm_ends_the_rank_within_the_grace(tmp_path, mode, code, within, said):
+    """No handler: SIGTERM ends the rank at once. A graceful handler whose loop never reaches
+    its stop ("stubborn": a step stuck in a collective) still ends within the grace."""
+    w = Watched([sys.executable, "-c", RANK, "1", mode, str(tmp_path / "saved")], env=child_env())
+    w.wait_for(r"ready rank=3")
+    sent = time.monotonic()
+    os.kill(w.proc.pid, signal.SIGTERM)
+    exit_code, end = w.wait(timeout=10)
+    assert exit_code == code
+    assert within[0] <= end - sent < within[1], f"took {end - sent:.2f} s"
+    assert f"ttjax rank 3: {said}" in w.text("err")
+    assert ("stop requested" in w.text("out")) == (mode == "stubborn")

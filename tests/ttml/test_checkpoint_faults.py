@@ -28,7 +28,7 @@ from _tiny import ACCUM, CONFIG, dataset, loop_settings, params, train_step
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.train import cli
 from models.nanogpt.weights import init_params, param_specs
-from ttjax.errors import CheckpointError, CheckpointMismatchError
+from ttjax.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from ttjax.ttml.checkpoint import Checkpointer, fingerprint, load_model_parameters
 from ttjax.ttml.train import TrainingDivergedError, TrainStep
 from ttjax.ttml.trainer import Trainer
@@ -304,6 +304,10 @@ def test_cli_final_checkpoint_finished_resume_and_mesh_segments(tmp_path, monkey
     assert "run already finished at step 4" in out
     assert "raise --max-steps / training_config.max_steps to continue" in out
     assert not (tmp_path / "c" / "log.json").exists()
+    with pytest.raises(
+        ConfigError, match=r"the checkpoint is at step 4, past this run's last step 3"
+    ):
+        _cli(config, tmp_path / "d", "--resume", "--mesh-shape", "1x8", "--max-steps", "3")
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 240) -> None:

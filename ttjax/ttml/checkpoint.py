@@ -218,7 +218,8 @@ class Checkpointer:
                 fp = out["fingerprint"] or {}
                 if fp.get("format") != FORMAT or not isinstance(fp.get("leaves"), dict):
                     reason = (
-                        "no fingerprint (not written by ttjax.ttml's Checkpointer): cannot verify"
+                        "no fingerprint (written before ttjax verified checkpoints, or not by "
+                        "ttjax.ttml's Checkpointer): cannot verify"
                     )
                 else:
                     saved = fp["leaves"]

@@ -360,3 +360,23 @@ def test_signal_saves_the_step_and_resume_continues_bit_for_bit(tmp_path, monkey
     resumed, reference = _losses(out), _losses(tmp_path / "ref_out")
     assert len(resumed) == n + 3 and resumed == reference  # bit for bit
     assert [r["loss"] for r in stopped] == reference[:n]
+
+
+def test_a_checkpoint_without_fingerprint_is_not_trusted(tmp_path):
+    import orbax.checkpoint as ocp
+
+    w = np.arange(12, dtype=np.float32)
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False, create=True)
+    manager = ocp.CheckpointManager(tmp_path / "ckpt", options=options)
+    manager.save(1, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"w": w})))
+    manager.close()
+    ckpt = Checkpointer(tmp_path / "ckpt", use_async=False)
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint step 1 .* does not verify: no fingerprint"
+    ):
+        ckpt.restore(1, {"w": jnp.zeros(12, jnp.float32)})
+    ckpt.save(2, {"w": jnp.asarray(w)})  # the same values with a fingerprint: restored
+    got = ckpt.restore_latest({"w": jnp.zeros(12, jnp.float32)})
+    assert got.step == 2 and got.skipped == ()
+    np.testing.assert_array_equal(np.asarray(got.state["w"]), w)
+    ckpt.close()

@@ -146,8 +146,9 @@ def test_no_checkpoint_verifies_names_every_step(tmp_path, saved):
             {"n_embd": 64},
             "params/blocks/0/attn_proj/bias has saved shape [32] but model shape [64]",
         ),
+        ({}, "opt_state/0/count (shape []) is in the model but not in the checkpoint"),
     ],
-    ids=["2_blocks", "dim_64"],
+    ids=["2_blocks", "dim_64", "no_clipping"],
 )
 def test_changed_model_is_refused_naming_the_parameter(tmp_path, saved, change, problem):
     ckpt = _copy(saved[0], tmp_path)

@@ -414,8 +414,9 @@ def _check_structure(
         raise CheckpointMismatchError(
             f"checkpoint step {step} ({folder}) does not match the model: {problem}.\n"
             "fix: restore with the model configuration the run was saved with (num_blocks, "
-            "embedding_dim, num_heads, vocab_size, ...), or start a new run in another "
-            "checkpoint_dir."
+            "embedding_dim, num_heads, vocab_size, ...; for opt_state: the optimizer and "
+            "use_clip_grad_norm), load the weights alone with load_model_parameters, or start a "
+            "new run in another checkpoint_dir."
         )
 
 

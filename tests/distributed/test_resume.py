@@ -159,13 +159,15 @@ def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
     assert len(resumed) == len(reference) == 6
     # Same processes, same mesh: the restarted run repeats the lost run's steps bit for bit.
     assert resumed[: len(killed)] == killed
-    # And one process on 8 devices gives the same bits: the only cross-process sums (DDP, over 2
-    # ranks) have two terms, and a + b == b + a; the TP sums stay inside each process.
-    assert resumed == reference
+    # And one process on 8 devices follows it within float32 rounding (not bit for bit: from
+    # step 2 on the two runs differ in the last bit, e.g. 4.83600378 vs 4.83600426, as the
+    # multi-process collectives sum in another order).
+    np.testing.assert_allclose(resumed, reference, rtol=1e-5)
     ref_log = json.loads((ref_out / "log.json").read_text())
     val = [(r["step"], r["val_loss"]) for r in log["steps"] if "val_loss" in r]
-    assert val == [(r["step"], r["val_loss"]) for r in ref_log["steps"] if "val_loss" in r]
-    assert [s for s, _ in val] == [3, 6]
+    ref_val = [(r["step"], r["val_loss"]) for r in ref_log["steps"] if "val_loss" in r]
+    assert [s for s, _ in val] == [s for s, _ in ref_val] == [3, 6]
+    np.testing.assert_allclose([v for _, v in val], [v for _, v in ref_val], rtol=1e-5)
 
 
 def _rank_pid(launcher_pid: int, visible: str, timeout: float = 120) -> int:

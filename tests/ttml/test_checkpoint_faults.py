@@ -28,7 +28,7 @@ from _tiny import ACCUM, CONFIG, dataset, loop_settings, params, train_step
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.train import cli
 from models.nanogpt.weights import init_params, param_specs
-from ttjax.errors import CheckpointError, CheckpointMismatchError
+from ttjax.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from ttjax.ttml.checkpoint import Checkpointer, fingerprint, load_model_parameters
 from ttjax.ttml.train import TrainingDivergedError, TrainStep
 from ttjax.ttml.trainer import Trainer
@@ -146,8 +146,9 @@ def test_no_checkpoint_verifies_names_every_step(tmp_path, saved):
             {"n_embd": 64},
             "params/blocks/0/attn_proj/bias has saved shape [32] but model shape [64]",
         ),
+        ({}, "opt_state/0/count (shape []) is in the model but not in the checkpoint"),
     ],
-    ids=["2_blocks", "dim_64"],
+    ids=["2_blocks", "dim_64", "no_clipping"],
 )
 def test_changed_model_is_refused_naming_the_parameter(tmp_path, saved, change, problem):
     ckpt = _copy(saved[0], tmp_path)
@@ -304,6 +305,10 @@ def test_cli_final_checkpoint_finished_resume_and_mesh_segments(tmp_path, monkey
     assert "run already finished at step 4" in out
     assert "raise --max-steps / training_config.max_steps to continue" in out
     assert not (tmp_path / "c" / "log.json").exists()
+    with pytest.raises(
+        ConfigError, match=r"the checkpoint is at step 4, past this run's last step 3"
+    ):
+        _cli(config, tmp_path / "d", "--resume", "--mesh-shape", "1x8", "--max-steps", "3")
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 240) -> None:
@@ -356,3 +361,23 @@ def test_signal_saves_the_step_and_resume_continues_bit_for_bit(tmp_path, monkey
     resumed, reference = _losses(out), _losses(tmp_path / "ref_out")
     assert len(resumed) == n + 3 and resumed == reference  # bit for bit
     assert [r["loss"] for r in stopped] == reference[:n]
+
+
+def test_a_checkpoint_without_fingerprint_is_not_trusted(tmp_path):
+    import orbax.checkpoint as ocp
+
+    w = np.arange(12, dtype=np.float32)
+    options = ocp.CheckpointManagerOptions(enable_async_checkpointing=False, create=True)
+    manager = ocp.CheckpointManager(tmp_path / "ckpt", options=options)
+    manager.save(1, args=ocp.args.Composite(state=ocp.args.PyTreeSave({"w": w})))
+    manager.close()
+    ckpt = Checkpointer(tmp_path / "ckpt", use_async=False)
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint step 1 .* does not verify: no fingerprint"
+    ):
+        ckpt.restore(1, {"w": jnp.zeros(12, jnp.float32)})
+    ckpt.save(2, {"w": jnp.asarray(w)})  # the same values with a fingerprint: restored
+    got = ckpt.restore_latest({"w": jnp.zeros(12, jnp.float32)})
+    assert got.step == 2 and got.skipped == ()
+    np.testing.assert_array_equal(np.asarray(got.state["w"]), w)
+    ckpt.close()

@@ -41,6 +41,10 @@ from ttjax.errors import CheckpointError, CheckpointMismatchError
 FORMAT = "ttjax-fingerprint-1"
 UNVERIFIED = "unverified"  # skipped checkpoints are moved into <directory>/unverified/<step>
 _SEEDS = (0x9E3779B9, 0x85EBCA77)
+_NO_FINGERPRINT = (
+    "no fingerprint (written before ttjax verified checkpoints, or not by ttjax.ttml's "
+    "Checkpointer): cannot verify"
+)
 
 
 @dataclass(frozen=True)
@@ -206,20 +210,18 @@ class Checkpointer:
         reason = _check_json_files(folder)
         saved: dict[str, Any] = {}
         meta: dict[str, Any] = {}
+        if reason is None and not (folder / "fingerprint").is_dir():
+            reason = _NO_FINGERPRINT
         if reason is None:
+            items = {"fingerprint": ocp.args.JsonRestore()}
+            if (folder / "meta").is_dir():
+                items["meta"] = ocp.args.JsonRestore()
             try:
-                out = self.manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        meta=ocp.args.JsonRestore(), fingerprint=ocp.args.JsonRestore()
-                    ),
-                )
-                meta = dict(out["meta"] or {})
+                out = self.manager.restore(step, args=ocp.args.Composite(**items))
+                meta = dict(out["meta"] or {}) if "meta" in items else {}
                 fp = out["fingerprint"] or {}
                 if fp.get("format") != FORMAT or not isinstance(fp.get("leaves"), dict):
-                    reason = (
-                        "no fingerprint (not written by ttjax.ttml's Checkpointer): cannot verify"
-                    )
+                    reason = _NO_FINGERPRINT
                 else:
                     saved = fp["leaves"]
             except Exception as e:  # orbax raises bare Exceptions; each becomes a reason
@@ -412,8 +414,9 @@ def _check_structure(
         raise CheckpointMismatchError(
             f"checkpoint step {step} ({folder}) does not match the model: {problem}.\n"
             "fix: restore with the model configuration the run was saved with (num_blocks, "
-            "embedding_dim, num_heads, vocab_size, ...), or start a new run in another "
-            "checkpoint_dir."
+            "embedding_dim, num_heads, vocab_size, ...; for opt_state: the optimizer and "
+            "use_clip_grad_norm), load the weights alone with load_model_parameters, or start a "
+            "new run in another checkpoint_dir."
         )
 
 

@@ -340,6 +340,13 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             state, history = step.init_state(parts.params), []
         if args.resume and int(state.step) >= loop.max_steps:
             ckpt.close()
+            if int(state.step) > loop.max_steps:
+                raise ConfigError(
+                    f"--resume: the checkpoint is at step {int(state.step)}, past this run's "
+                    f"last step {loop.max_steps}, so there is nothing to train.\nfix: pass "
+                    f"--max-steps above {int(state.step)} (at most {t.max_steps}), or raise "
+                    "training_config.max_steps."
+                )
             if trainer.primary:
                 print(
                     f"{prog}: run already finished at step {int(state.step)} (checkpoint in "

@@ -277,11 +277,11 @@ class Trainer:
         if len(segments) > 1:
             for seg in segments[1:]:
                 ax.axvline(seg["start_step"], color="black", lw=0.8, ls=":")
-            for seg in segments:
-                ax.annotate(
+            for k, seg in enumerate(segments):
+                ax.annotate(  # the first segment's label at the left edge, the others at theirs
                     _mesh_label(seg.get("mesh_shape")),
-                    (seg["start_step"], 1.0),
-                    xycoords=("data", "axes fraction"),
+                    (0.0 if k == 0 else seg["start_step"], 1.0),
+                    xycoords=("axes fraction" if k == 0 else "data", "axes fraction"),
                     xytext=(3, -12),
                     textcoords="offset points",
                     fontsize=8,

@@ -18,7 +18,7 @@ import yaml
 
 import ttjax as ttnn
 from models.nanogpt import train as nanogpt_train
-from ttjax.errors import MeshShapeError
+from ttjax.errors import ConfigError, MeshShapeError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.cli import max_steps, model_vocab, parse_mesh_shape, pipeline_step, strategies
 from ttjax.ttml.config import load_config
@@ -272,9 +272,9 @@ def test_banner_of_a_tp_ddp_run(tmp_path, capsys, monkeypatch):
     assert "on mesh [2, 4]: DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x', PP off" in banner
     assert "vocab 128," in banner and "steps 1..2 of 3" in banner
     assert "None" not in banner
-    # Resuming at step 1 (or 2, with a final checkpoint) and stopping at 1 would train nothing.
+    # The final checkpoint is at step 2: resuming and stopping at 1 would train nothing.
     with pytest.raises(
-        TrainingConfigError, match=r"the checkpoint is at step [12], and this run stops at step 1"
+        ConfigError, match=r"the checkpoint is at step 2, past this run's last step 1"
     ):
         nanogpt_train.cli([*argv, "--max-steps", "1", "--resume"])
 

@@ -324,13 +324,6 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
         if args.resume:
             state, history = trainer.resume(parts.params)
-            if int(state.step) >= last_step:
-                raise TrainingConfigError(
-                    f"--resume: the checkpoint is at step {int(state.step)}, and this run "
-                    f"stops at step {last_step}, so there is nothing to train.\nfix: pass "
-                    f"--max-steps above {int(state.step)} (at most {t.max_steps}), or raise "
-                    "training_config.max_steps."
-                )
         else:
             if ckpt.all_steps():
                 raise ConfigError(

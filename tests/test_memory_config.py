@@ -59,6 +59,9 @@ def test_op_memory_config_kwarg_sets_output_config_and_default_inherits():
     check(y, {c: wa[c] @ ww[c] for c in wa}, tol=(1e-4, 1e-4))
     lin = ttnn.linear(a, w, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert lin.memory_config() == ttnn.L1_MEMORY_CONFIG
+    # matmul/linear without memory_config= write DRAM interleaved (TT-NN's matmul.cpp).
+    a_l1 = ttnn.to_memory_config(a, ttnn.L1_MEMORY_CONFIG)
+    assert ttnn.matmul(a_l1, w).memory_config() == ttnn.DRAM_MEMORY_CONFIG
     s = ttnn.add(a, a, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert s.memory_config() == ttnn.L1_MEMORY_CONFIG
     # No memory_config=: the output keeps its input's (TT-NN's value_or(input.memory_config())).

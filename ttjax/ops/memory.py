@@ -296,7 +296,9 @@ def sharded_to_interleaved_partial(
         flat = jax.lax.dynamic_update_slice_in_dim(flat, upd, k * rows, axis=0)
         return jnp.reshape(flat, cache.shape)
 
-    mc = memory_config if memory_config is not None else cache_tensor.memory_config()
+    # TT-NN writes into cache_tensor's own buffer, so the cache keeps its memory config;
+    # memory_config= only names the op's (unused) output config there.
+    mc = cache_tensor.memory_config()
     out = run_op(
         op,
         fn,

@@ -294,3 +294,16 @@ def test_block_sharded_config_is_checked_against_its_grid():
     )
     with pytest.raises(ttnn.MemoryConfigError, match="one full rectangular grid"):
         ttnn.to_memory_config(t, split)
+
+
+def test_partial_write_of_per_device_slices_into_a_replicated_cache():
+    # The cache starts replicated; each device writes its own rows: the result differs per device.
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((8, 1, 32, 32)).astype(np.float32)
+    t, want = put(x, (2, 4), Layout("1d", (0, 0)), ttnn.float32)
+    cache, cache_want = put(np.zeros((1, 1, 64, 32), np.float32), (2, 4), dtype=ttnn.float32)
+    ttnn.sharded_to_interleaved_partial(t, cache, 2, 1)
+    cache_want = {c: v.copy() for c, v in cache_want.items()}  # replicated shards share memory
+    for c in cache_want:
+        cache_want[c][0, 0, 32:] = want[c][0, 0]
+    check(cache, cache_want, exact=True)

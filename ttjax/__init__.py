@@ -167,6 +167,7 @@ from ttjax.hardware import (  # noqa: E402
     create_sharded_memory_config,
     init_device_compute_kernel_config,
     num_cores_to_corerangeset,
+    num_cores_to_corerangeset_in_subcoregrids,
 )
 from ttjax.mesh import (  # noqa: E402
     GALAXY,
@@ -403,6 +404,7 @@ __all__ = [
     "SoftmaxDefaultProgramConfig",
     "SoftmaxShardedMultiCoreProgramConfig",
     "num_cores_to_corerangeset",
+    "num_cores_to_corerangeset_in_subcoregrids",
     "MeshEvent",
     "event_synchronize",
     "record_event",

@@ -34,7 +34,7 @@ from ttjax.hardware import (
     TensorMemoryLayout,
     num_cores_to_corerangeset,
 )
-from ttjax.ops._common import check_dtype
+from ttjax.ops._common import check_dtype, write_output
 from ttjax.tensor import Tensor, tile_padded
 
 
@@ -305,6 +305,32 @@ def sharded_to_interleaved_partial(
     return cache_tensor.assign(out)
 
 
+def reshard(
+    input_tensor: Tensor, output_memory_config: MemoryConfig, output_tensor: Tensor | None = None
+) -> Tensor:
+    """The tensor under another sharded memory config (TT-NN's ``ttnn.reshard``); with
+    ``output_tensor`` the result is written there and that tensor is returned."""
+    op = "reshard"
+    _need_shard_spec(op, output_memory_config)
+    if not output_memory_config.is_sharded():
+        raise MemoryConfigError(
+            f"ttnn.{op}: output_memory_config {output_memory_config!r} is interleaved.\n"
+            "fix: use ttnn.sharded_to_interleaved for an interleaved result."
+        )
+    return write_output(_convert(op, input_tensor, output_memory_config, None), output_tensor)
+
+
+def reallocate(tensor: Tensor, memory_config: MemoryConfig | None = None) -> Tensor:
+    """A fresh copy of ``tensor`` (in ``memory_config``, default its own), the input being
+    deallocated, as TT-NN's ``ttnn.reallocate`` (a ``move``) does to defragment memory."""
+    op = "reallocate"
+    mc = tensor.memory_config() if memory_config is None else memory_config
+    _need_shard_spec(op, mc)
+    out = _convert(op, tensor, mc, None)
+    tensor.deallocate(True)
+    return out
+
+
 def deallocate(tensor: Tensor, force: bool = True) -> None:
     """Free ``tensor``'s buffers (TT-NN's ``ttnn.deallocate``); later use raises
     ``DeallocatedTensorError``."""
@@ -320,6 +346,8 @@ __all__ = [
     "deallocate",
     "interleaved_to_sharded",
     "interleaved_to_sharded_partial",
+    "reallocate",
+    "reshard",
     "sharded_to_interleaved",
     "sharded_to_interleaved_partial",
     "to_memory_config",

@@ -625,8 +625,34 @@ class SoftmaxDefaultProgramConfig(_KernelConfig):
     pass
 
 
+class DispatchCoreType(enum.Enum):
+    """Which cores run TT-Metal's dispatch (``ttnn.DispatchCoreType``)."""
+
+    WORKER = 0
+    ETH = 1
+
+
+class DispatchCoreAxis(enum.Enum):
+    """Whether dispatch takes a row or a column of cores (``ttnn.DispatchCoreAxis``)."""
+
+    ROW = 0
+    COL = 1
+
+
 class DispatchCoreConfig(_KernelConfig):
-    pass
+    """``DispatchCoreConfig(type=None, axis=None)``: where dispatch runs (scheduling only)."""
+
+    _fields = ("type", "axis")
+
+
+def divup(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints (TT-NN's ``ttnn.core.divup``)."""
+    return (a + b - 1) // b
+
+
+def roundup(a: int, b: int) -> int:
+    """``a`` rounded up to a multiple of ``b`` (TT-NN's ``ttnn.core.roundup``)."""
+    return divup(a, b) * b
 
 
 def init_device_compute_kernel_config(
@@ -649,7 +675,9 @@ __all__ = [
     "CoreRange",
     "CoreRangeSet",
     "DeviceComputeKernelConfig",
+    "DispatchCoreAxis",
     "DispatchCoreConfig",
+    "DispatchCoreType",
     "GrayskullComputeKernelConfig",
     "LayerNormDefaultProgramConfig",
     "LayerNormShardedMultiCoreProgramConfig",
@@ -668,8 +696,10 @@ __all__ = [
     "TensorMemoryLayout",
     "WormholeComputeKernelConfig",
     "create_sharded_memory_config",
+    "divup",
     "init_device_compute_kernel_config",
     "num_cores_to_corerangeset",
     "num_cores_to_corerangeset_in_subcoregrids",
+    "roundup",
     "validate_memory_config",
 ]

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, Layout
+from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import MemoryConfigError, ShapeMismatchError, TTJaxError
 from ttjax.hardware import (
     DRAM_MEMORY_CONFIG,
@@ -331,6 +331,12 @@ def reallocate(tensor: Tensor, memory_config: MemoryConfig | None = None) -> Ten
     return out
 
 
+def get_memory_config(tensor: Tensor) -> MemoryConfig | None:
+    """The memory config of a device tensor, None for a host tensor (TT-NN's
+    ``ttnn.get_memory_config``)."""
+    return tensor.memory_config() if tensor.storage_type() is StorageType.DEVICE else None
+
+
 def deallocate(tensor: Tensor, force: bool = True) -> None:
     """Free ``tensor``'s buffers (TT-NN's ``ttnn.deallocate``); later use raises
     ``DeallocatedTensorError``."""
@@ -344,6 +350,7 @@ def deallocate(tensor: Tensor, force: bool = True) -> None:
 
 __all__ = [
     "deallocate",
+    "get_memory_config",
     "interleaved_to_sharded",
     "interleaved_to_sharded_partial",
     "reallocate",

@@ -59,6 +59,9 @@ def test_op_memory_config_kwarg_sets_output_config_and_default_inherits():
     check(y, {c: wa[c] @ ww[c] for c in wa}, tol=(1e-4, 1e-4))
     lin = ttnn.linear(a, w, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert lin.memory_config() == ttnn.L1_MEMORY_CONFIG
+    # matmul/linear without memory_config= write DRAM interleaved (TT-NN's matmul.cpp).
+    a_l1 = ttnn.to_memory_config(a, ttnn.L1_MEMORY_CONFIG)
+    assert ttnn.matmul(a_l1, w).memory_config() == ttnn.DRAM_MEMORY_CONFIG
     s = ttnn.add(a, a, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert s.memory_config() == ttnn.L1_MEMORY_CONFIG
     # No memory_config=: the output keeps its input's (TT-NN's value_or(input.memory_config())).
@@ -291,3 +294,41 @@ def test_block_sharded_config_is_checked_against_its_grid():
     )
     with pytest.raises(ttnn.MemoryConfigError, match="one full rectangular grid"):
         ttnn.to_memory_config(t, split)
+
+
+def test_partial_write_of_per_device_slices_into_a_replicated_cache():
+    # The cache starts replicated; each device writes its own rows: the result differs per device.
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((8, 1, 32, 32)).astype(np.float32)
+    t, want = put(x, (2, 4), Layout("1d", (0, 0)), ttnn.float32)
+    cache, cache_want = put(np.zeros((1, 1, 64, 32), np.float32), (2, 4), dtype=ttnn.float32)
+    ttnn.sharded_to_interleaved_partial(t, cache, 2, 1)
+    cache_want = {c: v.copy() for c, v in cache_want.items()}  # replicated shards share memory
+    for c in cache_want:
+        cache_want[c][0, 0, 32:] = want[c][0, 0]
+    check(cache, cache_want, exact=True)
+
+
+def test_reshard_and_reallocate():
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((1, 1, 64, 128)).astype(np.float32)
+    t, want = put(x, (1, 8), dtype=ttnn.float32)
+    width = ttnn.to_memory_config(t, _width_cfg(64, 128, 4))
+    height = ttnn.create_sharded_memory_config(
+        (64, 128), ttnn.CoreGrid(y=1, x=2), ttnn.ShardStrategy.HEIGHT
+    )
+    r = ttnn.reshard(width, height)
+    assert r.memory_config() == height and r.memory_config().shard_spec.shape == (32, 128)
+    check(r, want, exact=True)
+    dst = ttnn.to_memory_config(ttnn.zeros_like(t), height)
+    assert ttnn.reshard(width, height, dst) is dst
+    check(dst, want, exact=True)
+    with pytest.raises(ttnn.MemoryConfigError, match="interleaved"):
+        ttnn.reshard(width, ttnn.L1_MEMORY_CONFIG)
+    moved = ttnn.reallocate(r)
+    assert not r.is_allocated() and moved.memory_config() == height
+    check(moved, want, exact=True)
+    to_dram = ttnn.reallocate(moved, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    assert to_dram.memory_config() == ttnn.DRAM_MEMORY_CONFIG
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.reallocate(moved)

@@ -18,7 +18,8 @@ explains it):
    ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers; above them
    ``subdevice`` (sub-devices, global semaphores and circular buffers).
 3. ``mesh``: ``MeshDevice`` and friends.
-4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
+4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec`` (which carries the memory config);
+   liveness and host-read helpers. ``cluster``: what system is open (arch, cluster type).
 5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
 6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
 7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.
@@ -70,9 +71,11 @@ from ttjax.convert import (  # noqa: E402
     combine_device_tensors,
     copy_device_to_host_tensor,
     copy_host_to_device_tensor,
+    dump_tensor,
     from_device,
     from_torch,
     get_device_tensors,
+    load_tensor,
     to_device,
     to_numpy,
     to_torch,
@@ -148,7 +151,9 @@ from ttjax.hardware import (  # noqa: E402
     CoreRange,
     CoreRangeSet,
     DeviceComputeKernelConfig,
+    DispatchCoreAxis,
     DispatchCoreConfig,
+    DispatchCoreType,
     GrayskullComputeKernelConfig,
     LayerNormDefaultProgramConfig,
     LayerNormShardedMultiCoreProgramConfig,
@@ -169,6 +174,7 @@ from ttjax.hardware import (  # noqa: E402
     create_sharded_memory_config,
     init_device_compute_kernel_config,
     num_cores_to_corerangeset,
+    num_cores_to_corerangeset_in_subcoregrids,
 )
 from ttjax.mesh import (  # noqa: E402
     GALAXY,
@@ -411,6 +417,10 @@ __all__ = [
     "Arch",
     "Device",
     "DeviceComputeKernelConfig",
+    "DispatchCoreAxis",
+    "DispatchCoreType",
+    "dump_tensor",
+    "load_tensor",
     "cluster",
     "GetNumAvailableDevices",
     "GetNumPCIeDevices",
@@ -426,6 +436,7 @@ __all__ = [
     "SoftmaxDefaultProgramConfig",
     "SoftmaxShardedMultiCoreProgramConfig",
     "num_cores_to_corerangeset",
+    "num_cores_to_corerangeset_in_subcoregrids",
     "MeshEvent",
     "event_synchronize",
     "record_event",

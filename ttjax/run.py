@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,21 @@ from typing import IO
 from ttjax.distributed import lifeline, runtime
 from ttjax.distributed.bindings import RankBindingError, RankBindings, load_rank_bindings
 from ttjax.errors import ConfigError
+
+
+def _popen(argv: list[str], **kwargs: object) -> subprocess.Popen:
+    """``subprocess.Popen`` with the parent-death signal set between fork and exec.
+
+    The ``preexec_fn`` makes CPython fork, and JAX warns at every fork of a process whose backend
+    is up (a launcher called from a notebook or a test). The child only calls ``prctl`` and
+    execs, so the warning does not apply here; it is silenced for this call alone.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning
+        )
+        return subprocess.Popen(argv, **kwargs)  # type: ignore[call-overload]
+
 
 TAIL_LINES = 20
 GRACE_S = float(runtime.DEFAULT_STOP_GRACE_S)  # SIGTERM -> SIGKILL: time for a graceful stop
@@ -215,7 +231,7 @@ class _Rank:
             width = term.width - prefix if term.tty else 120
             env |= {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": str(max(width, 40))}
         try:
-            self.proc = subprocess.Popen(
+            self.proc = _popen(
                 list(launch.argv),
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -549,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(shlex.join(cmd))
             return 0
         _catch_stop_signals()
-        proc = subprocess.Popen(
+        proc = _popen(
             cmd,
             start_new_session=True,
             preexec_fn=lifeline.die_with_parent(os.getpid()),

@@ -51,14 +51,19 @@ class OptimizerSettings:
     beta1: float = 0.9
     beta2: float = 0.999
     epsilon: float = 1e-8
-    amsgrad: bool = False
     scheduler_type: str = "warmup_cosine"
     warmup_steps: int = 0
     total_steps: int = 1000
     min_lr: float = 0.0
     clip_grad_norm_max_norm: float | None = 1.0
+    amsgrad: bool = False  # last: positional callers keep their meaning
 
     def __post_init__(self) -> None:
+        if not isinstance(self.amsgrad, bool):
+            raise ConfigError(
+                f"OptimizerSettings: amsgrad={self.amsgrad!r} is not a bool.\n"
+                "fix: pass amsgrad=True or amsgrad=False."
+            )
         if self.scheduler_type not in SCHEDULERS:
             raise ConfigError(
                 f"OptimizerSettings: scheduler_type={self.scheduler_type!r} is unknown.\n"

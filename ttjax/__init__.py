@@ -15,14 +15,16 @@ explains it):
 
 1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).
 2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
-   ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers.
+   ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers; above them
+   ``subdevice`` (sub-devices, global semaphores and circular buffers).
 3. ``mesh``: ``MeshDevice`` and friends.
 4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
 5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
 6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
 7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.
 8. ``inspect``, ``visualize``, ``model_preprocessing``, ``experimental``, ``transformer``,
-   ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods).
+   ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods), ``ccl_async``
+   (the ``experimental.*_async`` collectives).
 9. frontends and training built on the public API (``ttjax.ttml``, ``ttjax.spmd``, ...).
 """
 
@@ -44,13 +46,11 @@ from ttjax import (  # noqa: E402
 from ttjax import ops as _ops  # noqa: E402
 from ttjax.abstract import abstract_tensor  # noqa: E402
 from ttjax.ccl import (  # noqa: E402
-    GlobalSemaphore,
     all_gather,
     all_reduce,
     all_to_all,
     broadcast,
     ccl_lowering,
-    create_global_semaphore,
     mesh_partition,
     point_to_point,
     reduce_scatter,
@@ -110,6 +110,7 @@ from ttjax.enums import (  # noqa: E402
 )
 from ttjax.errors import (  # noqa: E402
     CCLError,
+    CCLSignatureError,
     ComposerRequiredError,
     ConfigError,
     DeviceClosedError,
@@ -118,6 +119,7 @@ from ttjax.errors import (  # noqa: E402
     MeshShapeError,
     ShapeMismatchError,
     ShardingError,
+    SubDeviceError,
     TraceError,
     TTJaxError,
     UnsupportedDTypeError,
@@ -174,6 +176,17 @@ from ttjax.mesh import (  # noqa: E402
 )
 from ttjax.ops import *  # noqa: E402,F403
 from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard  # noqa: E402
+from ttjax.subdevice import (  # noqa: E402
+    GlobalCircularBuffer,
+    GlobalSemaphore,
+    SubDevice,
+    SubDeviceId,
+    SubDeviceManagerId,
+    create_global_circular_buffer,
+    create_global_semaphore,
+    get_global_semaphore_address,
+    reset_global_semaphore_value,
+)
 from ttjax.tensor import Shape, Tensor, TensorTopology  # noqa: E402
 from ttjax.trace import (  # noqa: E402
     MeshTraceId,
@@ -235,6 +248,7 @@ __all__ = [
     "TILE_SIZE",
     "BufferType",
     "CCLError",
+    "CCLSignatureError",
     "ComposerRequiredError",
     "ConcatMesh2dToTensor",
     "ConcatMeshToTensor",
@@ -248,6 +262,7 @@ __all__ = [
     "DataType",
     "DeviceClosedError",
     "DispatchCoreConfig",
+    "GlobalCircularBuffer",
     "Layout",
     "LayoutError",
     "MathFidelity",
@@ -282,6 +297,10 @@ __all__ = [
     "ShardTensorToMesh",
     "ShardingError",
     "StorageType",
+    "SubDevice",
+    "SubDeviceError",
+    "SubDeviceId",
+    "SubDeviceManagerId",
     "TTJaxError",
     "Tensor",
     "TensorMemoryLayout",
@@ -299,10 +318,13 @@ __all__ = [
     "all_to_all",
     "broadcast",
     "ccl_lowering",
+    "create_global_circular_buffer",
     "create_global_semaphore",
+    "get_global_semaphore_address",
     "mesh_partition",
     "point_to_point",
     "reduce_scatter",
+    "reset_global_semaphore_value",
     "shift",
     "allocate_tensor_on_device",
     "as_tensor",

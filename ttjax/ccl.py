@@ -50,6 +50,7 @@ from ttjax.placements import (
     PlacementReplicate,
     PlacementShard,
 )
+from ttjax.subdevice import GlobalSemaphore, create_global_semaphore
 from ttjax.tensor import Tensor
 
 _LOWERINGS = ("native", "topology")
@@ -668,23 +669,6 @@ def mesh_partition(
 
     rule = _rule(c.axes, PlacementShard(d))
     return run_op(op, fn, [c.t], static=(d, c.axes), placement_rule=rule)
-
-
-class GlobalSemaphore:
-    """TT-NN's cross-device semaphore handle; XLA synchronizes collectives itself."""
-
-    def __init__(self, mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0) -> None:
-        self.mesh_device = mesh_device
-        self.value = initial_value
-
-    def __repr__(self) -> str:
-        return f"GlobalSemaphore(value={self.value})"
-
-
-def create_global_semaphore(
-    mesh_device: MeshDevice, cores: Any = None, initial_value: int = 0
-) -> GlobalSemaphore:
-    return GlobalSemaphore(mesh_device, cores, initial_value)
 
 
 __all__ = [

@@ -47,6 +47,14 @@ class CCLError(TTJaxError, ValueError):
     """Bad arguments to a collective."""
 
 
+class CCLSignatureError(CCLError, TypeError):
+    """A collective called with arguments that match none of TT-NN's overloads (pybind's TypeError)."""
+
+
+class SubDeviceError(TTJaxError, ValueError):
+    """A sub-device, sub-device manager, global semaphore or global circular buffer used wrongly."""
+
+
 class TraceError(TTJaxError):
     """A trace was used in a state that does not allow it (released, not captured, host I/O, ...)."""
 
@@ -61,6 +69,7 @@ class MissingDependencyError(TTJaxError, ImportError):
 
 __all__ = [
     "CCLError",
+    "CCLSignatureError",
     "ComposerRequiredError",
     "ConfigError",
     "DeviceClosedError",
@@ -70,6 +79,7 @@ __all__ = [
     "MissingDependencyError",
     "ShapeMismatchError",
     "ShardingError",
+    "SubDeviceError",
     "TTJaxError",
     "TraceError",
     "UnsupportedDTypeError",

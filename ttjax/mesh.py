@@ -28,6 +28,7 @@ from jax.sharding import Mesh as JaxMesh
 from ttjax import _config
 from ttjax.errors import DeviceClosedError, MeshShapeError
 from ttjax.hardware import CoreCoord, CoreGrid
+from ttjax.subdevice import SubDeviceId, SubDeviceManagerId, SubDeviceManagerTracker
 
 # ---------------------------------------------------------------------------------------------
 # MeshShape / MeshCoordinate
@@ -417,6 +418,7 @@ class MeshDevice:
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
+        self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
 
     # -- TT-NN API ------------------------------------------------------------------------------
 
@@ -486,24 +488,33 @@ class MeshDevice:
     def num_program_cache_entries(self) -> int:
         return len(self._program_cache)
 
-    # Sub-device managers only matter to TT-NN's CCL kernels; they are no-ops here.
-    def create_sub_device_manager(self, *args: Any, **kwargs: Any) -> int:
-        return 0
+    # Sub-device managers partition each chip's cores (see ttjax.subdevice); CCLs check the ids.
+    def create_sub_device_manager(self, sub_devices: Any, local_l1_size: int) -> SubDeviceManagerId:
+        """A manager for ``sub_devices`` (disjoint core sets) on every chip; load it to use it."""
+        self._check_open()
+        return self._sub_devices.create(sub_devices, local_l1_size)
 
-    def load_sub_device_manager(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    def load_sub_device_manager(self, sub_device_manager_id: SubDeviceManagerId) -> None:
+        self._check_open()
+        self._sub_devices.load(sub_device_manager_id)
 
     def clear_loaded_sub_device_manager(self) -> None:
-        return None
+        """Back to the default manager: one sub-device holding every core."""
+        self._sub_devices.clear_loaded()
 
-    def remove_sub_device_manager(self, *args: Any) -> None:
-        return None
+    def remove_sub_device_manager(self, sub_device_manager_id: SubDeviceManagerId) -> None:
+        self._sub_devices.remove(sub_device_manager_id)
 
-    def set_sub_device_stall_group(self, *args: Any) -> None:
-        return None
+    def set_sub_device_stall_group(self, sub_device_ids: Sequence[SubDeviceId]) -> None:
+        """The sub-devices that synchronize_device waits on by default."""
+        self._sub_devices.set_stall_group(sub_device_ids)
 
     def reset_sub_device_stall_group(self) -> None:
-        return None
+        self._sub_devices.stall_group = ()
+
+    def get_sub_device_ids(self) -> list[SubDeviceId]:
+        """The ids of the loaded manager's sub-devices."""
+        return self._sub_devices.ids()
 
     def enable_async(self, enable: bool = True) -> None:
         return None
@@ -742,8 +753,15 @@ def close_device(device: MeshDevice) -> None:
     close_mesh_device(device)
 
 
-def synchronize_device(mesh_device: MeshDevice, cq_id: int | None = None, **_: Any) -> None:
-    """Wait until every op dispatched to ``mesh_device`` (and its submeshes) has finished."""
+def synchronize_device(
+    mesh_device: MeshDevice, cq_id: int | None = None, sub_device_ids: Sequence[Any] = ()
+) -> None:
+    """Wait until every op dispatched to ``mesh_device`` (and its submeshes) has finished.
+
+    ``sub_device_ids`` must name sub-devices of the loaded manager (XLA waits on all of them).
+    """
+    for s in sub_device_ids:
+        mesh_device._sub_devices.check_id("synchronize_device", s, "sub_device_ids")
     for arr in mesh_device._last_outputs:
         arr.block_until_ready()
     for sub in mesh_device._submeshes:

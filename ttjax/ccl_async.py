@@ -1,0 +1,1028 @@
+"""TT-NN's ``ttnn.experimental.*_async`` collectives, called exactly as Tenstorrent's model code calls them.
+
+Each op takes the arguments TT-NN's binding takes, in TT-NN's order, resolving overloads as
+pybind does (the first whose names, arity and argument types fit). The hardware-only arguments
+are checked as TT-NN checks them: a semaphore list has the count the kernel needs and belongs to
+the tensor's mesh, a ``subdevice_id`` exists in the loaded sub-device manager, ``num_links > 0``.
+The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
+checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
+
+>>> y = ttnn.experimental.all_gather_async(
+...     x, persistent_output_buffer=None, dim=3,
+...     multi_device_global_semaphore=[sem0, sem1], num_links=1, cluster_axis=1,
+...     topology=ttnn.Topology.Linear, barrier_semaphore=barrier, chunks_per_sync=10,
+...     num_workers_per_link=2, num_buffers_per_channel=2)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ttjax import ccl
+from ttjax.enums import DataType, ReduceType, Topology
+from ttjax.errors import CCLError, CCLSignatureError
+from ttjax.hardware import CoreCoord, MemoryConfig
+from ttjax.mesh import MeshDevice
+from ttjax.ops.data_movement import concat
+from ttjax.ops.data_movement import slice as slice_op
+from ttjax.ops.matmul import linear
+from ttjax.ops.pointwise import typecast
+from ttjax.subdevice import GlobalSemaphore, SubDeviceId
+from ttjax.tensor import Tensor
+
+# ---------------------------------------------------------------------------------------------
+# pybind-style overload resolution
+# ---------------------------------------------------------------------------------------------
+
+
+def _uint(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and int(x) >= 0
+
+
+def _opt(pred: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda x: x is None or pred(x)
+
+
+def _sem(x: Any) -> bool:
+    return isinstance(x, GlobalSemaphore)
+
+
+def _sems(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and all(_sem(s) for s in x)
+
+
+def _tensors(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(t, Tensor) for t in x)
+
+
+# What pybind's casters accept for each argument name (a name not listed accepts anything).
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "Tensor": (lambda x: isinstance(x, Tensor), "a ttnn.Tensor"),
+    "Tensor?": (_opt(lambda x: isinstance(x, Tensor)), "a ttnn.Tensor or None"),
+    "Tensors?": (_opt(_tensors), "a list of ttnn.Tensor or None"),
+    "int": (lambda x: isinstance(x, (int, np.integer)) and not isinstance(x, bool), "an int"),
+    "uint": (_uint, "a non-negative int"),
+    "uint?": (_opt(_uint), "a non-negative int or None"),
+    "bool": (lambda x: isinstance(x, (bool, np.bool_)), "a bool"),
+    "sem": (_sem, "a GlobalSemaphore"),
+    "sem?": (_opt(_sem), "a GlobalSemaphore or None"),
+    "sems": (_sems, "a list of GlobalSemaphore"),
+    "sems?": (_opt(_sems), "a list of GlobalSemaphore or None"),
+    "sem|sems": (lambda x: _sem(x) or _sems(x), "a GlobalSemaphore or a list of them"),
+    "mesh": (lambda x: isinstance(x, MeshDevice), "a ttnn.MeshDevice"),
+    "mem?": (_opt(lambda x: isinstance(x, MemoryConfig)), "a ttnn.MemoryConfig or None"),
+    "mem": (lambda x: isinstance(x, MemoryConfig), "a ttnn.MemoryConfig"),
+    "topo": (lambda x: isinstance(x, Topology), "a ttnn.Topology"),
+    "subdev?": (_opt(lambda x: isinstance(x, SubDeviceId)), "a ttnn.SubDeviceId or None"),
+    "subdev": (lambda x: isinstance(x, SubDeviceId), "a ttnn.SubDeviceId"),
+    "reduce": (lambda x: isinstance(x, ReduceType), "a ttnn.ReduceType"),
+    "dtype?": (_opt(lambda x: isinstance(x, DataType)), "a ttnn.DataType or None"),
+    "core": (
+        lambda x: (
+            isinstance(x, CoreCoord)
+            or (isinstance(x, (tuple, list)) and len(x) == 2 and all(_uint(v) for v in x))
+        ),
+        "a ttnn.CoreCoord or an (x, y) pair",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class _Overload:
+    """One of a binding's overloads: its Python signature and each argument's pybind kind."""
+
+    signature: inspect.Signature
+    kinds: dict[str, str]
+
+    def text(self) -> str:
+        return str(self.signature).replace("'", "")
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | str:
+        """The arguments by name, or why this overload does not fit."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            return str(e)
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            kind = self.kinds.get(name)
+            if kind is not None and not _KINDS[kind][0](value):
+                return f"{name}={_short(value)} is not {_KINDS[kind][1]}"
+        return dict(bound.arguments)
+
+
+def _overload(template: Callable[..., Any], **kinds: str) -> _Overload:
+    return _Overload(inspect.signature(template), kinds)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return f"Tensor(shape={list(value._shape)}, dtype={value._dtype!r})"
+    if isinstance(value, GlobalSemaphore):
+        return f"GlobalSemaphore(address={value.address:#x}, mesh id {value.mesh_device.id()})"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _resolve(
+    op: str, overloads: Sequence[_Overload], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """The first overload that fits, as pybind picks it; raises TT-NN's TypeError otherwise."""
+    reasons = []
+    for i, ov in enumerate(overloads):
+        got = ov.bind(args, kwargs)
+        if isinstance(got, dict):
+            return i, got
+        reasons.append(f"    {i + 1}. {op}{ov.text()}\n       -> {got}")
+    invoked = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+    raise CCLSignatureError(
+        f"ttnn.experimental.{op}(): incompatible function arguments. The following argument "
+        "types are supported:\n" + "\n".join(reasons) + f"\nInvoked with: {invoked}\n"
+        f"fix: call ttnn.experimental.{op} with one of the signatures above."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks TT-NN makes on the hardware-only arguments
+# ---------------------------------------------------------------------------------------------
+
+
+def _mesh_name(mesh: Any) -> str:
+    return f"{mesh!r} (id {mesh.id()})"
+
+
+def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | None = None) -> None:
+    """Each semaphore belongs to the tensor's mesh; a list has the ``count`` the kernel needs."""
+    if sems is None:
+        return
+    many = isinstance(sems, (list, tuple))
+    items = list(sems) if many else [sems]
+    mesh: MeshDevice = t._mesh  # type: ignore[assignment]
+    for i, s in enumerate(items):
+        if not s.mesh_device.same_mesh(mesh):
+            where = f"{name}[{i}]" if many else name
+            raise CCLError(
+                f"ttnn.experimental.{op}: {where} was created on mesh {_mesh_name(s.mesh_device)}, "
+                f"but the tensor lives on mesh {_mesh_name(mesh)}.\n"
+                "fix: create the semaphores with ttnn.create_global_semaphore(<the tensor's mesh "
+                "device>, cores, 0)."
+            )
+    if count is not None and len(items) != count:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, semaphore size should be {count} but has "
+            f"{len(items)} ({name}={_short(sems)}).\n"
+            f"fix: pass a list of {count} semaphores from ttnn.create_global_semaphore."
+        )
+
+
+def _check_common(
+    op: str,
+    a: dict[str, Any],
+    sem_name: str | None = None,
+    sem_count: int | None = None,
+) -> Tensor:
+    """Tensor on a mesh, mesh_device, semaphores, barrier, subdevice_id and num_links."""
+    t = ccl._check_tensor(op, a["input_tensor"])
+    mesh: MeshDevice = t._mesh  # type: ignore[assignment]
+    ccl._check_mesh_arg(op, t, a.get("mesh_device"))
+    if sem_name is not None:
+        _check_semaphores(op, t, sem_name, a[sem_name], sem_count)
+    for name in ("barrier_semaphore",):
+        _check_semaphores(op, t, name, a.get(name))
+    sub = a.get("subdevice_id")
+    if sub is not None:
+        mesh._sub_devices.check_id(f"experimental.{op}", sub)
+    links = a.get("num_links")
+    if links is not None and int(links) <= 0:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, num_links should be more than 0 but has {links}.\n"
+            "fix: num_links=1."
+        )
+    return t
+
+
+def _check_group(op: str, t: Tensor, cluster_axis: Any) -> int:
+    """The devices in the op's group; TT-NN's async CCLs refuse a group of one."""
+    axes = ccl._group(op, t._mesh, cluster_axis)  # type: ignore[arg-type]
+    n = ccl._size(t._mesh, axes)  # type: ignore[arg-type]
+    if n <= 1:
+        raise CCLError(
+            f"ttnn.experimental.{op}: {op} op will only work for num_devices > 1, but has {n} "
+            f"(cluster_axis={cluster_axis!r} on mesh {t._mesh!r}).\n"
+            "fix: skip the collective on a single device, or pick a mesh axis with several devices."
+        )
+    return n
+
+
+def _check_topology(op: str, topology: Topology) -> None:
+    if topology not in (Topology.Ring, Topology.Linear):
+        raise CCLError(
+            f"ttnn.experimental.{op}: topology={topology!r}: topology must be Ring or Linear.\n"
+            "fix: ttnn.Topology.Ring or ttnn.Topology.Linear."
+        )
+
+
+def _check_output(
+    op: str, name: str, buf: Tensor, t: Tensor, shape: tuple[int, ...], dtype: DataType
+) -> None:
+    """A persistent buffer lives on the tensor's mesh and matches the result (TT-NN's checks)."""
+    if buf._mesh is None or not buf._mesh.same_mesh(t._mesh):
+        raise CCLError(
+            f"ttnn.experimental.{op}: {name} lives on {buf._mesh!r}, not on the input's mesh "
+            f"{t._mesh!r}.\nfix: allocate {name} on the input tensor's mesh device."
+        )
+    if buf._dtype is not dtype:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Output tensor dtype should be same as input tensor "
+            f"dtype but has {buf._dtype!r} ({name}; expected {dtype!r}).\n"
+            f"fix: allocate {name} with dtype={dtype!r}."
+        )
+    if buf._layout is not t._layout:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Output tensor layout should be same as input tensor "
+            f"layout but has {buf._layout!r} ({name}; expected {t._layout!r}).\n"
+            f"fix: allocate {name} with layout={t._layout!r}."
+        )
+    if tuple(buf._shape) != tuple(shape):
+        bad = next((i for i, (x, y) in enumerate(zip(buf._shape, shape)) if x != y), len(shape) - 1)
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Output tensor shape at dimension {bad} should be "
+            f"{shape[bad] if bad < len(shape) else '?'} but has "
+            f"{buf._shape[bad] if bad < len(buf._shape) else '?'} ({name} has per-device shape "
+            f"{list(buf._shape)}, the result {list(shape)}).\n"
+            f"fix: allocate {name} with per-device shape {list(shape)}."
+        )
+
+
+def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) -> Tensor:
+    if buf is None:
+        return result
+    _check_output(op, name, buf, t, tuple(result._shape), result._dtype)
+    return buf.assign(result)
+
+
+def _rank3(op: str, t: Tensor) -> None:
+    if len(t._shape) <= 2:
+        raise CCLError(
+            f"ttnn.experimental.{op}: AllGatherAsync requires tensor of rank 3 or greater, got "
+            f"per-device shape {list(t._shape)}.\nfix: reshape to 4-D, e.g. [1, 1, H, W]."
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# all_gather_async
+# ---------------------------------------------------------------------------------------------
+
+
+def _ag_plain(  # type: ignore[empty-body]
+    input_tensor,
+    dim,
+    multi_device_global_semaphore,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Ring,
+    subdevice_id=None,
+    use_optimal_ccl_for_llama=False,
+    barrier_semaphore=None,
+): ...
+
+
+def _ag_persistent(  # type: ignore[empty-body]
+    input_tensor,
+    persistent_output_buffer,
+    dim,
+    multi_device_global_semaphore,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Ring,
+    subdevice_id=None,
+    cluster_axis=None,
+    use_optimal_ccl_for_llama=False,
+    barrier_semaphore=None,
+    chunks_per_sync=None,
+    num_workers_per_link=None,
+    num_buffers_per_channel=None,
+): ...
+
+
+def _ag_axis(  # type: ignore[empty-body]
+    input_tensor,
+    dim,
+    cluster_axis,
+    mesh_device,
+    topology,
+    multi_device_global_semaphore,
+    *,
+    persistent_output_tensor=None,
+    num_links=None,
+    memory_config=None,
+    subdevice_id=None,
+    use_optimal_ccl_for_llama=False,
+    barrier_semaphore=None,
+): ...
+
+
+_AG_COMMON = dict(
+    input_tensor="Tensor",
+    dim="int",
+    multi_device_global_semaphore="sem|sems",
+    num_links="uint?",
+    memory_config="mem?",
+    topology="topo",
+    subdevice_id="subdev?",
+    use_optimal_ccl_for_llama="bool",
+    barrier_semaphore="sem?",
+    chunks_per_sync="uint?",
+    num_workers_per_link="uint?",
+    num_buffers_per_channel="uint?",
+)
+_AG_OVERLOADS = (
+    _overload(_ag_plain, **_AG_COMMON),
+    _overload(
+        _ag_persistent, persistent_output_buffer="Tensor?", cluster_axis="uint?", **_AG_COMMON
+    ),
+    _overload(
+        _ag_axis,
+        cluster_axis="uint",
+        mesh_device="mesh",
+        persistent_output_tensor="Tensor?",
+        **_AG_COMMON,
+    ),
+)
+
+
+def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse: bool) -> Tensor:
+    which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
+    # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
+    # semaphores"); its llama-sharded kernel, picked for sharded outputs, takes one.
+    mc = a["memory_config"]
+    llama = a["use_optimal_ccl_for_llama"] or (mc is not None and mc.is_sharded())
+    count = None if llama else 2
+    t = _check_common(op, a, "multi_device_global_semaphore", count)
+    _rank3(op, t)
+    axis = a.get("cluster_axis")
+    _check_group(op, t, axis)
+    _check_topology(op, a["topology"])
+    d = ccl._dim(op, t, a["dim"])
+    out = ccl.all_gather(t, d, axis, topology=a["topology"])
+    if reverse:
+        out = _reverse_chunks(out, d, _check_group(op, t, axis))
+    buf = a.get("persistent_output_buffer", a.get("persistent_output_tensor"))
+    name = "persistent_output_buffer" if which == 1 else "persistent_output_tensor"
+    return _write(op, name, out, buf, t)
+
+
+def _reverse_chunks(t: Tensor, dim: int, n: int) -> Tensor:
+    """The gathered pieces in reverse device order (all_gather_async_reversed)."""
+    size = t._shape[dim] // n
+    pieces = []
+    for i in reversed(range(n)):
+        start = [0] * len(t._shape)
+        end = list(t._shape)
+        start[dim], end[dim] = i * size, (i + 1) * size
+        pieces.append(slice_op(t, start, end))
+    return concat(pieces, dim)
+
+
+def all_gather_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.all_gather_async``: the values of :func:`ttjax.all_gather`.
+
+    Overloads, as bound by TT-NN (the first that fits wins):
+
+    1. ``(input_tensor, dim, multi_device_global_semaphore, *, num_links=1, memory_config=None,
+       topology=Ring, subdevice_id=None, use_optimal_ccl_for_llama=False, barrier_semaphore=None)``
+    2. ``(input_tensor, persistent_output_buffer, dim, multi_device_global_semaphore, *, ...,
+       cluster_axis=None, ..., chunks_per_sync=None, num_workers_per_link=None,
+       num_buffers_per_channel=None)`` (tt_transformers' form)
+    3. ``(input_tensor, dim, cluster_axis, mesh_device, topology, multi_device_global_semaphore, *,
+       persistent_output_tensor=None, num_links=None, memory_config=None, subdevice_id=None,
+       use_optimal_ccl_for_llama=False, barrier_semaphore=None)`` (the Galaxy Llama's form)
+
+    ``multi_device_global_semaphore`` is a list of 2 (or one semaphore with
+    ``use_optimal_ccl_for_llama=True``).
+    """
+    return _all_gather("all_gather_async", args, kwargs, reverse=False)
+
+
+def all_gather_async_reversed(*args: Any, **kwargs: Any) -> Tensor:
+    """``all_gather_async`` with the gathered pieces in reverse device order (same overloads)."""
+    return _all_gather("all_gather_async_reversed", args, kwargs, reverse=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# reduce-scatters
+# ---------------------------------------------------------------------------------------------
+
+
+def _rs_minimal(  # type: ignore[empty-body]
+    input_tensor,
+    persistent_output_buffers=None,
+    dim=None,
+    multi_device_global_semaphore=None,
+    *,
+    barrier_semaphore=None,
+    num_links=1,
+    memory_config=None,
+    intermediate_memory_config=None,
+    topology=Topology.Ring,
+    subdevice_id=None,
+    cluster_axis=None,
+    chunks_per_sync=None,
+    num_workers_per_link=None,
+    num_buffers_per_channel=None,
+): ...
+
+
+_RS_MINIMAL = (
+    _overload(
+        _rs_minimal,
+        input_tensor="Tensor",
+        persistent_output_buffers="Tensors?",
+        dim="int",
+        multi_device_global_semaphore="sems",
+        barrier_semaphore="sem?",
+        num_links="uint",
+        memory_config="mem?",
+        intermediate_memory_config="mem?",
+        topology="topo",
+        subdevice_id="subdev?",
+        cluster_axis="uint?",
+        chunks_per_sync="uint?",
+        num_workers_per_link="uint?",
+        num_buffers_per_channel="uint?",
+    ),
+)
+
+
+def _scatter_dim(op: str, t: Tensor, dim: Any, n: int, allowed: Sequence[int]) -> int:
+    d = ccl._dim(op, t, dim)
+    if d not in allowed:
+        raise CCLError(
+            f"ttnn.experimental.{op}: dim={dim}: {op} only supports scattering on dim "
+            f"{', '.join(map(str, allowed))} (per-device shape {list(t._shape)}).\n"
+            f"fix: scatter along one of dims {list(allowed)}, reshaping first if needed."
+        )
+    if t._shape[d] % n:
+        raise CCLError(
+            f"ttnn.experimental.{op}: dim {d} of per-device shape {list(t._shape)} has size "
+            f"{t._shape[d]}, which does not split into {n} pieces (one per device of the group).\n"
+            f"fix: make dim {d} a multiple of {n}."
+        )
+    return d
+
+
+def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.reduce_scatter_minimal_async``: a sum reduce-scatter.
+
+    ``(input_tensor, persistent_output_buffers=None, dim, multi_device_global_semaphore, *,
+    barrier_semaphore=None, num_links=1, memory_config=None, intermediate_memory_config=None,
+    topology=Ring, subdevice_id=None, cluster_axis=None, chunks_per_sync=None,
+    num_workers_per_link=None, num_buffers_per_channel=None)``. The semaphore list holds 3;
+    ``persistent_output_buffers`` is ``[intermediate, output]``: the result is written into
+    ``output`` and returned.
+    """
+    op = "reduce_scatter_minimal_async"
+    _, a = _resolve(op, _RS_MINIMAL, args, kwargs)
+    t = _check_common(op, a, "multi_device_global_semaphore", 3)
+    _check_topology(op, a["topology"])
+    n = _check_group(op, t, a["cluster_axis"])
+    d = _scatter_dim(op, t, a["dim"], n, (1, 2, 3))
+    bufs = a["persistent_output_buffers"]
+    if bufs is not None and len(bufs) != 2:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Number of output tensors should be 2 but has "
+            f"{len(bufs)} (persistent_output_buffers).\nfix: pass [intermediate, output]."
+        )
+    if bufs is not None:
+        inter = bufs[0]
+        if inter._dtype is not t._dtype or inter._layout is not t._layout:
+            raise CCLError(
+                f"ttnn.experimental.{op}: Error, intermediate tensor dtype/layout should be same as "
+                f"input tensor's ({t._dtype!r}, {t._layout!r}) but has ({inter._dtype!r}, "
+                f"{inter._layout!r}).\nfix: allocate the intermediate buffer like the input."
+            )
+    out = ccl.reduce_scatter(
+        t, d, ReduceType.Sum, cluster_axis=a["cluster_axis"], topology=a["topology"]
+    )
+    return _write(op, "persistent_output_buffers[1]", out, bufs[1] if bufs else None, t)
+
+
+def _rs_async_plain(  # type: ignore[empty-body]
+    input_tensor,
+    dim,
+    from_remote_multi_device_global_semaphore,
+    to_remote_multi_device_global_semaphore,
+    math_op,
+    *,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+): ...
+
+
+def _rs_async_axis(  # type: ignore[empty-body]
+    input_tensor,
+    dim,
+    cluster_axis,
+    mesh_device,
+    from_remote_multi_device_global_semaphore,
+    to_remote_multi_device_global_semaphore,
+    *,
+    persistent_output_tensors=None,
+    math_op=ReduceType.Sum,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+): ...
+
+
+_RS_ASYNC_COMMON = dict(
+    input_tensor="Tensor",
+    dim="int",
+    from_remote_multi_device_global_semaphore="sem",
+    to_remote_multi_device_global_semaphore="sem",
+    math_op="reduce",
+    memory_config="mem?",
+    topology="topo",
+    num_links="uint?",
+    subdevice_id="subdev?",
+)
+_RS_ASYNC = (
+    _overload(_rs_async_plain, **_RS_ASYNC_COMMON),
+    _overload(
+        _rs_async_axis,
+        cluster_axis="uint",
+        mesh_device="mesh",
+        persistent_output_tensors="Tensors?",
+        **_RS_ASYNC_COMMON,
+    ),
+)
+
+
+def reduce_scatter_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's older ``ttnn.experimental.reduce_scatter_async`` (from/to-remote semaphores).
+
+    1. ``(input_tensor, dim, from_remote_multi_device_global_semaphore,
+       to_remote_multi_device_global_semaphore, math_op, *, memory_config=None, topology=Linear,
+       num_links=None, subdevice_id=None)``
+    2. ``(input_tensor, dim, cluster_axis, mesh_device, from_remote_..., to_remote_..., *,
+       persistent_output_tensors=None, math_op=Sum, memory_config=None, topology=Linear,
+       num_links=None, subdevice_id=None)``
+    """
+    op = "reduce_scatter_async"
+    _, a = _resolve(op, _RS_ASYNC, args, kwargs)
+    t = _check_common(op, a)
+    for name in (
+        "from_remote_multi_device_global_semaphore",
+        "to_remote_multi_device_global_semaphore",
+    ):
+        _check_semaphores(op, t, name, a[name])
+    n = _check_group(op, t, a.get("cluster_axis"))
+    d = _scatter_dim(op, t, a["dim"], n, range(len(t._shape)))
+    out = ccl.reduce_scatter(
+        t, d, a["math_op"], cluster_axis=a.get("cluster_axis"), topology=a["topology"]
+    )
+    bufs = a.get("persistent_output_tensors")
+    return _write(op, "persistent_output_tensors[-1]", out, bufs[-1] if bufs else None, t)
+
+
+def _llama_rs(  # type: ignore[empty-body]
+    input_tensor,
+    intermediate_packet_buffer,
+    dim,
+    cross_device_semaphore,
+    subdevice_id,
+    cluster_axis,
+    mesh_device,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Linear,
+    use_noc1_only=False,
+): ...
+
+
+_LLAMA_RS = (
+    _overload(
+        _llama_rs,
+        input_tensor="Tensor",
+        intermediate_packet_buffer="Tensor",
+        dim="uint",
+        cross_device_semaphore="sem",
+        subdevice_id="subdev",
+        cluster_axis="uint",
+        mesh_device="mesh",
+        num_links="uint",
+        memory_config="mem?",
+        topology="topo",
+        use_noc1_only="bool",
+    ),
+)
+
+
+def llama_reduce_scatter(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.llama_reduce_scatter``: a sum reduce-scatter along the last dim
+    over the 2 or 4 devices of mesh axis 1 (the Galaxy Llama's decode MLP).
+
+    ``(input_tensor, intermediate_packet_buffer, dim, cross_device_semaphore, subdevice_id,
+    cluster_axis, mesh_device, *, num_links=1, memory_config=None, topology=Linear,
+    use_noc1_only=False)``
+    """
+    op = "llama_reduce_scatter"
+    _, a = _resolve(op, _LLAMA_RS, args, kwargs)
+    t = _check_common(op, a, "cross_device_semaphore")
+    if a["dim"] != 3:
+        raise CCLError(
+            f"ttnn.experimental.{op}: dim must be 3, got {a['dim']}.\n"
+            "fix: scatter the last dim of a 4-D tensor (dim=3)."
+        )
+    if a["cluster_axis"] != 1:
+        raise CCLError(
+            f"ttnn.experimental.{op}: cluster_axis must be 1, got {a['cluster_axis']}.\n"
+            "fix: cluster_axis=1."
+        )
+    n = _check_group(op, t, 1)
+    if n not in (2, 4):
+        raise CCLError(
+            f"ttnn.experimental.{op}: ring_devices must be 4 or 2, got {n} (mesh {t._mesh!r}).\n"
+            "fix: run it on a mesh whose axis 1 has 2 or 4 devices."
+        )
+    d = _scatter_dim(op, t, 3, n, (3,))
+    buf = a["intermediate_packet_buffer"]
+    if buf._mesh is None or not buf._mesh.same_mesh(t._mesh):
+        raise CCLError(
+            f"ttnn.experimental.{op}: intermediate_packet_buffer lives on {buf._mesh!r}, not on "
+            f"the input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh device."
+        )
+    return ccl.reduce_scatter(t, d, ReduceType.Sum, cluster_axis=1, topology=a["topology"])
+
+
+# ---------------------------------------------------------------------------------------------
+# all-reduce
+# ---------------------------------------------------------------------------------------------
+
+
+def _ar_devices(  # type: ignore[empty-body]
+    input_tensor,
+    num_devices,
+    barrier_semaphores,
+    rs_global_semaphores,
+    ag_global_semaphores,
+    math_op,
+    *,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+): ...
+
+
+def _ar_axis(  # type: ignore[empty-body]
+    input_tensor,
+    cluster_axis,
+    mesh_device,
+    barrier_semaphores,
+    rs_global_semaphores,
+    ag_global_semaphores,
+    math_op,
+    *,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+): ...
+
+
+def _ar_buffer(  # type: ignore[empty-body]
+    input_tensor,
+    buffer_tensor,
+    cluster_axis,
+    mesh_device,
+    multi_device_global_semaphore,
+    *,
+    dtype=None,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+    use_noc1_only=False,
+    use_optimal_ccl_for_llama=False,
+): ...
+
+
+def _ar_remote(  # type: ignore[empty-body]
+    input_tensor,
+    cluster_axis,
+    mesh_device,
+    from_remote_multi_device_global_semaphore,
+    to_remote_multi_device_global_semaphore,
+    gather_multi_device_global_semaphore,
+    math_op,
+    *,
+    memory_config=None,
+    topology=Topology.Linear,
+    num_links=None,
+    subdevice_id=None,
+): ...
+
+
+_AR_COMMON = dict(
+    input_tensor="Tensor",
+    math_op="reduce",
+    memory_config="mem?",
+    topology="topo",
+    num_links="uint?",
+    subdevice_id="subdev?",
+)
+_AR = (
+    _overload(
+        _ar_devices,
+        num_devices="uint",
+        barrier_semaphores="sems",
+        rs_global_semaphores="sems",
+        ag_global_semaphores="sems",
+        **_AR_COMMON,
+    ),
+    _overload(
+        _ar_axis,
+        cluster_axis="uint?",
+        mesh_device="mesh",
+        barrier_semaphores="sems?",
+        rs_global_semaphores="sems?",
+        ag_global_semaphores="sems?",
+        **_AR_COMMON,
+    ),
+    _overload(
+        _ar_buffer,
+        buffer_tensor="Tensor",
+        cluster_axis="uint",
+        mesh_device="mesh",
+        multi_device_global_semaphore="sem",
+        dtype="dtype?",
+        use_noc1_only="bool",
+        use_optimal_ccl_for_llama="bool",
+        **_AR_COMMON,
+    ),
+    _overload(
+        _ar_remote,
+        cluster_axis="uint?",
+        mesh_device="mesh",
+        from_remote_multi_device_global_semaphore="sem",
+        to_remote_multi_device_global_semaphore="sem",
+        gather_multi_device_global_semaphore="sem",
+        **_AR_COMMON,
+    ),
+)
+
+# Semaphores per list in the composite (reduce_scatter_minimal_async + all_gather_async) path.
+_AR_SEM_COUNTS = {"barrier_semaphores": 2, "rs_global_semaphores": 3, "ag_global_semaphores": 2}
+
+
+def all_reduce_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.all_reduce_async``: the values of :func:`ttjax.all_reduce`.
+
+    1. ``(input_tensor, num_devices, barrier_semaphores, rs_global_semaphores,
+       ag_global_semaphores, math_op, *, memory_config=None, topology=Linear, num_links=None,
+       subdevice_id=None)`` over the whole mesh (``num_devices`` must be its size)
+    2. ``(input_tensor, cluster_axis, mesh_device, barrier_semaphores, rs_global_semaphores,
+       ag_global_semaphores, math_op, *, ...)``
+    3. ``(input_tensor, buffer_tensor, cluster_axis, mesh_device, multi_device_global_semaphore, *,
+       dtype=None, memory_config=None, topology=Linear, num_links=None, subdevice_id=None,
+       use_noc1_only=False, use_optimal_ccl_for_llama=False)`` (the Galaxy Llama's sum)
+    4. the older ``(input_tensor, cluster_axis, mesh_device, from_remote_..., to_remote_...,
+       gather_multi_device_global_semaphore, math_op, *, ...)`` that SD3.5's VAE still passes
+    """
+    op = "all_reduce_async"
+    which, a = _resolve(op, _AR, args, kwargs)
+    t = _check_common(op, a)
+    if which in (0, 1):
+        for name, count in _AR_SEM_COUNTS.items():
+            _check_semaphores(op, t, name, a[name], count)
+    elif which == 2:
+        _check_semaphores(
+            op, t, "multi_device_global_semaphore", a["multi_device_global_semaphore"]
+        )
+    else:
+        for name in (
+            "from_remote_multi_device_global_semaphore",
+            "to_remote_multi_device_global_semaphore",
+            "gather_multi_device_global_semaphore",
+        ):
+            _check_semaphores(op, t, name, a[name])
+    axis = a.get("cluster_axis")
+    n = _check_group(op, t, axis)
+    if which == 0 and a["num_devices"] != n:
+        raise CCLError(
+            f"ttnn.experimental.{op}: num_devices={a['num_devices']} but the tensor's mesh "
+            f"{t._mesh!r} has {n} devices.\nfix: num_devices={n}, or use the cluster_axis form."
+        )
+    math_op = a.get("math_op", ReduceType.Sum)
+    out = ccl.all_reduce(t, axis, math_op=math_op, topology=a["topology"])
+    if which == 2:
+        buf = a["buffer_tensor"]
+        if buf._mesh is None or not buf._mesh.same_mesh(t._mesh):
+            raise CCLError(
+                f"ttnn.experimental.{op}: buffer_tensor lives on {buf._mesh!r}, not on the "
+                f"input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh device."
+            )
+        if a["dtype"] is not None and a["dtype"] is not out._dtype:
+            out = typecast(out, a["dtype"])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# all-to-all
+# ---------------------------------------------------------------------------------------------
+
+
+def _a2a(  # type: ignore[empty-body]
+    input_tensor,
+    persistent_intermediate_buffer,
+    persistent_output_buffer,
+    in_dim,
+    out_dim,
+    multi_device_global_semaphore,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Ring,
+    subdevice_id=None,
+): ...
+
+
+_A2A = (
+    _overload(
+        _a2a,
+        input_tensor="Tensor",
+        persistent_intermediate_buffer="Tensor",
+        persistent_output_buffer="Tensor",
+        in_dim="int",
+        out_dim="int",
+        multi_device_global_semaphore="sem",
+        num_links="uint",
+        memory_config="mem?",
+        topology="topo",
+        subdevice_id="subdev?",
+    ),
+)
+
+
+def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.all_to_all_async`` over the whole mesh (dims 2 and 3 only).
+
+    ``(input_tensor, persistent_intermediate_buffer, persistent_output_buffer, in_dim, out_dim,
+    multi_device_global_semaphore, *, num_links=1, memory_config=None, topology=Ring,
+    subdevice_id=None)``; the result is written into ``persistent_output_buffer``.
+    """
+    op = "all_to_all_async"
+    _, a = _resolve(op, _A2A, args, kwargs)
+    t = _check_common(op, a, "multi_device_global_semaphore")
+    if len(t._shape) != 4:
+        raise CCLError(
+            f"ttnn.experimental.{op}: AllToAllAsync: input tensor must have 4 dimensions, got "
+            f"per-device shape {list(t._shape)}.\nfix: reshape to 4-D."
+        )
+    for name in ("in_dim", "out_dim"):
+        if a[name] not in (2, 3):
+            raise CCLError(
+                f"ttnn.experimental.{op}: AllToAllAsync: {name} must be 2 or 3, but is "
+                f"{a[name]}.\nfix: {name}=2 or {name}=3."
+            )
+    if a["in_dim"] == a["out_dim"]:
+        raise CCLError(
+            f"ttnn.experimental.{op}: AllToAllAsync: in_dim and out_dim must be different, but "
+            f"are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
+        )
+    _check_group(op, t, None)
+    out = ccl.all_to_all(t, a["in_dim"], a["out_dim"], topology=a["topology"])
+    return _write(op, "persistent_output_buffer", out, a["persistent_output_buffer"], t)
+
+
+# ---------------------------------------------------------------------------------------------
+# all-gather + matmul
+# ---------------------------------------------------------------------------------------------
+
+
+def _agmm(  # type: ignore[empty-body]
+    input_tensor,
+    weight_tensor,
+    persistent_output_buffer,
+    dim,
+    multi_device_global_semaphore,
+    all_gather_core_grid_offset,
+    *,
+    bias=None,
+    num_links=1,
+    memory_config_ag=None,
+    topology=Topology.Ring,
+    barrier_semaphore=None,
+    subdevice_id=None,
+    memory_config_mm=None,
+    transpose_a=False,
+    transpose_b=False,
+    dtype=None,
+    program_config=None,
+    activation=None,
+    compute_kernel_config=None,
+    core_grid=None,
+    chunks_per_sync=None,
+    num_workers_per_link=None,
+    num_buffers_per_channel=None,
+): ...
+
+
+_AGMM = (
+    _overload(
+        _agmm,
+        input_tensor="Tensor",
+        weight_tensor="Tensor",
+        persistent_output_buffer="Tensor?",
+        dim="uint",
+        multi_device_global_semaphore="sems",
+        all_gather_core_grid_offset="core",
+        bias="Tensor?",
+        num_links="uint",
+        memory_config_ag="mem?",
+        topology="topo",
+        barrier_semaphore="sem?",
+        subdevice_id="subdev?",
+        memory_config_mm="mem?",
+        transpose_a="bool",
+        transpose_b="bool",
+        dtype="dtype?",
+        chunks_per_sync="uint?",
+        num_workers_per_link="uint?",
+        num_buffers_per_channel="uint?",
+    ),
+)
+
+
+def all_gather_matmul_async(*args: Any, **kwargs: Any) -> list[Tensor]:
+    """TT-NN's ``ttnn.experimental.all_gather_matmul_async``: all-gather ``input_tensor`` over the
+    whole mesh along ``dim``, then ``linear`` with ``weight_tensor`` on each device.
+
+    Returns ``[all_gather_output, matmul_output]`` as TT-NN does (``_, out = ...`` in model code).
+    ``(input_tensor, weight_tensor, persistent_output_buffer, dim, multi_device_global_semaphore,
+    all_gather_core_grid_offset, *, bias=None, num_links=1, memory_config_ag=None, topology=Ring,
+    barrier_semaphore=None, subdevice_id=None, memory_config_mm=None, transpose_a=False,
+    transpose_b=False, dtype=None, program_config=None, activation=None,
+    compute_kernel_config=None, core_grid=None, chunks_per_sync=None, num_workers_per_link=None,
+    num_buffers_per_channel=None)``
+    """
+    op = "all_gather_matmul_async"
+    _, a = _resolve(op, _AGMM, args, kwargs)
+    ag_args = dict(
+        input_tensor=a["input_tensor"],
+        persistent_output_buffer=a["persistent_output_buffer"],
+        dim=a["dim"],
+        multi_device_global_semaphore=a["multi_device_global_semaphore"],
+        num_links=a["num_links"],
+        memory_config=a["memory_config_ag"],
+        topology=a["topology"],
+        subdevice_id=a["subdevice_id"],
+        barrier_semaphore=a["barrier_semaphore"],
+    )
+    gathered = _all_gather(op, (), ag_args, reverse=False)
+    w = a["weight_tensor"]
+    if w._mesh is None or not w._mesh.same_mesh(gathered._mesh):
+        raise CCLError(
+            f"ttnn.experimental.{op}: weight_tensor lives on {w._mesh!r}, not on the input's mesh "
+            f"{gathered._mesh!r}.\nfix: put the weight on the input's mesh device."
+        )
+    out = linear(
+        gathered,
+        w,
+        bias=a["bias"],
+        transpose_a=a["transpose_a"],
+        transpose_b=a["transpose_b"],
+        memory_config=a["memory_config_mm"],
+        dtype=a["dtype"],
+        program_config=a["program_config"],
+        activation=a["activation"],
+        compute_kernel_config=a["compute_kernel_config"],
+        core_grid=a["core_grid"],
+    )
+    return [gathered, out]
+
+
+__all__ = [
+    "all_gather_async",
+    "all_gather_async_reversed",
+    "all_gather_matmul_async",
+    "all_reduce_async",
+    "all_to_all_async",
+    "llama_reduce_scatter",
+    "reduce_scatter_async",
+    "reduce_scatter_minimal_async",
+]

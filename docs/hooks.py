@@ -18,6 +18,7 @@ FAMILIES = {
     "data_movement": "Data movement",
     "creation": "Creation",
     "transformer": "Transformer",
+    "fused": "Fused transformer ops",
 }
 
 

@@ -442,6 +442,7 @@ def test_unknown_subdevice_id():
         ({"dim": 4}, r"dim=4 is out of range"),
         ({"cluster_axis": 2}, r"cluster axis 2 is out of range"),
         ({"num_links": 0}, r"num_links should be more than 0 but has 0"),
+        ({"num_links": 9}, r"num_links=9: Worker cores used by links are parallelized over rows"),
         ({"topology": ttnn.Topology.Mesh}, r"topology must be Ring or Linear"),
     ],
 )
@@ -574,3 +575,31 @@ def test_semaphores_and_global_circular_buffers():
         ttnn.create_global_circular_buffer(
             mesh, [(ttnn.CoreCoord(0, 0), _rect(1, 0, 1, 0))], 64, buffer_type=ttnn.BufferType.DRAM
         )
+
+
+def test_traced_all_gather_async_rewrites_its_persistent_buffer_on_replay():
+    """The decode pattern: capture the CCL into a trace once, replay it with new inputs."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, _ = _input(mesh, (1, 1, 2, 3))
+    buf = ttnn.from_torch(
+        np.zeros((1, 1, 2, 12), np.float32), device=mesh, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh)
+    )
+    tid = ttnn.begin_trace_capture(mesh)
+    ttnn.experimental.all_gather_async(
+        t, buf, 3, ccl.ag, cluster_axis=1, topology=ttnn.Topology.Linear, barrier_semaphore=ccl.barrier
+    )
+    ttnn.end_trace_capture(mesh, tid)
+    for seed in (20, 21):
+        new, data = _input(mesh, (1, 1, 2, 3), seed=seed)
+        ttnn.copy_host_to_device_tensor(
+            ttnn.from_torch(
+                np.concatenate([data[c] for c in sorted(data)]),
+                mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+            ),
+            t,
+        )
+        ttnn.execute_trace(mesh, tid)
+        assert_close(per_device_output(buf), ref_all_gather(data, shape, 3, 1), np.float32)
+    ttnn.release_trace(mesh, tid)

@@ -19,7 +19,14 @@ from jax.sharding import PartitionSpec
 
 from ttjax import _blockfloat, _capture, _specs
 from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
-from ttjax.errors import DeviceClosedError, MeshMismatchError, ShapeMismatchError, TTJaxError
+from ttjax.errors import (
+    DeviceClosedError,
+    MemoryConfigError,
+    MeshMismatchError,
+    ShapeMismatchError,
+    TTJaxError,
+)
+from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig, validate_memory_config
 from ttjax.mesh import MeshDevice
 from ttjax.placements import (
     LOCAL,
@@ -30,7 +37,7 @@ from ttjax.placements import (
     PlacementShard,
     placements_str,
 )
-from ttjax.tensor import Tensor, TensorSpec
+from ttjax.tensor import Tensor, TensorSpec, deallocated_error, tile_padded
 
 PlacementRule = Callable[[Sequence[Tensor], Sequence[tuple[int, ...]]], list[tuple[Placement, ...]]]
 
@@ -73,6 +80,8 @@ def common_mesh(op: str, tensors: Sequence[Tensor]) -> MeshDevice:
             )
         spec = t._spec
         m = spec.mesh
+        if t._data is None:
+            raise deallocated_error(f"ttnn.{op}: input {i}", t)
         if spec.storage is not StorageType.DEVICE or m is None:
             raise TTJaxError(
                 f"ttnn.{op}: input {i} ({_describe(t)}) is a host tensor; Input tensor must be on device!\n"
@@ -176,6 +185,33 @@ def default_placements(
 
 
 # ---------------------------------------------------------------------------------------------
+# Output memory configs
+# ---------------------------------------------------------------------------------------------
+
+
+def output_memory_config(
+    op: str,
+    given: MemoryConfig | None,
+    first_input: MemoryConfig,
+    shape: tuple[int, ...],
+    layout: Layout,
+) -> MemoryConfig:
+    """The memory config of an op's output: ``memory_config=`` when given (validated against the
+    output's per-device padded shape), else the first input's when it fits the output (TT-NN's
+    ``memory_config.value_or(input.memory_config())``), else that buffer type interleaved."""
+    tile = layout is Layout.TILE
+    padded = tile_padded(shape) if tile else shape
+    if given is not None:
+        validate_memory_config(f"ttnn.{op}: memory_config", given, padded, tile)
+        return given
+    try:
+        validate_memory_config(f"ttnn.{op}", first_input, padded, tile)
+    except MemoryConfigError:
+        return first_input.interleaved()
+    return first_input
+
+
+# ---------------------------------------------------------------------------------------------
 # The op runner
 # ---------------------------------------------------------------------------------------------
 
@@ -254,6 +290,7 @@ def build_program(
     out_dtype: DataType | Sequence[DataType | None] | None,
     out_layout: Layout | None,
     placement_rule: PlacementRule | None,
+    memory_config: MemoryConfig | None = None,
 ) -> Program:
     metas = [t._spec for t in tensors]
     names = mesh.axis_names
@@ -273,9 +310,19 @@ def build_program(
         placements = placement_rule(tensors, shapes)
     else:
         placements = default_placements(tensors, shapes, len(mesh.shape))
+    layouts = [Layout.TILE if dt.is_block_float else layout for dt in dtypes]
+    first = tensors[0]._spec.memory_config if tensors else DRAM_MEMORY_CONFIG
     out_metas = [
-        TensorSpec(mesh, p, dt, Layout.TILE if dt.is_block_float else layout, s, StorageType.DEVICE)
-        for p, dt, s in zip(placements, dtypes, shapes)
+        TensorSpec(
+            mesh,
+            p,
+            dt,
+            lay,
+            s,
+            StorageType.DEVICE,
+            output_memory_config(name, memory_config, first, s, lay),
+        )
+        for p, dt, s, lay in zip(placements, dtypes, shapes, layouts)
     ]
     out_specs = [storage_spec(m, names) for m in out_metas]
 
@@ -319,12 +366,14 @@ def _run_op(
     out_layout: Layout | None = None,
     placement_rule: PlacementRule | None = None,
     mesh: MeshDevice | None = None,
+    memory_config: MemoryConfig | None = None,
 ) -> Any:
     """Run ``local_fn`` on every device's local tensors; return the output Tensor(s).
 
     ``local_fn(*local_arrays, *scalars)`` must depend only on ``(name, static)`` besides its
     arguments: the compiled program is cached under that key. Scalars are traced (not baked in),
-    so a loop over changing scalars does not recompile.
+    so a loop over changing scalars does not recompile. ``memory_config`` (an op's
+    ``memory_config=``) becomes the outputs' memory config (see :func:`output_memory_config`).
     """
     if mesh is None:
         mesh = common_mesh(name, tensors)
@@ -339,12 +388,21 @@ def _run_op(
         tuple(type(s) for s in scalars),
         out_dtype,
         out_layout,
+        memory_config,
     )
     cache = mesh._program_cache
     prog = cache.get(key)
     if prog is None:
         prog = build_program(
-            name, mesh, local_fn, tensors, scalars, out_dtype, out_layout, placement_rule
+            name,
+            mesh,
+            local_fn,
+            tensors,
+            scalars,
+            out_dtype,
+            out_layout,
+            placement_rule,
+            memory_config,
         )
         if mesh._program_cache_enabled:
             cache[key] = prog
@@ -377,5 +435,6 @@ __all__ = [
     "decode_local",
     "default_placements",
     "encode_local",
+    "output_memory_config",
     "run_op",
 ]

@@ -208,6 +208,16 @@ def _check_common(
     return t
 
 
+def _check_link_rows(op: str, t: Tensor, num_links: Any) -> None:
+    """TT-NN spreads a link's worker cores over grid rows: at most one link per row."""
+    rows = t._mesh.compute_with_storage_grid_size().y  # type: ignore[union-attr]
+    if num_links is not None and int(num_links) > rows:
+        raise CCLError(
+            f"ttnn.experimental.{op}: num_links={num_links}: Worker cores used by links are "
+            f"parallelized over rows, and the grid has {rows} rows.\nfix: num_links <= {rows}."
+        )
+
+
 def _check_group(op: str, t: Tensor, cluster_axis: Any) -> int:
     """The devices in the op's group; TT-NN's async CCLs refuse a group of one."""
     axes = ccl._group(op, t._mesh, cluster_axis)  # type: ignore[arg-type]
@@ -281,7 +291,7 @@ def _rank3(op: str, t: Tensor) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _ag_plain(  # type: ignore[empty-body]
+def _ag_plain(
     input_tensor,
     dim,
     multi_device_global_semaphore,
@@ -295,7 +305,7 @@ def _ag_plain(  # type: ignore[empty-body]
 ): ...
 
 
-def _ag_persistent(  # type: ignore[empty-body]
+def _ag_persistent(
     input_tensor,
     persistent_output_buffer,
     dim,
@@ -314,7 +324,7 @@ def _ag_persistent(  # type: ignore[empty-body]
 ): ...
 
 
-def _ag_axis(  # type: ignore[empty-body]
+def _ag_axis(
     input_tensor,
     dim,
     cluster_axis,
@@ -368,6 +378,7 @@ def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse:
     llama = a["use_optimal_ccl_for_llama"] or (mc is not None and mc.is_sharded())
     count = None if llama else 2
     t = _check_common(op, a, "multi_device_global_semaphore", count)
+    _check_link_rows(op, t, a["num_links"])
     _rank3(op, t)
     axis = a.get("cluster_axis")
     _check_group(op, t, axis)
@@ -423,7 +434,7 @@ def all_gather_async_reversed(*args: Any, **kwargs: Any) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _rs_minimal(  # type: ignore[empty-body]
+def _rs_minimal(
     input_tensor,
     persistent_output_buffers=None,
     dim=None,
@@ -516,7 +527,7 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     return _write(op, "persistent_output_buffers[1]", out, bufs[1] if bufs else None, t)
 
 
-def _rs_async_plain(  # type: ignore[empty-body]
+def _rs_async_plain(
     input_tensor,
     dim,
     from_remote_multi_device_global_semaphore,
@@ -530,7 +541,7 @@ def _rs_async_plain(  # type: ignore[empty-body]
 ): ...
 
 
-def _rs_async_axis(  # type: ignore[empty-body]
+def _rs_async_axis(
     input_tensor,
     dim,
     cluster_axis,
@@ -597,7 +608,7 @@ def reduce_scatter_async(*args: Any, **kwargs: Any) -> Tensor:
     return _write(op, "persistent_output_tensors[-1]", out, bufs[-1] if bufs else None, t)
 
 
-def _llama_rs(  # type: ignore[empty-body]
+def _llama_rs(
     input_tensor,
     intermediate_packet_buffer,
     dim,
@@ -673,7 +684,7 @@ def llama_reduce_scatter(*args: Any, **kwargs: Any) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _ar_devices(  # type: ignore[empty-body]
+def _ar_devices(
     input_tensor,
     num_devices,
     barrier_semaphores,
@@ -688,7 +699,7 @@ def _ar_devices(  # type: ignore[empty-body]
 ): ...
 
 
-def _ar_axis(  # type: ignore[empty-body]
+def _ar_axis(
     input_tensor,
     cluster_axis,
     mesh_device,
@@ -704,7 +715,7 @@ def _ar_axis(  # type: ignore[empty-body]
 ): ...
 
 
-def _ar_buffer(  # type: ignore[empty-body]
+def _ar_buffer(
     input_tensor,
     buffer_tensor,
     cluster_axis,
@@ -721,7 +732,7 @@ def _ar_buffer(  # type: ignore[empty-body]
 ): ...
 
 
-def _ar_remote(  # type: ignore[empty-body]
+def _ar_remote(
     input_tensor,
     cluster_axis,
     mesh_device,
@@ -846,7 +857,7 @@ def all_reduce_async(*args: Any, **kwargs: Any) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _a2a(  # type: ignore[empty-body]
+def _a2a(
     input_tensor,
     persistent_intermediate_buffer,
     persistent_output_buffer,
@@ -888,6 +899,7 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
     op = "all_to_all_async"
     _, a = _resolve(op, _A2A, args, kwargs)
     t = _check_common(op, a, "multi_device_global_semaphore")
+    _check_link_rows(op, t, a["num_links"])
     if len(t._shape) != 4:
         raise CCLError(
             f"ttnn.experimental.{op}: AllToAllAsync: input tensor must have 4 dimensions, got "
@@ -914,7 +926,7 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _agmm(  # type: ignore[empty-body]
+def _agmm(
     input_tensor,
     weight_tensor,
     persistent_output_buffer,

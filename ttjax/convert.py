@@ -8,7 +8,10 @@ has more than one shard, exactly like TT-NN.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import os
+import pathlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -33,10 +36,21 @@ from ttjax.errors import (
     TTJaxError,
     UnsupportedDTypeError,
 )
+from ttjax.hardware import DRAM_MEMORY_CONFIG, validate_memory_config
 from ttjax.mesh import MeshDevice
 from ttjax.ops import typecast
-from ttjax.placements import Placement, PlacementLocal, PlacementReplicate
-from ttjax.tensor import Shape, Tensor, TensorSpec, check_live, fetch, host_blocks, is_traced
+from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
+from ttjax.tensor import (
+    Shape,
+    Tensor,
+    TensorSpec,
+    check_live,
+    deallocated_error,
+    fetch,
+    host_blocks,
+    is_traced,
+    tile_padded,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Host arrays and dtypes
@@ -153,9 +167,18 @@ def _put(
     dtype: DataType,
     layout: Layout,
     local_shape: tuple[int, ...],
+    memory_config: Any = None,
 ) -> Tensor:
     """Place a global logical host array on the mesh (one device_put; block floats encoded there)."""
     mesh._check_open()
+    memcfg = DRAM_MEMORY_CONFIG if memory_config is None else memory_config
+    tile = layout is Layout.TILE or dtype.is_block_float
+    validate_memory_config(
+        "from_torch: memory_config",
+        memcfg,
+        tile_padded(local_shape) if tile else local_shape,
+        tile,
+    )
     spec = _specs.partition_spec(placements, mesh.axis_names, len(local_shape))
     src_dtype = DataType.FLOAT32 if dtype.is_block_float else dtype
     data = jax.device_put(
@@ -163,7 +186,7 @@ def _put(
     )
     t = Tensor(
         data,
-        TensorSpec(mesh, placements, src_dtype, layout, local_shape, StorageType.DEVICE),
+        TensorSpec(mesh, placements, src_dtype, layout, local_shape, StorageType.DEVICE, memcfg),
     )
     if dtype.is_block_float:
         t = typecast(t, dtype)
@@ -247,29 +270,119 @@ def from_torch(
             arr,
             TensorSpec(mesh, placements, dt, lay, local, StorageType.HOST),
         )
-    return _put(arr, mesh, placements, dt, lay, local)
+    return _put(arr, mesh, placements, dt, lay, local, memory_config)
 
 
 def as_tensor(
     tensor: Any,
     dtype: DataType | None = None,
     *,
-    layout: Layout | None = None,
+    layout: Layout | None = Layout.ROW_MAJOR,
     device: MeshDevice | None = None,
     memory_config: Any = None,
+    cache_file_name: str | os.PathLike[str] | None = None,
+    preprocess: Callable[[Any], Any] | None = None,
     mesh_mapper: TensorToMesh | None = None,
-    cache_file_name: Any = None,
-    **kwargs: Any,
 ) -> Tensor | None:
-    """``from_torch`` with TT-NN's optional file cache (the cache is not used: conversion is cheap)."""
-    return from_torch(
-        tensor,
-        dtype,
-        layout=layout,
-        device=device,
-        memory_config=memory_config,
-        mesh_mapper=mesh_mapper,
-    )
+    """``from_torch`` with TT-NN's ``preprocess`` and file cache (``ttnn.as_tensor``).
+
+    ``preprocess(tensor)`` runs on the host tensor before conversion. With ``cache_file_name``
+    the converted host tensor (preprocessed, distributed by ``mesh_mapper``) is stored at
+    ``{cache_file_name}_dtype_{DTYPE}_layout_{LAYOUT}.tensorbin`` and later calls load it instead
+    of converting (and preprocessing) again, as TT-NN does. A cache file written for another
+    mesh shape or that cannot be read is rewritten.
+
+    >>> w = ttnn.as_tensor(torch_w, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh,
+    ...                    memory_config=ttnn.DRAM_MEMORY_CONFIG, cache_file_name=cache / "w1")
+    """
+    if device is not None and memory_config is None:
+        raise TTJaxError(
+            "as_tensor: memory_config must be specified when device is specified.\n"
+            "fix: pass memory_config=ttnn.DRAM_MEMORY_CONFIG (TT-NN requires it too)."
+        )
+
+    def convert(dev: MeshDevice | None) -> Tensor | None:
+        src = preprocess(tensor) if preprocess is not None else tensor
+        return from_torch(
+            src,
+            dtype,
+            layout=layout,
+            device=dev,
+            memory_config=memory_config,
+            mesh_mapper=mesh_mapper,
+        )
+
+    if cache_file_name is None:
+        return convert(device)
+    dtype_name = dtype.name if dtype is not None else "None"
+    layout_name = layout.name if layout is not None else "None"
+    path = pathlib.Path(f"{cache_file_name}_dtype_{dtype_name}_layout_{layout_name}.tensorbin")
+    mesh = device if device is not None else getattr(mesh_mapper, "mesh_device", None)
+    if path.is_file():
+        loaded = _load_tensorbin(path, mesh)
+        if loaded is not None:
+            return to_device(loaded, device, memory_config) if device is not None else loaded
+    host = convert(None)
+    if host is None:
+        return None
+    _dump_tensorbin(path, host)
+    return to_device(host, device, memory_config) if device is not None else host
+
+
+def _placement_code(p: Placement) -> list[Any]:
+    if isinstance(p, PlacementShard):
+        return ["shard", p.dim]
+    return ["local"] if isinstance(p, PlacementLocal) else ["replicate"]
+
+
+def _placement_from(code: Sequence[Any]) -> Placement:
+    if code[0] == "shard":
+        return PlacementShard(int(code[1]))
+    return PlacementLocal() if code[0] == "local" else PlacementReplicate()
+
+
+def _dump_tensorbin(path: pathlib.Path, host: Tensor) -> None:
+    """Store a host tensor (its global data and spec) at ``path`` (numpy's .npz format)."""
+    spec = host.spec
+    meta = {
+        "mesh_shape": list(spec.mesh.shape) if spec.mesh is not None else None,
+        "placements": [_placement_code(p) for p in spec.placements],
+        "dtype": spec.dtype.name,
+        "layout": spec.layout.name,
+        "shape": list(spec.shape),
+    }
+    data = np.asarray(host._data)
+    if data.dtype == np.dtype(ml_dtypes.bfloat16):
+        data = data.view(np.uint16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, data=data, meta=np.array(json.dumps(meta)))
+    os.replace(tmp, path)
+
+
+def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | None:
+    """The host tensor stored at ``path``, or None when it cannot be read or was written for
+    another mesh shape (the caller then converts and rewrites it)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            data = z["data"]
+        dt = DataType[meta["dtype"]]
+        lay = Layout[meta["layout"]]
+    except (OSError, ValueError, KeyError):
+        return None
+    stored_mesh = meta["mesh_shape"]
+    want = list(mesh.shape) if mesh is not None else None
+    if stored_mesh is not None and stored_mesh != want:
+        return None
+    if dt.numpy_dtype == np.dtype(ml_dtypes.bfloat16):
+        data = data.view(ml_dtypes.bfloat16)
+    shape = tuple(int(d) for d in meta["shape"])
+    if stored_mesh is None or mesh is None:
+        return Tensor(data, TensorSpec(None, (), dt, lay, shape, StorageType.HOST))
+    placements = tuple(_placement_from(c) for c in meta["placements"])
+    return Tensor(data, TensorSpec(mesh, placements, dt, lay, shape, StorageType.HOST))
 
 
 def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_: Any) -> Tensor:
@@ -290,19 +403,29 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
     _capture.forbid_host_io("Writes")
     if tensor._mesh is None:
         pl: tuple[Placement, ...] = (PlacementReplicate(),) * device.shape.dims()
-        return _put(tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape)
+        return _put(
+            tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape, memory_config
+        )
     if not tensor._mesh.same_mesh(device):
         raise MeshMismatchError(
             f"to_device: this host tensor was distributed for {tensor._mesh!r}, not {device!r}.\n"
             "fix: distribute it again with a mapper built for the target mesh."
         )
     return _put(
-        tensor._data, device, tensor._placements, tensor._dtype, tensor._layout, tensor._shape
+        tensor._data,
+        device,
+        tensor._placements,
+        tensor._dtype,
+        tensor._layout,
+        tensor._shape,
+        memory_config,
     )
 
 
 def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
     """Copy a device tensor back to host memory (still one shard per device)."""
+    if tensor._data is None:
+        raise deallocated_error("from_device", tensor)
     if tensor._storage is StorageType.HOST:
         return tensor
     _capture.forbid_host_io("Reads")
@@ -346,6 +469,8 @@ def to_numpy(
     """Read a tensor back as a numpy array (block floats come back as their bfloat16 values)."""
     if not isinstance(tensor, Tensor):
         raise TTJaxError(f"to_numpy expects a ttnn Tensor, got {type(tensor).__name__}.")
+    if tensor._data is None:
+        raise deallocated_error("to_torch", tensor)
     if tensor._mesh is None:
         out = fetch(tensor._data)
     else:

@@ -136,6 +136,166 @@ class StorageType(enum.Enum):
     __str__ = __repr__
 
 
+class UnaryOpType(enum.Enum):
+    """TT-NN's SFPU unary op codes (``ttnn.UnaryOpType``), in the C++ enum's order
+    (ttnn/cpp/ttnn/operations/eltwise/unary/common/unary_op_types.hpp). They name activations
+    fused into other ops (``input_tensor_a_activations=``, a matmul's ``fused_activation``).
+    """
+
+    EXP = 0
+    RECIP = 1
+    GELU = 2
+    RELU = 3
+    SQRT = 4
+    SIGMOID = 5
+    LOG = 6
+    LOG1P = 7
+    TANH = 8
+    LOG2 = 9
+    LOG10 = 10
+    SIN = 11
+    COS = 12
+    COSH = 13
+    SINH = 14
+    ABS = 15
+    ABS_INT32 = 16
+    SIGN = 17
+    SQUARE = 18
+    EQZ = 19
+    NEZ = 20
+    GTZ = 21
+    LTZ = 22
+    GEZ = 23
+    LEZ = 24
+    RELU_MAX = 25
+    RELU_MIN = 26
+    POWER = 27
+    LEAKY_RELU = 28
+    ELU = 29
+    EXP2 = 30
+    HEAVISIDE = 31
+    EXPM1 = 32
+    SIGNBIT = 33
+    ASIN = 34
+    ACOS = 35
+    ACOSH = 36
+    RSQRT = 37
+    RELU6 = 38
+    ATAN = 39
+    ASINH = 40
+    ATANH = 41
+    ERF = 42
+    ERFC = 43
+    ISINF = 44
+    ISPOSINF = 45
+    ISNEGINF = 46
+    ISNAN = 47
+    LOGICAL_NOT_UNARY = 48
+    ISFINITE = 49
+    ERFINV = 50
+    I0 = 51
+    I1 = 52
+    TAN = 53
+    RSUB = 54
+    RDIV = 55
+    SILU = 56
+    SOFTPLUS = 57
+    IDENTITY = 58
+    NEG = 59
+    ADD_UNARY_SFPU = 60
+    SUB_UNARY_SFPU = 61
+    MUL_UNARY_SFPU = 62
+    DIV_UNARY_SFPU = 63
+    UNARY_NE = 64
+    UNARY_EQ = 65
+    UNARY_GT = 66
+    UNARY_LT = 67
+    UNARY_GE = 68
+    UNARY_LE = 69
+    TILED_PROD = 70
+    TYPECAST = 71
+    BITWISE_XOR = 72
+    BITWISE_NOT = 73
+    BITWISE_AND = 74
+    BITWISE_OR = 75
+    RIGHT_SHIFT = 76
+    FLOOR = 77
+    CEIL = 78
+    TRUNC = 79
+    FRAC = 80
+    ROUND = 81
+    LEFT_SHIFT = 82
+    REMAINDER = 83
+    FMOD = 84
+    DROPOUT = 85
+    FILL = 86
+    PRELU_SFPU = 87
+    ZERO_POINT = 88
+    ALT_COMPLEX_ROTATE90 = 89
+    MISH = 90
+    HARDMISH = 91
+    MAXIMUM = 92
+    MINIMUM = 93
+    TANHSHRINK = 94
+    THRESHOLD = 95
+    SOFTSHRINK = 96
+    HARDSHRINK = 97
+    HARDTANH = 98
+    HARDSIGMOID = 99
+    HARDSWISH = 100
+    WHERE_TSS = 101
+    SOFTSIGN = 102
+    CELU = 103
+    CLAMP_TSS = 104
+    SELU = 105
+    RPOW = 106
+    CBRT = 107
+
+    def __repr__(self) -> str:
+        return f"UnaryOpType.{self.name}"
+
+
+class UnaryWithParam:
+    """A unary op code plus its parameter(s), TT-NN's ``ttnn.UnaryWithParam(op_type, param)``:
+    ``UnaryWithParam(UnaryOpType.GELU, 1.0)`` is the tanh-approximated GELU.
+
+    >>> UnaryWithParam(UnaryOpType.RELU_MAX, 6.0)
+    UnaryWithParam(UnaryOpType.RELU_MAX, 6.0)
+    """
+
+    __slots__ = ("op_type", "params")
+
+    def __init__(
+        self, op_type: UnaryOpType | tuple[UnaryOpType, float], param: float | None = None
+    ) -> None:
+        if isinstance(op_type, tuple):
+            op_type, param = op_type
+        if not isinstance(op_type, UnaryOpType):
+            raise TypeError(
+                f"UnaryWithParam: op_type={op_type!r} is not a ttnn.UnaryOpType.\n"
+                "fix: e.g. ttnn.UnaryWithParam(ttnn.UnaryOpType.GELU, 1.0)."
+            )
+        self.op_type = op_type
+        self.params: tuple[float, ...] = () if param is None else (float(param),)
+
+    @property
+    def param(self) -> float | None:
+        return self.params[0] if self.params else None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnaryWithParam) and (other.op_type, other.params) == (
+            self.op_type,
+            self.params,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.op_type, self.params))
+
+    def __repr__(self) -> str:
+        args = ", ".join([repr(self.op_type), *map(repr, self.params)])
+        return f"UnaryWithParam({args})"
+
+
 _FROM_NUMPY = {
     np.dtype(np.float32): DataType.FLOAT32,
     np.dtype(ml_dtypes.bfloat16): DataType.BFLOAT16,
@@ -161,6 +321,8 @@ __all__ = [
     "ReduceType",
     "StorageType",
     "Topology",
+    "UnaryOpType",
+    "UnaryWithParam",
     "bfloat4_b",
     "bfloat8_b",
     "bfloat16",

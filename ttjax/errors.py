@@ -63,6 +63,14 @@ class DeviceClosedError(TTJaxError):
     """A tensor or op uses a mesh device that was closed."""
 
 
+class MemoryConfigError(TTJaxError, ValueError):
+    """A memory config (sharded layout, shard spec, core grid) that does not fit the tensor."""
+
+
+class DeallocatedTensorError(TTJaxError):
+    """A tensor was used after ``ttnn.deallocate`` freed its buffers."""
+
+
 class MissingDependencyError(TTJaxError, ImportError):
     """An optional dependency (matplotlib) that a ttjax feature needs is not installed."""
 
@@ -72,8 +80,10 @@ __all__ = [
     "CCLSignatureError",
     "ComposerRequiredError",
     "ConfigError",
+    "DeallocatedTensorError",
     "DeviceClosedError",
     "LayoutError",
+    "MemoryConfigError",
     "MeshMismatchError",
     "MeshShapeError",
     "MissingDependencyError",

@@ -17,7 +17,15 @@ from ttjax.ccl_async import (
     reduce_scatter_async,
     reduce_scatter_minimal_async,
 )
-from ttjax.ops.transformer import paged_update_cache, rotary_embedding
+from ttjax.ops.fused import (
+    fast_reduce_nc,
+    nlp_concat_heads,
+    nlp_concat_heads_decode,
+    nlp_create_qkv_heads,
+    nlp_create_qkv_heads_decode,
+    rotary_embedding_llama,
+)
+from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
 
 __all__ = [
     "all_gather_async",
@@ -25,9 +33,16 @@ __all__ = [
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
+    "fast_reduce_nc",
     "llama_reduce_scatter",
+    "nlp_concat_heads",
+    "nlp_concat_heads_decode",
+    "nlp_create_qkv_heads",
+    "nlp_create_qkv_heads_decode",
+    "paged_fill_cache",
     "paged_update_cache",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",
     "rotary_embedding",
+    "rotary_embedding_llama",
 ]

@@ -1,15 +1,21 @@
 """TT-NN's hardware knobs: memory configs, core grids, compute-kernel and program configs.
 
 They tune placement in SRAM/DRAM and kernel scheduling on Tenstorrent chips. XLA makes those
-choices itself, so ttjax accepts these objects (real TT-NN code constructs and passes them),
-keeps what they were given for ``repr``, and does not change any result because of them.
+choices itself, so values never depend on them, but ttjax keeps their TT-NN meaning: a tensor
+carries its memory config, sharded configs are validated against the tensor as TT-NN does, and a
+matmul program config's ``fused_activation`` is applied.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+from ttjax.errors import MemoryConfigError
 
 
 class TensorMemoryLayout(enum.Enum):
@@ -57,6 +63,13 @@ class CoreCoord:
     x: int
     y: int
 
+    def __iter__(self) -> Iterator[int]:
+        return iter((self.x, self.y))
+
+
+def _coord(c: Any) -> CoreCoord:
+    return c if isinstance(c, CoreCoord) else CoreCoord(int(c[0]), int(c[1]))
+
 
 @dataclass(frozen=True)
 class CoreGrid:
@@ -72,28 +85,125 @@ class CoreGrid:
 
 @dataclass(frozen=True)
 class CoreRange:
+    """The rectangle of cores from ``start`` to ``end`` (both inclusive), as in TT-NN."""
+
     start: CoreCoord
     end: CoreCoord
 
+    def __init__(self, start: Any, end: Any = None) -> None:
+        object.__setattr__(self, "start", _coord(start))
+        object.__setattr__(self, "end", _coord(end if end is not None else start))
+
+    @property
+    def start_coord(self) -> CoreCoord:
+        return self.start
+
+    @property
+    def end_coord(self) -> CoreCoord:
+        return self.end
+
+    def grid_size(self) -> CoreCoord:
+        return CoreCoord(self.end.x - self.start.x + 1, self.end.y - self.start.y + 1)
+
+    def num_cores(self) -> int:
+        g = self.grid_size()
+        return g.x * g.y
+
+    size = num_cores
+
 
 class CoreRangeSet:
+    """A set of core rectangles (TT-NN's ``CoreRangeSet``); compared and hashed by value."""
+
     def __init__(self, ranges: Any = ()) -> None:
-        self.ranges = tuple(ranges)
+        if isinstance(ranges, CoreRange):
+            ranges = (ranges,)
+        self.ranges_ = tuple(sorted(ranges, key=lambda r: (r.start.y, r.start.x, r.end.y, r.end.x)))
+
+    def ranges(self) -> list[CoreRange]:
+        return list(self.ranges_)
+
+    def num_cores(self) -> int:
+        return sum(r.num_cores() for r in self.ranges_)
+
+    def bounding_box(self) -> CoreRange:
+        return CoreRange(
+            CoreCoord(min(r.start.x for r in self.ranges_), min(r.start.y for r in self.ranges_)),
+            CoreCoord(max(r.end.x for r in self.ranges_), max(r.end.y for r in self.ranges_)),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CoreRangeSet) and set(other.ranges_) == set(self.ranges_)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.ranges_))
 
     def __repr__(self) -> str:
-        return f"CoreRangeSet({list(self.ranges)!r})"
+        return f"CoreRangeSet({list(self.ranges_)!r})"
+
+
+def num_cores_to_corerangeset(
+    target_num_cores: int, grid_size: Any, row_wise: bool = False
+) -> CoreRangeSet:
+    """The first ``target_num_cores`` cores of a ``grid_size`` grid, filled row by row
+    (``row_wise=True``) or column by column, as TT-NN's ``num_cores_to_corerangeset``.
+
+    >>> num_cores_to_corerangeset(10, CoreCoord(8, 8), row_wise=True).num_cores()
+    10
+    """
+    g = (
+        _coord(grid_size)
+        if not isinstance(grid_size, CoreGrid)
+        else CoreCoord(grid_size.x, grid_size.y)
+    )
+    n = int(target_num_cores)
+    if n > g.x * g.y:
+        raise MemoryConfigError(
+            f"Target number of cores {n} is greater than total number of available cores "
+            f"{g.x * g.y}.\nfix: ask for at most {g.x * g.y} cores of the {g.x}x{g.y} grid."
+        )
+    major = g.x if row_wise else g.y
+    ranges = []
+    full, rest = divmod(n, major)
+    if full:
+        end = (major - 1, full - 1) if row_wise else (full - 1, major - 1)
+        ranges.append(CoreRange(CoreCoord(0, 0), CoreCoord(*end)))
+    if rest:
+        start = (0, full) if row_wise else (full, 0)
+        end = (rest - 1, full) if row_wise else (full, rest - 1)
+        ranges.append(CoreRange(CoreCoord(*start), CoreCoord(*end)))
+    return CoreRangeSet(ranges)
 
 
 @dataclass(frozen=True)
 class ShardSpec:
+    """Where each shard of a sharded buffer goes: the core ``grid``, the 2-D shard ``shape``
+    (height, width of the tensor flattened to 2-D) and the core order."""
+
     grid: Any
     shape: tuple[int, ...]
     orientation: ShardOrientation = ShardOrientation.ROW_MAJOR
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(v) for v in self.shape))
+
+    def num_cores(self) -> int:
+        grid = self.grid
+        if isinstance(grid, CoreGrid):
+            return grid.num_cores
+        if isinstance(grid, CoreRange):
+            return grid.num_cores()
+        return int(grid.num_cores())
+
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """Where a tensor's buffers live on a chip. Accepted by every op; placement is XLA's call."""
+    """Where a tensor's buffers live on a chip (DRAM or L1, interleaved or sharded over cores).
+
+    A tensor carries one (``t.memory_config()``); ops' ``memory_config=`` sets it on their
+    output. Sharded configs are validated against the tensor, as TT-NN validates them; the
+    values never change (XLA decides actual placement).
+    """
 
     memory_layout: TensorMemoryLayout = TensorMemoryLayout.INTERLEAVED
     buffer_type: BufferType = BufferType.DRAM
@@ -101,6 +211,10 @@ class MemoryConfig:
 
     def is_sharded(self) -> bool:
         return self.memory_layout is not TensorMemoryLayout.INTERLEAVED
+
+    def interleaved(self) -> MemoryConfig:
+        """The interleaved config in the same buffer type."""
+        return MemoryConfig(TensorMemoryLayout.INTERLEAVED, self.buffer_type)
 
 
 DRAM_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.DRAM)
@@ -110,29 +224,200 @@ L1_WIDTH_SHARDED_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.WIDTH_SHARDED, 
 L1_BLOCK_SHARDED_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.BLOCK_SHARDED, BufferType.L1)
 
 
+def _div_up(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def validate_memory_config(
+    what: str, memory_config: Any, padded_shape: Sequence[int], tile: bool
+) -> None:
+    """Refuse a sharded ``memory_config`` whose shard spec does not fit a tensor of per-device
+    ``padded_shape``, with TT-NN's checks (``validate_sharding`` in ttnn/core/tensor/tensor_spec.cpp):
+    the 2-D view is [prod(padded_shape[:-1]), padded_shape[-1]]; a height-sharded shard spans
+    the full width, a width-sharded one the full height, and there are no more shards than cores.
+    """
+    if not isinstance(memory_config, MemoryConfig):
+        raise MemoryConfigError(
+            f"{what}: memory_config={memory_config!r} is not a ttnn.MemoryConfig.\n"
+            "fix: pass e.g. ttnn.DRAM_MEMORY_CONFIG, ttnn.L1_MEMORY_CONFIG or "
+            "ttnn.create_sharded_memory_config(...)."
+        )
+    spec = memory_config.shard_spec
+    if not memory_config.is_sharded() or spec is None:
+        return
+    dims = [int(d) for d in padded_shape] or [1]
+    height, width = int(np.prod(dims[:-1])), dims[-1]
+    sh, sw = spec.shape if len(spec.shape) == 2 else (0, 0)
+    layout = memory_config.memory_layout
+    shape_txt = f"per-device padded shape {list(dims)} (2-D [{height}, {width}])"
+
+    def fail(reason: str, fix: str) -> MemoryConfigError:
+        return MemoryConfigError(
+            f"{what}: {layout!r} shard shape {list(spec.shape)} does not fit a tensor of "
+            f"{shape_txt}: {reason}.\nfix: {fix}"
+        )
+
+    if len(spec.shape) != 2 or sh <= 0 or sw <= 0:
+        raise fail("a shard shape is [height, width] with positive sizes", "e.g. [32, 64].")
+    if tile and (sh % 32 or sw % 32):
+        raise fail(
+            f"Physical shard shape [{sh}, {sw}] must be tile [32, 32] sized",
+            "use multiples of 32 for both shard dims in TILE layout.",
+        )
+    cores = spec.num_cores()
+    if layout is TensorMemoryLayout.HEIGHT_SHARDED:
+        if sw != width:
+            raise fail(
+                f"Shard width {sw} must match physical width {width} for height sharded",
+                f"use shard shape [{_div_up(height, cores)}, {width}] (or width-shard instead).",
+            )
+        if _div_up(height, sh) > cores:
+            raise fail(
+                f"Number of shards along height {_div_up(height, sh)} must not exceed number "
+                f"of cores {cores}",
+                f"use a shard height of at least {_div_up(height, cores)} or more cores.",
+            )
+    elif layout is TensorMemoryLayout.WIDTH_SHARDED:
+        if sh != height:
+            raise fail(
+                f"Shard height {sh} must match physical height {height} for width sharded",
+                f"use shard shape [{height}, {_div_up(width, cores)}].",
+            )
+        if _div_up(width, sw) > cores:
+            raise fail(
+                f"Number of shards along width {_div_up(width, sw)} must not exceed number of "
+                f"cores {cores}",
+                f"use a shard width of at least {_div_up(width, cores)} or more cores.",
+            )
+    else:
+        grid = spec.grid
+        box = (
+            grid.bounding_box().grid_size()
+            if isinstance(grid, CoreRangeSet)
+            else (CoreCoord(grid.x, grid.y) if isinstance(grid, CoreGrid) else grid.grid_size())
+        )
+        rows, cols = (box.y, box.x)
+        if spec.orientation is ShardOrientation.COL_MAJOR:
+            rows, cols = cols, rows
+        if _div_up(height, sh) > rows or _div_up(width, sw) > cols:
+            raise fail(
+                f"{_div_up(height, sh)} x {_div_up(width, sw)} shards do not fit the "
+                f"{rows} x {cols} core grid (block sharded: shards along height <= rows, "
+                "along width <= columns)",
+                f"use shard shape [{_div_up(height, rows)}, {_div_up(width, cols)}] or a larger grid.",
+            )
+
+
+def _grid_set(core_grid: Any, use_shard_shape: bool) -> CoreRangeSet:
+    if isinstance(core_grid, CoreGrid):
+        return CoreRangeSet(
+            [CoreRange(CoreCoord(0, 0), CoreCoord(core_grid.x - 1, core_grid.y - 1))]
+        )
+    if isinstance(core_grid, (list, tuple)) and len(core_grid) == 2:
+        a, b = core_grid
+        if isinstance(a, CoreGrid) and isinstance(b, CoreGrid):
+            return CoreRangeSet(
+                [
+                    CoreRange(CoreCoord(0, 0), CoreCoord(a.x - 1, a.y - 1)),
+                    CoreRange(CoreCoord(0, a.y), CoreCoord(b.x - 1, a.y)),
+                ]
+            )
+    if isinstance(core_grid, CoreRangeSet):
+        if not use_shard_shape:
+            raise MemoryConfigError(
+                "create_sharded_memory_config: height and width must be shard shape with "
+                "CoreRangeSet.\nfix: pass use_height_and_width_as_shard_shape=True, or a CoreGrid."
+            )
+        return core_grid
+    raise MemoryConfigError(
+        f"create_sharded_memory_config: Invalid core_grid type {core_grid!r}.\n"
+        "fix: pass a ttnn.CoreGrid(y=..., x=...) or a ttnn.CoreRangeSet."
+    )
+
+
 def create_sharded_memory_config(
     shape: Any,
-    core_grid: Any = None,
-    strategy: ShardStrategy = ShardStrategy.HEIGHT,
-    orientation: ShardOrientation = ShardOrientation.ROW_MAJOR,
+    core_grid: Any,
+    strategy: ShardStrategy,
+    orientation: ShardOrientation | None = None,
     use_height_and_width_as_shard_shape: bool = False,
-    **_: Any,
 ) -> MemoryConfig:
-    """A sharded L1 memory config, as TT-NN builds it (kept for its repr; no effect on results)."""
-    layout = {
+    """A sharded L1 memory config, computed as TT-NN's ``ttnn.create_sharded_memory_config``.
+
+    ``shape`` is the tensor's shape (seen as [prod(dims[:-1]), width]) split over the core grid,
+    or, with ``use_height_and_width_as_shard_shape=True``, its last two dims are the shard shape.
+
+    >>> create_sharded_memory_config((1, 1, 32, 256), CoreGrid(y=1, x=8), ShardStrategy.WIDTH).shard_spec.shape
+    (32, 32)
+    """
+    layouts = {
         ShardStrategy.HEIGHT: TensorMemoryLayout.HEIGHT_SHARDED,
         ShardStrategy.WIDTH: TensorMemoryLayout.WIDTH_SHARDED,
         ShardStrategy.BLOCK: TensorMemoryLayout.BLOCK_SHARDED,
-    }[strategy]
-    spec = ShardSpec(core_grid, tuple(shape), orientation)
-    return MemoryConfig(layout, BufferType.L1, spec)
+    }
+    if strategy not in layouts:
+        raise MemoryConfigError(
+            f"create_sharded_memory_config: Invalid sharding strategy {strategy!r}.\n"
+            "fix: ttnn.ShardStrategy.HEIGHT, WIDTH or BLOCK."
+        )
+    orient = orientation or ShardOrientation.ROW_MAJOR
+    grid = _grid_set(core_grid, use_height_and_width_as_shard_shape)
+    *batch, height, width = (int(d) for d in shape)
+    if use_height_and_width_as_shard_shape:
+        shard = (height, width) if orient is ShardOrientation.ROW_MAJOR else (width, height)
+    else:
+        sh, sw = int(np.prod(batch)) * height, width
+        if strategy is ShardStrategy.BLOCK:
+            rows, cols = (core_grid.y, core_grid.x)
+            if orient is ShardOrientation.COL_MAJOR:
+                rows, cols = cols, rows
+            splits = (rows, cols)
+        elif strategy is ShardStrategy.HEIGHT:
+            splits = (core_grid.num_cores, 1)
+        else:
+            splits = (1, core_grid.num_cores)
+        if sh % splits[0] or sw % splits[1]:
+            raise MemoryConfigError(
+                f"create_sharded_memory_config: Invalid sharding core_grid {core_grid!r} for "
+                f"shape {list(shape)} ({strategy!r}: [{sh}, {sw}] does not split into "
+                f"{splits[0]} x {splits[1]} equal shards).\nfix: pick a core grid that divides "
+                "the tensor, or pass the shard shape with use_height_and_width_as_shard_shape=True."
+            )
+        shard = (sh // splits[0], sw // splits[1])
+    return MemoryConfig(layouts[strategy], BufferType.L1, ShardSpec(grid, shard, orient))
 
 
 class _KernelConfig:
-    """A TT-NN config object built from keyword arguments; it remembers them for its repr."""
+    """A TT-NN config object built from keyword arguments; it remembers them for its repr.
 
-    def __init__(self, **kwargs: Any) -> None:
+    ``_fields`` (when set) lists the keyword arguments TT-NN's binding takes: any other name
+    raises ``TypeError`` as the binding would; unset ones default to None.
+    """
+
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if self._fields:
+            if len(args) > len(self._fields):
+                raise TypeError(
+                    f"{type(self).__name__} takes at most {len(self._fields)} positional "
+                    f"arguments ({len(args)} given).\nfix: pass {list(self._fields)} by name."
+                )
+            kwargs = {**dict(zip(self._fields, args)), **kwargs}
+            unknown = sorted(k for k in kwargs if k not in self._fields)
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__} got unexpected keyword argument(s) {unknown}.\n"
+                    f"fix: TT-NN's {type(self).__name__} takes {list(self._fields)}."
+                )
+        elif args:
+            raise TypeError(f"{type(self).__name__} takes keyword arguments only.")
         self.__dict__.update(kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in type(self)._fields:
+            return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
@@ -157,20 +442,51 @@ class BlackholeComputeKernelConfig(_KernelConfig):
     pass
 
 
+_MM_COMMON = ("compute_with_storage_grid_size", "in0_block_w", "out_subblock_h", "out_subblock_w")
+
+
 class MatmulMultiCoreReuseProgramConfig(_KernelConfig):
-    pass
+    _fields = (*_MM_COMMON, "per_core_M", "per_core_N")
 
 
 class MatmulMultiCoreReuseMultiCastProgramConfig(_KernelConfig):
-    pass
+    """2-D multicast matmul config; its ``fused_activation`` is applied to the product."""
+
+    _fields = (
+        *_MM_COMMON,
+        "out_block_h",
+        "out_block_w",
+        "per_core_M",
+        "per_core_N",
+        "transpose_mcast",
+        "fused_activation",
+        "fuse_batch",
+    )
 
 
 class MatmulMultiCoreReuseMultiCast1DProgramConfig(_KernelConfig):
-    pass
+    """1-D multicast matmul config; its ``fused_activation`` is applied to the product."""
+
+    _fields = (
+        *_MM_COMMON,
+        "out_block_h",
+        "out_block_w",
+        "per_core_M",
+        "per_core_N",
+        "fuse_batch",
+        "fused_activation",
+        "mcast_in0",
+        "gather_in0",
+        "hop_cores",
+        "num_global_cb_receivers",
+        "untilize_out",
+    )
 
 
 class MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(_KernelConfig):
-    pass
+    """DRAM-sharded matmul config; its ``fused_activation`` is applied to the product."""
+
+    _fields = ("in0_block_w", "per_core_M", "per_core_N", "fused_activation")
 
 
 class SDPAProgramConfig(_KernelConfig):
@@ -178,10 +494,40 @@ class SDPAProgramConfig(_KernelConfig):
 
 
 class LayerNormShardedMultiCoreProgramConfig(_KernelConfig):
-    pass
+    """Sharded layer/RMS norm config (TT-NN's binding: these keywords, ``inplace`` required)."""
+
+    _fields = (
+        "compute_with_storage_grid_size",
+        "subblock_w",
+        "block_h",
+        "block_w",
+        "inplace",
+        "legacy_reduction",
+        "legacy_rsqrt",
+        "use_welford",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        sw, bw = self.__dict__.get("subblock_w"), self.__dict__.get("block_w")
+        if isinstance(sw, int) and isinstance(bw, int) and sw > 0 and bw % sw:
+            raise MemoryConfigError(
+                f"LayerNormShardedMultiCoreProgramConfig: block_w {bw} must be divisible by "
+                f"subblock_w {sw}.\nfix: pick a subblock_w that divides block_w."
+            )
 
 
 class LayerNormDefaultProgramConfig(_KernelConfig):
+    _fields = ("legacy_reduction", "legacy_rsqrt", "use_welford")
+
+
+class SoftmaxShardedMultiCoreProgramConfig(_KernelConfig):
+    """Sharded softmax config (TT-NN's binding: these four keywords)."""
+
+    _fields = ("compute_with_storage_grid_size", "subblock_w", "block_h", "block_w")
+
+
+class SoftmaxDefaultProgramConfig(_KernelConfig):
     pass
 
 
@@ -222,8 +568,12 @@ __all__ = [
     "ShardOrientation",
     "ShardSpec",
     "ShardStrategy",
+    "SoftmaxDefaultProgramConfig",
+    "SoftmaxShardedMultiCoreProgramConfig",
     "TensorMemoryLayout",
     "WormholeComputeKernelConfig",
     "create_sharded_memory_config",
     "init_device_compute_kernel_config",
+    "num_cores_to_corerangeset",
+    "validate_memory_config",
 ]

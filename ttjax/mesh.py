@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -717,7 +718,22 @@ def open_mesh_device(
     >>> mesh = open_mesh_device(MeshShape(1, 2))
     """
     shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
-    return MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    mesh = MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    _opened.append(weakref.ref(mesh))
+    return mesh
+
+
+_opened: list[weakref.ref[MeshDevice]] = []
+
+
+def last_opened_mesh() -> MeshDevice | None:
+    """The most recently opened mesh that is still open (ttjax.cluster asks what system this is)."""
+    while _opened:
+        mesh = _opened[-1]()
+        if mesh is not None and not mesh._closed:
+            return mesh
+        _opened.pop()
+    return None
 
 
 def close_mesh_device(mesh_device: MeshDevice) -> None:
@@ -771,6 +787,48 @@ def synchronize_device(
 synchronize_devices = synchronize_device
 
 
+class MeshEvent:
+    """A point in a mesh's command stream (TT-NN's ``MeshEvent``): the work dispatched to the mesh
+    before :func:`record_event`; :func:`event_synchronize` waits for exactly that work."""
+
+    __slots__ = ("_outputs", "cq_id", "mesh_device")
+
+    def __init__(self, mesh_device: MeshDevice, cq_id: int, outputs: tuple[Any, ...]) -> None:
+        self.mesh_device = mesh_device
+        self.cq_id = cq_id
+        self._outputs = outputs
+
+    def __repr__(self) -> str:
+        return f"MeshEvent(mesh_device={self.mesh_device!r}, cq_id={self.cq_id})"
+
+
+def _pending(mesh_device: MeshDevice) -> tuple[Any, ...]:
+    outs = tuple(mesh_device._last_outputs)
+    for sub in mesh_device._submeshes:
+        outs += _pending(sub)
+    return outs
+
+
+def record_event(
+    mesh_device: MeshDevice, cq_id: int = 0, sub_device_ids: Sequence[Any] = ()
+) -> MeshEvent:
+    """Mark the work dispatched to ``mesh_device`` so far (TT-NN's ``ttnn.record_event``)."""
+    mesh_device._check_open()
+    return MeshEvent(mesh_device, int(cq_id), _pending(mesh_device))
+
+
+def event_synchronize(event: MeshEvent) -> None:
+    """Block until the work an event marks has finished (TT-NN's ``ttnn.event_synchronize``)."""
+    for arr in event._outputs:
+        arr.block_until_ready()
+
+
+def wait_for_event(cq_id: int, event: MeshEvent) -> None:
+    """Make queue ``cq_id`` wait for ``event``: ttjax's ops already run in dispatch order, so
+    work queued after this call sees the event's results; this call blocks until they exist."""
+    event_synchronize(event)
+
+
 __all__ = [
     "GALAXY",
     "N300",
@@ -780,21 +838,26 @@ __all__ = [
     "MeshCoordinate",
     "MeshCoordinateRange",
     "MeshDevice",
+    "MeshEvent",
     "MeshShape",
     "available_devices",
     "close_device",
     "close_mesh_device",
     "create_mesh_device",
     "default_axis_names",
+    "event_synchronize",
     "get_device_ids",
     "get_num_devices",
     "get_num_pcie_devices",
     "get_pcie_device_ids",
+    "last_opened_mesh",
     "open_device",
     "open_mesh_device",
     "parse_mesh_shape",
+    "record_event",
     "set_device_source",
     "synchronize_device",
     "synchronize_devices",
     "system_mesh_shape",
+    "wait_for_event",
 ]

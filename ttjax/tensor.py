@@ -24,11 +24,13 @@ from jax.experimental import multihost_utils
 from ttjax import _blockfloat, _capture, _specs
 from ttjax.enums import TILE_SIZE, DataType, Layout, StorageType
 from ttjax.errors import (
+    DeallocatedTensorError,
     DeviceClosedError,
     MeshMismatchError,
     ShardingError,
     TTJaxError,
 )
+from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax.mesh import MeshCoordinate, MeshCoordinateRange, MeshDevice, MeshShape
 from ttjax.placements import Placement, PlacementReplicate, placements_str
 
@@ -47,6 +49,12 @@ class Shape(tuple):
     @property
     def rank(self) -> int:
         return len(self)
+
+    def __getitem__(self, index: Any) -> Any:
+        # TT-NN's Shape is stored padded to rank 4 with leading ones: Shape([n])[-2] is 1.
+        if isinstance(index, int) and -4 <= index < -len(self):
+            return 1
+        return tuple.__getitem__(self, index)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, list):
@@ -124,6 +132,7 @@ class TensorSpec:
     layout: Layout
     shape: tuple[int, ...]
     storage: StorageType
+    memory_config: MemoryConfig = dataclasses.field(default=DRAM_MEMORY_CONFIG, repr=False)
     gen: int = dataclasses.field(init=False)
     _hash: int = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -137,6 +146,7 @@ class TensorSpec:
             self.layout,
             self.shape,
             self.storage,
+            self.memory_config,
             gen,
         )
         object.__setattr__(self, "_hash", hash(fields))
@@ -264,6 +274,28 @@ class Tensor:
     def is_allocated(self) -> bool:
         return self._data is not None
 
+    def memory_config(self) -> MemoryConfig:
+        """The memory config this tensor was given (by ``from_torch``, an op's
+        ``memory_config=``, ``to_memory_config``...); DRAM interleaved by default."""
+        return self._spec.memory_config
+
+    def is_sharded(self) -> bool:
+        """Whether its memory config is height-, width- or block-sharded over cores."""
+        return self._spec.memory_config.is_sharded()
+
+    def shard_spec(self) -> Any:
+        """The memory config's ShardSpec (None when interleaved)."""
+        return self._spec.memory_config.shard_spec
+
+    def buffer_type(self) -> Any:
+        return self._spec.memory_config.buffer_type
+
+    def deallocate(self, force: bool = False) -> None:
+        """Free this tensor's buffers (TT-NN's ``Tensor.deallocate``); using it afterwards raises
+        ``DeallocatedTensorError``. ttjax frees this tensor object's reference (tensors made
+        from it by ops keep their own data), so ``force`` changes nothing here."""
+        self._data = None
+
     def device(self) -> MeshDevice | None:
         """The mesh this tensor lives on (None for a host tensor)."""
         return self._spec.mesh if self._spec.storage is StorageType.DEVICE else None
@@ -363,8 +395,20 @@ def is_traced(t: Tensor) -> bool:
     return isinstance(_blockfloat.primary(t._data), jax.core.Tracer)
 
 
+def deallocated_error(what: str, t: Tensor) -> DeallocatedTensorError:
+    return DeallocatedTensorError(
+        f"{what}: Operands need to be allocated in buffers on device! This tensor "
+        f"({t._spec.describe()}) was deallocated (ttnn.deallocate / Tensor.deallocate).\n"
+        "fix: deallocate a tensor only after its last use, or keep a reference that was not "
+        "deallocated (ops return new tensors)."
+    )
+
+
 def check_live(t: Tensor, what: str) -> None:
-    """A device tensor whose mesh was closed (or reshaped since) has no readable buffers."""
+    """A device tensor whose mesh was closed (or reshaped since), or that was deallocated, has no
+    readable buffers."""
+    if t._data is None:
+        raise deallocated_error(what, t)
     spec = t._spec
     mesh = spec.mesh
     if mesh is None or spec.storage is not StorageType.DEVICE or spec.gen == mesh._gen:
@@ -453,6 +497,7 @@ __all__ = [
     "TensorSpec",
     "TensorTopology",
     "check_live",
+    "deallocated_error",
     "fetch",
     "host_blocks",
     "is_traced",

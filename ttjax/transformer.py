@@ -1,14 +1,19 @@
-"""``ttnn.transformer``: attention and head-reshaping ops (per device)."""
+"""``ttnn.transformer``: attention (prefill, decode, paged decode, chunked prefill) and
+head-reshaping ops, per device."""
 
 from ttjax.ops.transformer import (
+    chunked_scaled_dot_product_attention,
     concat_heads,
+    paged_scaled_dot_product_attention_decode,
     scaled_dot_product_attention,
     scaled_dot_product_attention_decode,
     split_heads,
 )
 
 __all__ = [
+    "chunked_scaled_dot_product_attention",
     "concat_heads",
+    "paged_scaled_dot_product_attention_decode",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_decode",
     "split_heads",

@@ -48,14 +48,72 @@ def _resolve_shape(op: str, t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def reshape(
-    input_tensor: Tensor, shape: Sequence[int], *, memory_config: Any = None, **kwargs: Any
+    input_tensor: Tensor,
+    shape: Sequence[int],
+    padded_shape: Sequence[int] | None = None,
+    *,
+    memory_config: Any = None,
+    pad_value: Any = None,
+    recreate_mapping_tensor: bool = False,
+    **kwargs: Any,
 ) -> Tensor:
-    """Reshape each device's tensor to ``shape`` (a per-device shape; one -1 allowed)."""
+    """Reshape each device's tensor to ``shape`` (a per-device shape; one -1 allowed).
+
+    TT-NN's 3-argument form ``reshape(t, shape, padded_shape)`` sets the padded shape too: with
+    the same element count it is an ordinary reshape; with a different logical size it views the
+    tensor's padded data as ``padded_shape`` and keeps the ``shape`` corner (e.g. ``[1, 1, 32, n]``
+    to logical ``[1, 1, 8, n]``, padded ``[1, 1, 32, n]``: the first 8 rows).
+    """
     check_hw_kwargs("reshape", kwargs)
+    if padded_shape is not None:
+        return _reshape_padded(input_tensor, shape, padded_shape, memory_config)
     new = _resolve_shape("reshape", input_tensor, shape)
-    if new == input_tensor._shape:
+    if new == input_tensor._shape and memory_config is None:
         return input_tensor
-    return run_op("reshape", lambda x: jnp.reshape(x, new), [input_tensor], static=new)
+    return run_op(
+        "reshape",
+        lambda x: jnp.reshape(x, new),
+        [input_tensor],
+        static=new,
+        memory_config=memory_config,
+    )
+
+
+def _reshape_padded(
+    t: Tensor, shape: Sequence[int], padded_shape: Sequence[int], memory_config: Any
+) -> Tensor:
+    logical = tuple(int(d) for d in shape)
+    padded = tuple(int(d) for d in padded_shape)
+    if len(logical) != len(padded) or any(p < s for s, p in zip(logical, padded)) or -1 in logical:
+        raise ShapeMismatchError(
+            f"ttnn.reshape: padded_shape {list(padded)} must have the rank of shape "
+            f"{list(logical)} and be at least as large in every dim (no -1).\n"
+            "fix: pass the logical shape and its padded shape, e.g. (1, 1, 8, 64), (1, 1, 32, 64)."
+        )
+    if int(np.prod(logical)) == int(np.prod(t._shape)):
+        return reshape(t, logical, memory_config=memory_config)
+    src_padded = tuple(t.padded_shape)
+    if int(np.prod(padded)) != int(np.prod(src_padded)):
+        raise ShapeMismatchError(
+            f"ttnn.reshape: cannot view per-device shape {list(t._shape)} (padded "
+            f"{list(src_padded)}, {int(np.prod(src_padded))} elements) as shape {list(logical)} "
+            f"padded {list(padded)} ({int(np.prod(padded))} elements).\nfix: the padded shapes "
+            "must hold the same number of elements, or the logical shapes must."
+        )
+    pads = tuple((0, p - s) for s, p in zip(t._shape, src_padded))
+    corner = tuple(builtins.slice(0, s) for s in logical)
+
+    def fn(x: Any) -> Any:
+        full = jnp.pad(x, pads) if any(b for _, b in pads) else x
+        return jnp.reshape(full, padded)[corner]
+
+    return run_op(
+        "reshape_padded",
+        fn,
+        [t],
+        static=(logical, padded),
+        memory_config=memory_config,
+    )
 
 
 view = reshape
@@ -127,6 +185,7 @@ def permute(
         [input_tensor],
         static=perm,
         placement_rule=_permuted_rule(perm),
+        memory_config=memory_config,
     )
 
 
@@ -139,7 +198,7 @@ def transpose(
     b = norm_dim("transpose", input_tensor, dim1, "dim1")
     perm = list(range(len(input_tensor._shape)))
     perm[a], perm[b] = perm[b], perm[a]
-    return permute(input_tensor, perm)
+    return permute(input_tensor, perm, memory_config=memory_config)
 
 
 def concat(
@@ -159,7 +218,11 @@ def concat(
         )
     d = norm_dim("concat", tensors[0], dim)
     out = run_op(
-        "concat", lambda *xs: jnp.concatenate(xs, axis=d), tensors, static=(d, len(tensors))
+        "concat",
+        lambda *xs: jnp.concatenate(xs, axis=d),
+        tensors,
+        static=(d, len(tensors)),
+        memory_config=memory_config,
     )
     return write_output(out, output_tensor)
 
@@ -305,7 +368,13 @@ def repeat(
     """Tile each device's tensor ``repetition_vector[d]`` times along every dim ``d``."""
     check_hw_kwargs("repeat", kwargs)
     reps = tuple(int(r) for r in repetition_vector)
-    return run_op("repeat", lambda x: jnp.tile(x, reps), [input_tensor], static=reps)
+    return run_op(
+        "repeat",
+        lambda x: jnp.tile(x, reps),
+        [input_tensor],
+        static=reps,
+        memory_config=memory_config,
+    )
 
 
 def repeat_interleave(
@@ -344,7 +413,9 @@ def pad(
     def fn(x: Any, v: Any) -> Any:
         return jnp.pad(x, key, constant_values=jnp.asarray(v, x.dtype))
 
-    return run_op("pad", fn, [input_tensor], static=key, scalars=(value,))
+    return run_op(
+        "pad", fn, [input_tensor], static=key, scalars=(value,), memory_config=memory_config
+    )
 
 
 def _same_placements(tensors: Sequence[Tensor], shapes: Any) -> list[tuple[Placement, ...]]:
@@ -405,7 +476,7 @@ def to_layout(
             f"Tile layout is required for tensor of type {dt.value}; got {layout!r}.\n"
             "fix: typecast to bfloat16 first (ttnn.typecast(t, ttnn.bfloat16))."
         )
-    if layout is input_tensor._layout and dt is input_tensor._dtype:
+    if layout is input_tensor._layout and dt is input_tensor._dtype and memory_config is None:
         return input_tensor
     return run_op(
         "to_layout",
@@ -414,6 +485,7 @@ def to_layout(
         static=(layout, dt),
         out_dtype=dt,
         out_layout=layout,
+        memory_config=memory_config,
     )
 
 
@@ -432,34 +504,57 @@ def embedding(
     weight: Tensor,
     *,
     pad_token: int | None = None,
-    layout: Layout = Layout.ROW_MAJOR,
+    layout: Layout | None = None,
     dtype: DataType | None = None,
     output_tensor: Tensor | None = None,
     memory_config: Any = None,
     embeddings_type: Any = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Look up rows of ``weight`` [vocab, hidden] for integer ids, per device: [..., hidden].
+    """Look up rows of ``weight`` for integer ids, per device, as TT-NN's ``ttnn.embedding``.
 
-    With ``weight`` sharded on the hidden dim each device gets its slice of every embedding.
+    ``weight`` is ``[vocab, hidden]`` or TT-NN's 4-D ``[1, 1, vocab, hidden]`` (rows along dim
+    -2). Ids ``[batch, ..., seq]`` (batch = dim 0, seq = dim -1) give ``[batch, seq, hidden]``;
+    1-D ids give ``[seq, hidden]``. Rows equal to ``pad_token`` come out as zeros. With
+    ``weight`` sharded on the hidden dim each device gets its slice of every embedding.
     """
     check_hw_kwargs("embedding", kwargs)
     out_dtype = check_dtype("embedding", dtype)
     pad = pad_token
+    ids_shape, w_shape = input_tensor._shape, weight._shape
+    if len(w_shape) < 2 or any(d != 1 for d in w_shape[:-2]):
+        raise ShapeMismatchError(
+            f"ttnn.embedding: weight has per-device shape {list(w_shape)}; TT-NN takes "
+            "[vocab, hidden] or [1, 1, vocab, hidden].\nfix: reshape the weight to "
+            "[1, 1, vocab, hidden]."
+        )
+    batch = 1 if len(ids_shape) <= 1 else ids_shape[0]
+    seq = ids_shape[-1] if ids_shape else 1
+    if batch * seq != int(np.prod(ids_shape)):
+        raise ShapeMismatchError(
+            f"ttnn.embedding: ids of per-device shape {list(ids_shape)} are read as [batch="
+            f"{batch}, seq={seq}] ({batch * seq} ids) but hold {int(np.prod(ids_shape))}.\n"
+            "fix: pass ids shaped [batch, seq] (or [seq], or [batch, 1, 1, seq])."
+        )
+    hidden = w_shape[-1]
+    out_shape = (seq, hidden) if len(ids_shape) <= 1 else (batch, seq, hidden)
 
     def fn(ids: Any, w: Any) -> Any:
-        ids_i = ids.astype(jnp.int32)
-        out = jnp.take(w, ids_i, axis=0, mode="clip")
+        ids_i = jnp.reshape(ids, (-1,)).astype(jnp.int32)
+        table = jnp.reshape(w, w.shape[-2:])
+        out = jnp.take(table, ids_i, axis=0, mode="clip")
         if pad is not None:
-            out = jnp.where((ids_i == pad)[..., None], jnp.zeros((), w.dtype), out)
-        return out
+            out = jnp.where((ids_i == pad)[:, None], jnp.zeros((), w.dtype), out)
+        return jnp.reshape(out, out_shape)
 
+    out_layout = layout if layout is not None else weight._layout
     out = run_op(
         "embedding",
         fn,
         [input_tensor, weight],
-        static=(pad, layout),
+        static=(pad, out_layout, out_shape),
         out_dtype=out_dtype or weight._dtype,
-        out_layout=layout,
+        out_layout=out_layout,
+        memory_config=memory_config,
     )
     return write_output(out, output_tensor)

@@ -21,6 +21,16 @@ from ttjax.ops.pointwise import activation_fn
 from ttjax.tensor import Tensor
 
 
+def _activation(op: str, activation: Any, program_config: Any) -> tuple[Any, Any]:
+    """The activation TT-NN fuses into the product: the program config's ``fused_activation``
+    when it has one (TT-NN's matmul kernels apply that one), else ``activation=``."""
+    fused = (
+        getattr(program_config, "fused_activation", None) if program_config is not None else None
+    )
+    chosen = fused if fused is not None else activation
+    return activation_fn(op, chosen), chosen
+
+
 def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
     if not transpose_a:  # decode-sized products may take the Pallas GEMV (see ttjax.kernels)
         y = kernels.small_m_matmul(a, b, transpose_b)
@@ -60,7 +70,7 @@ def matmul(
     """
     check_hw_kwargs("matmul", kwargs)
     out_dtype = check_dtype("matmul", dtype)
-    act = activation_fn("matmul", activation)
+    act, activation = _activation("matmul", activation, program_config)
     ta, tb = bool(transpose_a), bool(transpose_b)
 
     def fn(a: Any, b: Any) -> Any:
@@ -73,6 +83,7 @@ def matmul(
         [input_tensor_a, input_tensor_b],
         static=(ta, tb, repr(activation)),
         out_dtype=out_dtype,
+        memory_config=memory_config,
     )
     return write_output(out, optional_output_tensor)
 
@@ -101,7 +112,7 @@ def linear(
     """
     check_hw_kwargs("linear", kwargs)
     out_dtype = check_dtype("linear", dtype)
-    act = activation_fn("linear", activation)
+    act, activation = _activation("linear", activation, program_config)
     ta, tb = bool(transpose_a), bool(transpose_b)
     tensors = [input_tensor_a, input_tensor_b] + ([bias] if bias is not None else [])
 
@@ -120,5 +131,6 @@ def linear(
         tensors,
         static=(ta, tb, bias is not None, repr(activation)),
         out_dtype=out_dtype,
+        memory_config=memory_config,
     )
     return write_output(out, optional_output_tensor)

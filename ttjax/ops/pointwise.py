@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
+from ttjax.enums import DataType, UnaryOpType, UnaryWithParam
 from ttjax.errors import TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar, write_output
 from ttjax.tensor import Tensor
@@ -44,8 +44,85 @@ ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _p(param: float | None, default: float) -> float:
+    return default if param is None else float(param)
+
+
+# TT-NN's fused unary ops (UnaryOpType, with UnaryWithParam's parameter where it has one), as the
+# SFPU computes them: in float32, cast back to the operand's dtype.
+UNARY_OPS: dict[UnaryOpType, Callable[[Any, float | None], Any]] = {
+    UnaryOpType.GELU: lambda x, p: jax.nn.gelu(x, approximate=bool(_p(p, 0.0))),
+    UnaryOpType.RELU: lambda x, p: jax.nn.relu(x),
+    UnaryOpType.SILU: lambda x, p: jax.nn.silu(x),
+    UnaryOpType.SIGMOID: lambda x, p: jax.nn.sigmoid(x),
+    UnaryOpType.TANH: lambda x, p: jnp.tanh(x),
+    UnaryOpType.EXP: lambda x, p: jnp.exp(x),
+    UnaryOpType.RECIP: lambda x, p: jnp.reciprocal(x),
+    UnaryOpType.SQRT: lambda x, p: jnp.sqrt(x),
+    UnaryOpType.RSQRT: lambda x, p: jax.lax.rsqrt(x),
+    UnaryOpType.LOG: lambda x, p: jnp.log(x),
+    UnaryOpType.ABS: lambda x, p: jnp.abs(x),
+    UnaryOpType.NEG: lambda x, p: -x,
+    UnaryOpType.SQUARE: lambda x, p: x * x,
+    UnaryOpType.IDENTITY: lambda x, p: x,
+    UnaryOpType.SIN: lambda x, p: jnp.sin(x),
+    UnaryOpType.COS: lambda x, p: jnp.cos(x),
+    UnaryOpType.ERF: lambda x, p: jax.scipy.special.erf(x),
+    UnaryOpType.RELU6: lambda x, p: jnp.clip(x, 0.0, 6.0),
+    UnaryOpType.RELU_MAX: lambda x, p: jnp.clip(x, 0.0, _p(p, 0.0)),
+    UnaryOpType.RELU_MIN: lambda x, p: jnp.maximum(x, _p(p, 0.0)),
+    UnaryOpType.LEAKY_RELU: lambda x, p: jnp.where(x >= 0, x, _p(p, 0.01) * x),
+    UnaryOpType.ELU: lambda x, p: jnp.where(x > 0, x, _p(p, 1.0) * jnp.expm1(x)),
+    UnaryOpType.POWER: lambda x, p: jnp.power(x, _p(p, 1.0)),
+    UnaryOpType.HARDSIGMOID: lambda x, p: jnp.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    UnaryOpType.HARDSWISH: lambda x, p: x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    UnaryOpType.SOFTPLUS: lambda x, p: jax.nn.softplus(x),
+    UnaryOpType.MISH: lambda x, p: x * jnp.tanh(jax.nn.softplus(x)),
+    UnaryOpType.EQZ: lambda x, p: (x == 0).astype(x.dtype),
+    UnaryOpType.NEZ: lambda x, p: (x != 0).astype(x.dtype),
+    UnaryOpType.GTZ: lambda x, p: (x > 0).astype(x.dtype),
+    UnaryOpType.LTZ: lambda x, p: (x < 0).astype(x.dtype),
+    UnaryOpType.GEZ: lambda x, p: (x >= 0).astype(x.dtype),
+    UnaryOpType.LEZ: lambda x, p: (x <= 0).astype(x.dtype),
+    UnaryOpType.FLOOR: lambda x, p: jnp.floor(x),
+    UnaryOpType.CEIL: lambda x, p: jnp.ceil(x),
+}
+
+
+def _unary_op(op: str, activation: Any) -> Callable[[Any], Any]:
+    """One fused activation given as a UnaryOpType, a UnaryWithParam or a TT-NN name string."""
+    if isinstance(activation, UnaryWithParam):
+        kind, param = activation.op_type, activation.param
+    elif isinstance(activation, UnaryOpType):
+        kind, param = activation, None
+    else:
+        key = str(activation).lower()
+        if key not in ACTIVATIONS:
+            raise TTJaxError(
+                f"ttnn.{op}: activation {activation!r} is not supported.\n"
+                f"fix: use one of {sorted(ACTIVATIONS)}, a ttnn.UnaryOpType or a "
+                "ttnn.UnaryWithParam."
+            )
+        return ACTIVATIONS[key]
+    if kind not in UNARY_OPS:
+        raise TTJaxError(
+            f"ttnn.{op}: fused activation {activation!r} is not implemented in ttjax.\n"
+            f"fix: apply it as its own op after this one, or use one of "
+            f"{sorted(k.name for k in UNARY_OPS)}."
+        )
+    fn = UNARY_OPS[kind]
+
+    def apply(x: Any) -> Any:
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return fn(x.astype(jnp.float32), param).astype(x.dtype)
+        return fn(x, param).astype(x.dtype)
+
+    return apply
+
+
 def activation_fn(op: str, activation: Any) -> Callable[[Any], Any] | None:
-    """The activation named by a TT-NN ``activation=``/``activations=`` argument (str or list)."""
+    """The activation named by a TT-NN ``activation=``/``activations=``/``fused_activation``
+    argument: a string, a ``UnaryOpType``, a ``UnaryWithParam``, or a list of them (in order)."""
     if activation is None:
         return None
     if isinstance(activation, (list, tuple)):
@@ -60,15 +137,7 @@ def activation_fn(op: str, activation: Any) -> Callable[[Any], Any] | None:
             return x
 
         return apply
-    name = getattr(activation, "op_type", activation)
-    name = getattr(name, "name", name)
-    key = str(name).lower()
-    if key not in ACTIVATIONS:
-        raise TTJaxError(
-            f"ttnn.{op}: activation {activation!r} is not supported.\n"
-            f"fix: use one of {sorted(ACTIVATIONS)}."
-        )
-    return ACTIVATIONS[key]
+    return _unary_op(op, activation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,7 +154,8 @@ def _unary(name: str, fn: Callable[[Any], Any], doc: str) -> Callable[..., Tenso
         **kwargs: Any,
     ) -> Tensor:
         check_hw_kwargs(name, kwargs)
-        return write_output(run_op(name, fn, [input_tensor]), output_tensor)
+        out = run_op(name, fn, [input_tensor], memory_config=memory_config)
+        return write_output(out, output_tensor)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
@@ -136,7 +206,13 @@ def gelu(
     """
     check_hw_kwargs("gelu", kwargs)
     fn = _gelu_tanh if fast_and_approximate_mode else _gelu_exact
-    out = run_op("gelu", _float(fn), [input_tensor], static=(bool(fast_and_approximate_mode),))
+    out = run_op(
+        "gelu",
+        _float(fn),
+        [input_tensor],
+        static=(bool(fast_and_approximate_mode),),
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -146,9 +222,6 @@ def gelu(
 
 
 def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[..., Tensor]:
-    def swapped(x: Any, s: Any) -> Any:
-        return fn(s, x)
-
     def op(
         input_tensor_a: Tensor | float,
         input_tensor_b: Tensor | float,
@@ -157,32 +230,67 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[...,
         memory_config: Any = None,
         output_tensor: Tensor | None = None,
         activations: Any = None,
+        input_tensor_a_activations: Any = None,
+        input_tensor_b_activations: Any = None,
+        use_legacy: bool | None = None,
         **kwargs: Any,
     ) -> Tensor:
         check_hw_kwargs(name, kwargs)
         out_dtype = check_dtype(name, dtype)
-        act = activation_fn(name, activations)
+        # TT-NN applies input_tensor_{a,b}_activations to each operand before the op and
+        # activations to its result (binary_ng's pre/post activations).
+        acts = [
+            activation_fn(name, x)
+            for x in (input_tensor_a_activations, input_tensor_b_activations, activations)
+        ]
+        pre_a, pre_b, post = acts
         a, b = input_tensor_a, input_tensor_b
-        if act is None:
-            f, f_swapped = fn, swapped
-            key: Any = ()
-        else:
 
-            def f(x: Any, y: Any) -> Any:
-                return act(fn(x, y))
+        def f(x: Any, y: Any) -> Any:
+            if pre_a is not None:
+                x = pre_a(jnp.asarray(x))
+            if pre_b is not None:
+                y = pre_b(jnp.asarray(y))
+            z = fn(x, y)
+            return post(z) if post is not None else z
 
-            def f_swapped(x: Any, s: Any) -> Any:
-                return act(fn(s, x))
+        def f_swapped(x: Any, s: Any) -> Any:
+            return f(s, x)
 
-            key = (repr(activations),)
+        key: Any = tuple(
+            repr(x) for x in (input_tensor_a_activations, input_tensor_b_activations, activations)
+        )
+        if all(x is None for x in acts):
+            key = ()
         if is_scalar(b) and isinstance(a, Tensor):
-            out = run_op(name + "_scalar", f, [a], scalars=(b,), out_dtype=out_dtype, static=key)
+            out = run_op(
+                name + "_scalar",
+                f,
+                [a],
+                scalars=(b,),
+                out_dtype=out_dtype,
+                static=key,
+                memory_config=memory_config,
+            )
         elif is_scalar(a) and isinstance(b, Tensor):
             out = run_op(
-                name + "_rscalar", f_swapped, [b], scalars=(a,), out_dtype=out_dtype, static=key
+                name + "_rscalar",
+                f_swapped,
+                [b],
+                scalars=(a,),
+                out_dtype=out_dtype,
+                static=key,
+                memory_config=memory_config,
             )
         else:
-            out = run_op(name, f, [a, b], out_dtype=out_dtype, static=key)  # type: ignore[list-item]
+            out = run_op(
+                name,
+                f,
+                [a, b],  # type: ignore[list-item]
+                out_dtype=out_dtype,
+                static=key,
+                memory_config=memory_config,
+            )
         return write_output(out, output_tensor)
 
     op.__name__ = op.__qualname__ = name
@@ -235,9 +343,13 @@ def pow(
         def fn(x: Any, e: Any) -> Any:
             return jnp.power(x.astype(jnp.float32), e).astype(x.dtype)
 
-        out = run_op("pow_scalar", fn, [input_tensor], scalars=(exponent,))
+        out = run_op(
+            "pow_scalar", fn, [input_tensor], scalars=(exponent,), memory_config=memory_config
+        )
         return write_output(out, output_tensor)
-    return _pow_tensor(input_tensor, exponent, output_tensor=output_tensor)
+    return _pow_tensor(
+        input_tensor, exponent, output_tensor=output_tensor, memory_config=memory_config
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +400,15 @@ def where(
     # float32 values); with two scalar branches it keeps the predicate's dtype.
     branch = [t._dtype for t in tensors[1:]]
     out_dtype = DataType.FLOAT32 if DataType.FLOAT32 in branch else (branch[0] if branch else None)
-    out = run_op("where", fn, tensors, scalars=tuple(scalars), static=spec, out_dtype=out_dtype)
+    out = run_op(
+        "where",
+        fn,
+        tensors,
+        scalars=tuple(scalars),
+        static=spec,
+        out_dtype=out_dtype,
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -312,7 +432,9 @@ def clamp(
         hi = next(it) if has[1] else None
         return jnp.clip(x, lo, hi).astype(x.dtype)
 
-    out = run_op("clamp", fn, [input_tensor], scalars=bounds, static=has)
+    out = run_op(
+        "clamp", fn, [input_tensor], scalars=bounds, static=has, memory_config=memory_config
+    )
     return write_output(out, output_tensor)
 
 
@@ -339,8 +461,104 @@ def typecast(
     def fn(x: Any) -> Any:
         return x
 
-    out = run_op("typecast", fn, [input_tensor], static=(dt,), out_dtype=dt)
+    out = run_op(
+        "typecast", fn, [input_tensor], static=(dt,), out_dtype=dt, memory_config=memory_config
+    )
     return write_output(out, output_tensor)
+
+
+mul = multiply
+
+
+def div(
+    input_tensor_a: Tensor | float,
+    input_tensor_b: Tensor | float,
+    *,
+    accurate_mode: bool = False,
+    round_mode: str | None = None,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``a / b`` per device; ``round_mode="trunc"`` or ``"floor"`` rounds the quotient (TT-NN's
+    ``ttnn.div``).
+
+    >>> y = ttnn.div(x, 8)
+    """
+    if round_mode not in (None, "trunc", "floor"):
+        raise TTJaxError(
+            f"ttnn.div: round_mode={round_mode!r} is not one of None, 'trunc', 'floor'.\n"
+            "fix: pass round_mode=None for true division."
+        )
+    if round_mode is None:
+        return divide(
+            input_tensor_a,
+            input_tensor_b,
+            memory_config=memory_config,
+            output_tensor=output_tensor,
+            **kwargs,
+        )
+    return (_div_trunc if round_mode == "trunc" else _div_floor)(
+        input_tensor_a,
+        input_tensor_b,
+        memory_config=memory_config,
+        output_tensor=output_tensor,
+        **kwargs,
+    )
+
+
+def _rounded_div(rnd: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    def fn(x: Any, y: Any) -> Any:
+        dt = jnp.result_type(x, y)
+        q = rnd(jnp.true_divide(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)))
+        return q.astype(dt)
+
+    return fn
+
+
+_div_trunc = _binary("div_trunc", _rounded_div(jnp.trunc), "trunc(a / b) per device.")
+_div_floor = _binary("div_floor", _rounded_div(jnp.floor), "floor(a / b) per device.")
+
+
+def eqz(
+    input_tensor: Tensor,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """1 where x == 0 else 0, per device, in the input's dtype (TT-NN's ``ttnn.eqz``)."""
+    check_hw_kwargs("eqz", kwargs)
+    out = run_op(
+        "eqz", lambda x: (x == 0).astype(x.dtype), [input_tensor], memory_config=memory_config
+    )
+    return write_output(out, output_tensor)
+
+
+def plus_one(
+    input_tensor: Tensor, sub_core_grids: Any = None, skip_negative_entries: bool = False
+) -> Tensor:
+    """Add 1 to an int32/uint32 tensor in place (TT-NN's ``ttnn.plus_one``); returns it.
+
+    With ``skip_negative_entries=True`` entries that are negative as int32 are left unchanged.
+
+    >>> ttnn.plus_one(current_pos, skip_negative_entries=True)
+    """
+    if input_tensor._dtype not in (DataType.INT32, DataType.UINT32):
+        raise TTJaxError(
+            f"ttnn.plus_one: the input is {input_tensor._dtype!r}; plus_one needs INT32 or "
+            "UINT32.\nfix: create the tensor with dtype=ttnn.int32 (or typecast it)."
+        )
+    skip = bool(skip_negative_entries)
+
+    def fn(x: Any) -> Any:
+        as_int = jax.lax.bitcast_convert_type(x, jnp.int32) if x.dtype == jnp.uint32 else x
+        inc = as_int + 1
+        out = jnp.where(as_int < 0, as_int, inc) if skip else inc
+        return jax.lax.bitcast_convert_type(out, x.dtype) if x.dtype == jnp.uint32 else out
+
+    out = run_op("plus_one", fn, [input_tensor], static=(skip,))
+    return input_tensor.assign(out)
 
 
 def identity(input_tensor: Tensor, **kwargs: Any) -> Tensor:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
+from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
 from ttjax.tensor import Tensor
 
@@ -45,7 +46,7 @@ def _reduction(name: str, fn: Callable[..., Any], doc: str) -> Callable[..., Ten
             xf = x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
             return fn(xf, axis=dims, keepdims=keep).astype(x.dtype)
 
-        return run_op(name, local, [input_tensor], static=(dims, keep))
+        return run_op(name, local, [input_tensor], static=(dims, keep), memory_config=memory_config)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
@@ -98,7 +99,7 @@ def softmax(
     def local(x: Any) -> Any:
         return jax.nn.softmax(x.astype(jnp.float32), axis=d).astype(x.dtype)
 
-    return run_op("softmax", local, [input_tensor], static=(d,))
+    return run_op("softmax", local, [input_tensor], static=(d,), memory_config=memory_config)
 
 
 def _norm_weight(w: Any, width: int) -> Any:
@@ -146,7 +147,9 @@ def _normalization(name: str, center: bool) -> Callable[..., Tensor]:
                 y = y + _norm_weight(b, width)
             return y.astype(x.dtype)
 
-        return run_op(name, local, tensors, static=(float(epsilon), has))
+        return run_op(
+            name, local, tensors, static=(float(epsilon), has), memory_config=memory_config
+        )
 
     op.__name__ = op.__qualname__ = name
     return op
@@ -162,3 +165,58 @@ rms_norm.__doc__ = """RMSNorm over the last dim of each device's tensor (float32
 
 >>> y = ttnn.rms_norm(x, epsilon=1e-6, weight=gamma)
 """
+
+
+def topk(
+    input_tensor: Tensor,
+    k: int = 32,
+    dim: int = -1,
+    largest: bool = True,
+    sorted: bool = True,
+    *,
+    out: Any = None,
+    memory_config: Any = None,
+    sub_core_grids: Any = None,
+    indices_tensor: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """The ``k`` largest (or smallest) values along ``dim`` and their indices, per device
+    (TT-NN's ``ttnn.topk``): ``(values, indices)``, values in the input's dtype, indices
+    UINT16 (UINT32 when the dim has 65536 or more entries). Always sorted; ties keep the lower
+    index first.
+
+    >>> values, indices = ttnn.topk(logits, 32)
+    """
+    d = norm_dim("topk", input_tensor, dim)
+    size = input_tensor._shape[d]
+    kk = int(k)
+    if not 1 <= kk <= size:
+        raise ShapeMismatchError(
+            f"ttnn.topk: k={kk} must be in [1, {size}] (dim {d} of per-device shape "
+            f"{list(input_tensor._shape)}).\nfix: ask for at most {size} entries."
+        )
+    if input_tensor._dtype not in (DataType.BFLOAT16, DataType.BFLOAT8_B, DataType.FLOAT32):
+        raise UnsupportedDTypeError(
+            f"ttnn.topk: Input tensor must be BFLOAT16, or BFLOAT8_B, got: "
+            f"{input_tensor._dtype!r}.\nfix: ttnn.typecast(t, ttnn.bfloat16) first."
+        )
+    big = bool(largest)
+    index_dtype = DataType.UINT16 if size < 65536 else DataType.UINT32
+
+    def local(x: Any) -> Any:
+        xt = jnp.moveaxis(x, d, -1).astype(jnp.float32)
+        vals, idx = jax.lax.top_k(xt if big else -xt, kk)
+        vals = vals if big else -vals
+        return (
+            jnp.moveaxis(vals, -1, d).astype(x.dtype),
+            jnp.moveaxis(idx, -1, d).astype(index_dtype.numpy_dtype),
+        )
+
+    values, indices = run_op(
+        "topk",
+        local,
+        [input_tensor],
+        static=(kk, d, big),
+        out_dtype=(input_tensor._dtype, index_dtype),
+        memory_config=memory_config,
+    )
+    return values, indices

@@ -9,13 +9,16 @@ nothing here communicates.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
 
 from ttjax._dispatch import run_op
-from ttjax.errors import ShapeMismatchError
+from ttjax.enums import DataType
+from ttjax.errors import ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
@@ -83,7 +86,8 @@ def scaled_dot_product_attention(
     """Attention for prefill: q [b, nh, s, d], k/v [b, nkv, t, d] -> [b, nh, s, d] per device.
 
     ``is_causal`` masks future keys (aligned so the last query sees every key); ``attn_mask`` is
-    added to the scores. Grouped-query attention when nh is a multiple of nkv.
+    added to the scores. ``sliding_window_size`` w keeps the last w keys (causal) or the keys
+    within w//2 of the query (non-causal). Grouped-query attention when nh is a multiple of nkv.
     """
     check_hw_kwargs("scaled_dot_product_attention", kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
@@ -101,8 +105,10 @@ def scaled_dot_product_attention(
             i = jnp.arange(s)[:, None] + (t - s)
             j = jnp.arange(t)[None, :]
             allowed = j <= i if causal else jnp.ones((s, t), bool)
-            if window is not None:
+            if window is not None and causal:  # TT-NN: the last `window` keys up to the query
                 allowed = allowed & (j > i - window)
+            elif window is not None:  # TT-NN: a window centred on the query, +-window//2
+                allowed = allowed & (j >= i - window // 2) & (j <= i + window // 2)
             mask = jnp.where(allowed, 0.0, -jnp.inf)
         if rest:
             extra = rest[0].astype(jnp.float32)
@@ -110,6 +116,138 @@ def scaled_dot_product_attention(
         return _attend(qa, ka, va, mask, sc)
 
     return run_op("sdpa", fn, tensors, static=(sc, causal, window, attn_mask is not None))
+
+
+def _check_int_tensor(op: str, name: str, t: Any, shape: tuple[int | None, ...], what: str) -> None:
+    """A page table / position tensor: an int32 ttnn Tensor of the per-device shape TT-NN expects."""
+    if not isinstance(t, Tensor):
+        raise TTJaxError(
+            f"ttnn.{op}: {name} is a {type(t).__name__}, not a ttnn Tensor.\n"
+            f"fix: pass {what} as ttnn.from_torch(x, dtype=ttnn.int32, device=mesh_device)."
+        )
+    if t._dtype not in (DataType.INT32, DataType.UINT32, DataType.UINT16):
+        raise UnsupportedDTypeError(
+            f"ttnn.{op}: {name} has dtype {t._dtype!r}; TT-NN expects int32 {what}.\n"
+            f"fix: create it with dtype=ttnn.int32."
+        )
+    got = tuple(t._shape)
+    if len(got) != len(shape) or any(w is not None and g != w for g, w in zip(got, shape)):
+        want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
+        raise ShapeMismatchError(
+            f"ttnn.{op}: {name} has per-device shape {list(got)}, expected {want} ({what}).\n"
+            f"fix: give {name} that shape on every device (shard it like the users it indexes)."
+        )
+
+
+def _check_page_table(op: str, page_table: Any, users: int, cache: Tensor) -> int:
+    """TT-NN's page table: int32 [users, max_num_blocks_per_seq], each entry a block of ``cache``
+    ([max_num_blocks, nkv, block_size, d]). Returns the users' maximum sequence length."""
+    _check_int_tensor(
+        op, "page_table", page_table, (users, None), "a page table [batch, max_num_blocks_per_seq]"
+    )
+    blocks = page_table._shape[1]
+    if blocks > cache._shape[0]:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: page_table has {blocks} blocks per user but the paged cache holds only "
+            f"{cache._shape[0]} blocks (cache shape {list(cache._shape)}).\n"
+            "fix: max_num_blocks_per_seq must be <= max_num_blocks (the cache's dim 0)."
+        )
+    return int(blocks * cache._shape[2])
+
+
+def _gather_pages(cache: Any, table: Any) -> Any:
+    """Paged cache [max_blocks, nkv, block, d] read through ``table`` [b, nblk] -> [b, nkv, nblk*block, d]."""
+    g = cache[table.astype(jnp.int32)]  # [b, nblk, nkv, block, d]
+    b, nblk, kv, blk, d = g.shape
+    return jnp.transpose(g, (0, 2, 1, 3, 4)).reshape(b, kv, nblk * blk, d)
+
+
+def _decode_attend(
+    qa: Any, ka: Any, va: Any, pos: Any, mask: Any, sc: float, window: int | None
+) -> Any:
+    """q [1, b, nh, d] over caches k/v [b, nkv, S, d]. ``pos`` [b]: user i sees positions
+    <= pos[i] (and > pos[i] - window); a user at -1 is skipped (zeros). ``mask``: TT-NN's decode
+    mask [b, 1, nh, S'] (S' >= S), added to the scores."""
+    # One query per user: no query-length dim in the einsums, so XLA reads the caches in
+    # their own layout (a size-1 dim there made it transpose the V cache every step).
+    b, nh, d = qa.shape[1:]
+    kv, total = ka.shape[1], ka.shape[2]
+    qg = jnp.reshape(qa[0], (b, kv, nh // kv, d))
+    scores = jnp.einsum("bkgd,bktd->bkgt", qg, ka, preferred_element_type=jnp.float32) * sc
+    if pos is not None:
+        j = jnp.arange(total)[None, :]
+        allowed = j <= pos[:, None]  # [b, S]
+        if window is not None:
+            allowed = allowed & (j > pos[:, None] - window)
+        scores = scores + jnp.where(allowed, 0.0, -jnp.inf)[:, None, None, :]
+    if mask is not None:
+        m = mask[:, 0, :, :total].astype(jnp.float32)  # [b, nh, S]
+        scores = scores + jnp.reshape(m, (b, kv, nh // kv, total))
+    probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+    out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
+    out = jnp.reshape(out, (1, b, nh, d))
+    if pos is not None:
+        out = jnp.where((pos >= 0)[None, :, None, None], out, 0.0)
+    return out.astype(qa.dtype)
+
+
+def _decode_setup(
+    op: str,
+    q: Tensor,
+    k: Tensor,
+    is_causal: bool,
+    attn_mask: Tensor | None,
+    cur_pos: list[int] | None,
+    cur_pos_tensor: Tensor | None,
+    length: int,
+) -> tuple[str, list[Tensor], tuple[int, ...]]:
+    """Which of TT-NN's decode modes applies: ``tensor``/``list`` (causal, positions), ``mask``
+    (non-causal, attn_mask) or ``none``; validated against the cache ``length``."""
+    users, nh = q._shape[1], q._shape[2]
+    if not is_causal:
+        if attn_mask is None:
+            return "none", [], ()
+        mshape = tuple(attn_mask._shape)
+        if len(mshape) != 4 or mshape[0] != users or mshape[2] != nh or mshape[3] < length:
+            raise ShapeMismatchError(
+                f"ttnn.transformer.{op}: attn_mask has per-device shape {list(mshape)}; TT-NN's "
+                f"decode mask is [batch={users}, 1, heads={nh}, seq>={length}].\n"
+                "fix: build the mask as [b, nh, 1, S] and transpose dims 1 and 2."
+            )
+        return "mask", [attn_mask], ()
+    if attn_mask is not None:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: attn_mask given with is_causal=True; TT-NN: Must not have "
+            "attn_mask tensor for non-causal attention.\nfix: pass is_causal=False with attn_mask."
+        )
+    if cur_pos_tensor is not None:
+        _check_int_tensor(op, "cur_pos_tensor", cur_pos_tensor, (users,), "one position per user")
+        return "tensor", [cur_pos_tensor], ()
+    if cur_pos is not None and len(cur_pos) > 0:
+        positions = tuple(int(p) for p in cur_pos)
+        if len(positions) != users:
+            raise ShapeMismatchError(
+                f"ttnn.transformer.{op}: cur_pos has {len(positions)} entries for {users} users.\n"
+                "fix: pass one position per user (-1 skips a user)."
+            )
+        for p in positions:
+            if not -1 <= p < length:
+                raise ShapeMismatchError(
+                    f"ttnn.transformer.{op}: cur_pos {p} is beyond the cache of {length} "
+                    "positions per user.\nfix: cur_pos must be < the K sequence length "
+                    "(or -1 to skip a user)."
+                )
+        return "list", [], positions
+    raise ShapeMismatchError(
+        f"ttnn.transformer.{op}: causal decode needs cur_pos or cur_pos_tensor.\n"
+        "fix: pass each user's current position (cur_pos_tensor=int32 [batch] keeps it on device)."
+    )
+
+
+def _decode_positions(mode: str, rest: Sequence[Any]) -> Any:
+    if mode == "tensor":
+        return rest[0].reshape(-1).astype(jnp.int32)
+    return jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
 
 
 def scaled_dot_product_attention_decode(
@@ -122,6 +260,7 @@ def scaled_dot_product_attention_decode(
     cur_pos: list[int] | None = None,
     cur_pos_tensor: Tensor | None = None,
     scale: float | None = None,
+    sliding_window_size: int | None = None,
     program_config: Any = None,
     compute_kernel_config: Any = None,
     memory_config: Any = None,
@@ -129,52 +268,129 @@ def scaled_dot_product_attention_decode(
 ) -> Tensor:
     """Attention for one decode step: q [1, b, nh, d] over caches k/v [b, nkv, S, d].
 
-    User ``i`` attends to cache positions ``<= cur_pos[i]``; pass ``cur_pos_tensor`` (an int32
-    tensor [b]) to keep the position on device, which is what a replayed trace needs.
+    Causal (default): user ``i`` attends to cache positions ``<= cur_pos[i]`` (-1 skips the
+    user); ``cur_pos_tensor`` (an int32 tensor [b]) keeps positions on device, which is what a
+    replayed trace needs. ``is_causal=False`` adds ``attn_mask`` [b, 1, nh, S] instead.
     """
     check_hw_kwargs("scaled_dot_product_attention_decode", kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads("scaled_dot_product_attention_decode", q, k, v, 2)
     d = q._shape[-1]
     sc = float(scale) if scale is not None else 1.0 / float(d) ** 0.5
-    tensors = [q, k, v]
-    mode = "none"
-    if cur_pos_tensor is not None:
-        tensors.append(cur_pos_tensor)
-        mode = "tensor"
-    elif cur_pos is not None:
-        mode = "list"
-    elif attn_mask is not None:
-        tensors.append(attn_mask)
-        mode = "mask"
-    # The positions of a cur_pos list are traced scalars, not part of the program: every decode
-    # step reuses the one compiled program (TT-NN passes them as runtime args too).
-    positions = tuple(int(p) for p in cur_pos or ()) if mode == "list" else ()
+    window = None if sliding_window_size is None else int(sliding_window_size)
+    mode, extra, positions = _decode_setup(
+        "scaled_dot_product_attention_decode",
+        q,
+        k,
+        bool(is_causal),
+        attn_mask,
+        cur_pos,
+        cur_pos_tensor,
+        k._shape[2],
+    )
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
-        if mode == "mask":
-            qb = jnp.transpose(qa, (1, 2, 0, 3))  # [b, nh, 1, d]
-            out = _attend(qb, ka, va, rest[0].astype(jnp.float32), sc)  # [b, nh, 1, d]
-            return jnp.transpose(out, (2, 0, 1, 3))
-        # One query per user: no query-length dim in the einsums, so XLA reads the caches in
-        # their own layout (a size-1 dim there made it transpose the V cache every step).
-        b, nh, d = qa.shape[1:]
-        kv, total = ka.shape[1], ka.shape[2]
-        qg = jnp.reshape(qa[0], (b, kv, nh // kv, d))
-        scores = jnp.einsum("bkgd,bktd->bkgt", qg, ka, preferred_element_type=jnp.float32) * sc
-        if mode in ("tensor", "list"):
-            pos = (
-                rest[0].reshape(-1).astype(jnp.int32)
-                if mode == "tensor"
-                else jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
-            )
-            allowed = jnp.arange(total)[None, :] <= pos[:, None]  # [b, S]
-            scores = scores + jnp.where(allowed, 0.0, -jnp.inf)[:, None, None, :]
-        probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
-        out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
-        return jnp.reshape(out, (1, b, nh, d)).astype(qa.dtype)
+        pos = _decode_positions(mode, rest) if mode in ("tensor", "list") else None
+        mask = rest[0] if mode == "mask" else None
+        return _decode_attend(qa, ka, va, pos, mask, sc, window)
 
-    return run_op("sdpa_decode", fn, tensors, static=(sc, mode), scalars=positions)
+    # The positions of a cur_pos list are traced scalars, not part of the program: every decode
+    # step reuses the one compiled program (TT-NN passes them as runtime args too).
+    return run_op(
+        "sdpa_decode", fn, [q, k, v, *extra], static=(sc, mode, window), scalars=positions
+    )
+
+
+def paged_scaled_dot_product_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    input_tensor_v: Tensor,
+    page_table_tensor: Tensor,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos_tensor: Tensor | None = None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Decode attention over paged caches: q [1, b, nh, d]; k/v [max_blocks, nkv, block, d]
+    read through ``page_table_tensor`` (int32 [b, blocks_per_user]); user ``i`` sees its
+    positions ``<= cur_pos_tensor[i]`` (-1 skips it)."""
+    op = "paged_scaled_dot_product_attention_decode"
+    check_hw_kwargs(op, kwargs)
+    q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
+    _check_heads(op, q, k, v, 2)
+    length = _check_page_table(op, page_table_tensor, q._shape[1], k)
+    d = q._shape[-1]
+    sc = float(scale) if scale is not None else 1.0 / float(d) ** 0.5
+    window = None if sliding_window_size is None else int(sliding_window_size)
+    if is_causal and cur_pos_tensor is None:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: Must have cur_pos tensor for paged attention in causal "
+            "mode.\nfix: pass cur_pos_tensor=int32 [batch] (the position of every user)."
+        )
+    mode, extra, _ = _decode_setup(
+        op, q, k, bool(is_causal), attn_mask, None, cur_pos_tensor, length
+    )
+
+    def fn(qa: Any, ka: Any, va: Any, table: Any, *rest: Any) -> Any:
+        kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
+        pos = _decode_positions(mode, rest) if mode == "tensor" else None
+        mask = rest[0] if mode == "mask" else None
+        return _decode_attend(qa, kf, vf, pos, mask, sc, window)
+
+    return run_op(
+        "paged_sdpa_decode",
+        fn,
+        [q, k, v, page_table_tensor, *extra],
+        static=(sc, mode, window),
+    )
+
+
+def chunked_scaled_dot_product_attention(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    input_tensor_v: Tensor,
+    page_table_tensor: Tensor,
+    chunk_start_idx: int,
+    *,
+    scale: float | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Causal prefill of one chunk: q [b, nh, s, d] holds positions ``chunk_start_idx ..
+    chunk_start_idx + s - 1``; keys/values come from paged caches [max_blocks, nkv, block, d]
+    through ``page_table_tensor`` [b, blocks_per_user] (earlier chunks already filled in)."""
+    op = "chunked_scaled_dot_product_attention"
+    check_hw_kwargs(op, kwargs)
+    q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
+    _check_heads(op, q, k, v, 1)
+    length = _check_page_table(op, page_table_tensor, q._shape[0], k)
+    start = int(chunk_start_idx)
+    s = q._shape[2]
+    if start < 0 or start + s > length:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: chunk_start_idx={start} with a chunk of {s} queries ends at "
+            f"{start + s}, beyond the {length} positions the page table maps per user.\n"
+            "fix: give the page table enough blocks for chunk_start_idx + chunk length."
+        )
+    d = q._shape[-1]
+    sc = float(scale) if scale is not None else 1.0 / float(d) ** 0.5
+
+    def fn(qa: Any, ka: Any, va: Any, table: Any, start_pos: Any) -> Any:
+        kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
+        i = start_pos + jnp.arange(qa.shape[2])[:, None]
+        j = jnp.arange(kf.shape[2])[None, :]
+        mask = jnp.where(j <= i, 0.0, -jnp.inf)
+        return _attend(qa, kf, vf, mask, sc)
+
+    return run_op("chunked_sdpa", fn, [q, k, v, page_table_tensor], static=(sc,), scalars=(start,))
 
 
 def rotary_embedding(
@@ -309,47 +525,171 @@ def paged_update_cache(
     *,
     update_idxs: list[int] | None = None,
     update_idxs_tensor: Tensor | None = None,
-    share_cache: Any = None,
-    page_table: Any = None,
+    share_cache: bool | None = None,
+    page_table: Tensor | None = None,
     batch_offset: int = 0,
     **kwargs: Any,
 ) -> Tensor:
     """Write one decode step's k or v [1, b, nkv, d] at each user's own position, in place.
 
-    ``update_idxs_tensor`` (int32 [b], on device) keeps positions on device for trace replay.
+    ``update_idxs_tensor`` (int32 [b], on device) keeps positions on device for trace replay;
+    position -1 skips a user. With ``page_table`` (int32 [b, blocks_per_user]) the cache is
+    paged, [max_blocks, nkv, block, d]: position p of user i lands in block
+    ``page_table[i, p // block]``, row ``p % block``. ``share_cache``: one cache [1, ...] for all.
     """
+    op = "experimental.paged_update_cache"
     check_hw_kwargs("paged_update_cache", kwargs)
+    users = input_tensor._shape[1]
+    paged = page_table is not None
+    share = bool(share_cache)
+    if int(batch_offset) != 0:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: batch_offset={batch_offset}; TT-NN: batch_offset must be 0.\n"
+            "fix: shard the users over devices instead (each device updates its own users)."
+        )
+    if input_tensor._shape[-1] != cache_tensor._shape[-1] or len(input_tensor._shape) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input has per-device shape {list(input_tensor._shape)} for a cache of "
+            f"shape {list(cache_tensor._shape)}.\nfix: the input is [1, batch, nkv, head_dim] "
+            "with the cache's head_dim."
+        )
+    if paged:
+        if share:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: share_cache not supported with paged cache.\n"
+                "fix: drop share_cache= or page_table=."
+            )
+        length = _check_page_table(op, page_table, users, cache_tensor)
+    else:
+        length = cache_tensor._shape[2]
+        want = 1 if share else users
+        if cache_tensor._shape[0] != want:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: the cache has batch {cache_tensor._shape[0]} but the input has "
+                f"{users} users{' (share_cache expects a cache batch of 1)' if share else ''}.\n"
+                "fix: give the cache one row per user, or pass share_cache=True with batch 1."
+            )
     tensors = [cache_tensor, input_tensor]
     positions: tuple[int, ...] = ()
-    if update_idxs_tensor is not None:
-        tensors.append(update_idxs_tensor)
-    elif update_idxs is not None:
-        positions = tuple(int(p) for p in update_idxs)
-    else:
+    if (update_idxs_tensor is None) == (not update_idxs):
         raise ShapeMismatchError(
-            "ttnn.experimental.paged_update_cache needs update_idxs or update_idxs_tensor.\n"
-            "fix: pass the position of every user."
+            f"ttnn.{op}: Only an update tensor or an update vector can be provided. Not both or "
+            "neither.\nfix: pass update_idxs=[...] or update_idxs_tensor= (the position of every user)."
         )
-
+    if update_idxs_tensor is not None:
+        _check_int_tensor(
+            op, "update_idxs_tensor", update_idxs_tensor, (users,), "one position per user"
+        )
+        tensors.append(update_idxs_tensor)
+    else:
+        positions = tuple(int(p) for p in update_idxs or ())
+        if len(positions) != users:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: Number of update_idxs ({len(positions)}) should match batch size "
+                f"({users}).\nfix: pass one position per user (-1 skips a user)."
+            )
+        for p in positions:
+            if not -1 <= p < length:
+                raise ShapeMismatchError(
+                    f"ttnn.{op}: update index {p} is beyond the cache of {length} positions per "
+                    "user.\nfix: use positions in [0, cache length) (or -1 to skip a user)."
+                )
+    if page_table is not None:
+        tensors.append(page_table)
     from_tensor = update_idxs_tensor is not None
 
     def fn(cache: Any, x: Any, *rest: Any) -> Any:
         if from_tensor:
             pos = rest[0].reshape(-1).astype(jnp.int32)
         else:  # one traced scalar per user: every step reuses the compiled program
-            pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
+            pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest[: len(positions)]])
         upd = x[0].astype(cache.dtype)  # [b, nkv, d]
         # A scatter writes one position per user in place (no pass over the whole cache);
         # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
-        pos = jnp.where(pos < 0, cache.shape[2], pos)
-        return cache.at[jnp.arange(cache.shape[0]), :, pos, :].set(upd, mode="drop")
+        skip = pos < 0
+        if paged:
+            table = rest[-1].astype(jnp.int32)
+            block = cache.shape[2]
+            p = jnp.where(skip, 0, pos)
+            rows = table[jnp.arange(table.shape[0]), p // block]
+            rows = jnp.where(skip, cache.shape[0], rows)
+            return cache.at[rows, :, p % block, :].set(upd, mode="drop")
+        users_idx = jnp.zeros_like(pos) if share else jnp.arange(pos.shape[0])
+        pos = jnp.where(skip, cache.shape[2], pos)
+        return cache.at[users_idx, :, pos, :].set(upd, mode="drop")
 
     out = run_op(
         "paged_update_cache",
         fn,
         tensors,
-        static=(from_tensor,),
+        static=(from_tensor, paged, share),
         scalars=positions,
+        out_dtype=cache_tensor._dtype,
+        placement_rule=_cache_rule,
+    )
+    return write_output(out, cache_tensor)
+
+
+def paged_fill_cache(
+    cache_tensor: Tensor,
+    input_tensor: Tensor,
+    page_table: Tensor,
+    *,
+    batch_idx_tensor: Tensor | None = None,
+    batch_idx: int = 0,
+    **kwargs: Any,
+) -> Tensor:
+    """Write a prefill's k or v [1, nkv, s, d] for user ``batch_idx`` into the paged cache
+    [max_blocks, nkv, block, d], in place: token t goes to block ``page_table[batch_idx, t //
+    block]``, row ``t % block``. ``batch_idx_tensor`` (one int) overrides ``batch_idx``."""
+    op = "experimental.paged_fill_cache"
+    check_hw_kwargs("paged_fill_cache", kwargs)
+    if not isinstance(page_table, Tensor) or len(page_table._shape) != 2:
+        _check_int_tensor(
+            op, "page_table", page_table, (None, None), "a page table [batch, blocks]"
+        )
+    _check_page_table(op, page_table, page_table._shape[0], cache_tensor)
+    shape, cshape = tuple(input_tensor._shape), tuple(cache_tensor._shape)
+    if len(shape) != 4 or shape[0] != 1 or shape[1] != cshape[1] or shape[3] != cshape[3]:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input has per-device shape {list(shape)} for a paged cache of shape "
+            f"{list(cshape)}.\nfix: the input is [1, nkv={cshape[1]}, seq_len, head_dim={cshape[3]}]."
+        )
+    capacity = page_table._shape[1] * cshape[2]
+    if shape[2] > capacity:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Input seq_len {shape[2]} must fit in max_num_blocks_per_seq "
+            f"({page_table._shape[1]} blocks of {cshape[2]} = {capacity} positions).\n"
+            "fix: slice the input to the page table's length, or give the user more blocks."
+        )
+    tensors = [cache_tensor, input_tensor, page_table]
+    scalars: tuple[int, ...] = ()
+    if batch_idx_tensor is not None:
+        if not isinstance(batch_idx_tensor, Tensor) or math.prod(batch_idx_tensor._shape) != 1:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: Batch idx tensor must have a single element.\n"
+                "fix: pass a one-element int32 tensor, or batch_idx=<int>."
+            )
+        tensors.append(batch_idx_tensor)
+    else:
+        scalars = (
+            _check_index(op, "batch_idx", batch_idx, page_table._shape[0], "the page table batch"),
+        )
+
+    def fn(cache: Any, x: Any, table: Any, b: Any) -> Any:
+        user = b.reshape(()).astype(jnp.int32) if batch_idx_tensor is not None else b
+        block = cache.shape[2]
+        t = jnp.arange(x.shape[2])
+        rows = jnp.take(table.astype(jnp.int32), user, axis=0)[t // block]
+        vals = jnp.transpose(x[0], (1, 0, 2)).astype(cache.dtype)  # [s, nkv, d]
+        return cache.at[rows, :, t % block, :].set(vals)
+
+    out = run_op(
+        "paged_fill_cache",
+        fn,
+        tensors,
+        static=(batch_idx_tensor is not None,),
+        scalars=scalars,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,
     )

@@ -1,0 +1,233 @@
+"""Memory configs and lifetime, called the way tt-metal's model code calls them: a tensor carries
+its memory config, ops' ``memory_config=`` set it, sharded configs are validated against the
+per-device padded shape, the ``_partial`` ops move row slices, deallocated tensors refuse use.
+Values are compared with numpy per device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _op_testing import Layout, check, device_arrays, put
+from _reference import coords
+
+import ttjax as ttnn
+
+WIDTH_1D = Layout("1d", (3, 3))
+ROWS_2D = Layout("2d", (2, 3))
+
+
+def _width_cfg(rows: int, width: int, cores: int) -> ttnn.MemoryConfig:
+    return ttnn.create_sharded_memory_config(
+        (1, 1, rows, width), ttnn.CoreGrid(y=1, x=cores), ttnn.ShardStrategy.WIDTH
+    )
+
+
+@pytest.mark.parametrize("mesh_shape,layout", [((1, 8), WIDTH_1D), ((2, 4), ROWS_2D)])
+def test_to_memory_config_sets_config_keeps_values_and_casts(mesh_shape, layout):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(layout.global_shape((1, 1, 32, 64), mesh_shape)).astype(np.float32)
+    t, want = put(x, mesh_shape, layout, dtype=ttnn.float32)
+    assert t.memory_config() == ttnn.DRAM_MEMORY_CONFIG and not t.is_sharded()
+    l1 = ttnn.to_memory_config(t, ttnn.L1_MEMORY_CONFIG, dtype=ttnn.bfloat16)
+    assert l1.memory_config() == ttnn.L1_MEMORY_CONFIG and l1.dtype == ttnn.bfloat16
+    check(
+        l1,
+        {c: w.astype(np.float32).astype("bfloat16").astype(np.float64) for c, w in want.items()},
+        exact=True,
+    )
+    cfg = _width_cfg(32, 64, 2)
+    sharded = ttnn.to_memory_config(l1, memory_config=cfg)
+    assert sharded.is_sharded() and sharded.memory_config() == cfg
+    assert sharded.memory_config().shard_spec.shape == (32, 32)
+    back = ttnn.sharded_to_interleaved(sharded, ttnn.L1_MEMORY_CONFIG, ttnn.float32)
+    assert back.memory_config() == ttnn.L1_MEMORY_CONFIG and back.dtype == ttnn.float32
+    check(back, device_arrays(l1), exact=True)
+
+
+def test_op_memory_config_kwarg_sets_output_config_and_default_inherits():
+    rng = np.random.default_rng(1)
+    a, wa = put(rng.standard_normal((1, 1, 32, 64)).astype(np.float32), (1, 8), dtype=ttnn.float32)
+    w, ww = put(
+        rng.standard_normal((64, 256)).astype(np.float32),
+        (1, 8),
+        Layout("1d", (1, 1)),
+        ttnn.float32,
+    )
+    cfg = _width_cfg(32, 32, 1)
+    y = ttnn.matmul(a, w, memory_config=cfg)
+    assert y.memory_config() == cfg
+    check(y, {c: wa[c] @ ww[c] for c in wa}, tol=(1e-4, 1e-4))
+    lin = ttnn.linear(a, w, memory_config=ttnn.L1_MEMORY_CONFIG)
+    assert lin.memory_config() == ttnn.L1_MEMORY_CONFIG
+    s = ttnn.add(a, a, memory_config=ttnn.L1_MEMORY_CONFIG)
+    assert s.memory_config() == ttnn.L1_MEMORY_CONFIG
+    # No memory_config=: the output keeps its input's (TT-NN's value_or(input.memory_config())).
+    assert ttnn.gelu(s).memory_config() == ttnn.L1_MEMORY_CONFIG
+    # A sharded input whose shard spec does not fit a reshaped output: the output is interleaved.
+    sh = ttnn.to_memory_config(a, _width_cfg(32, 64, 2))
+    r = ttnn.reshape(sh, (1, 1, 64, 32))
+    assert r.memory_config() == ttnn.L1_MEMORY_CONFIG
+
+
+def test_create_sharded_memory_config_matches_ttnn_arithmetic():
+    grid = ttnn.CoreGrid(y=2, x=4)
+    h = ttnn.create_sharded_memory_config((2, 1, 64, 128), grid, ttnn.ShardStrategy.HEIGHT)
+    assert h.memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+    assert h.buffer_type == ttnn.BufferType.L1 and h.shard_spec.shape == (128 // 8, 128)
+    b = ttnn.create_sharded_memory_config((1, 1, 64, 256), grid, ttnn.ShardStrategy.BLOCK)
+    assert b.shard_spec.shape == (32, 64) and b.shard_spec.num_cores() == 8
+    own = ttnn.create_sharded_memory_config(
+        (32, 96), grid, ttnn.ShardStrategy.WIDTH, use_height_and_width_as_shard_shape=True
+    )
+    assert own.shard_spec.shape == (32, 96)
+    with pytest.raises(ttnn.MemoryConfigError, match="Invalid sharding core_grid"):
+        ttnn.create_sharded_memory_config((1, 1, 32, 100), grid, ttnn.ShardStrategy.WIDTH)
+
+
+@pytest.mark.parametrize(
+    "cfg,match",
+    [
+        (_width_cfg(64, 64, 2), "Shard height 64 must match physical height 32"),
+        (_width_cfg(32, 32, 1), "Number of shards along width 2 must not exceed number of cores 1"),
+        (
+            ttnn.MemoryConfig(
+                ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+                ttnn.BufferType.L1,
+                ttnn.ShardSpec(
+                    ttnn.num_cores_to_corerangeset(4, ttnn.CoreCoord(8, 8), True), [16, 64]
+                ),
+            ),
+            "must be tile",
+        ),
+    ],
+)
+def test_sharded_config_that_does_not_fit_raises_with_shapes_and_fix(cfg, match):
+    t, _ = put(np.ones((1, 1, 32, 64), np.float32), (1, 8))
+    with pytest.raises(ttnn.MemoryConfigError, match=match) as info:
+        ttnn.to_memory_config(t, cfg)
+    msg = str(info.value)
+    assert "[1, 1, 32, 64]" in msg and "\nfix: " in msg
+    with pytest.raises(ttnn.MemoryConfigError):
+        ttnn.add(t, t, memory_config=cfg)
+    with pytest.raises(ttnn.MemoryConfigError, match="must have Shard Spec"):
+        ttnn.to_memory_config(t, ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)
+
+
+def test_interleaved_to_sharded_grid_form_fills_cores_row_wise():
+    t, want = put(
+        np.arange(8 * 128 * 64, dtype=np.float32).reshape(8, 1, 128, 64),
+        (2, 4),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    s = ttnn.interleaved_to_sharded(
+        t,
+        ttnn.CoreCoord(8, 4),
+        [32, 64],
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.ShardOrientation.ROW_MAJOR,
+    )
+    spec = s.memory_config().shard_spec
+    assert spec.shape == (32, 64) and spec.num_cores() == 4
+    assert spec.grid == ttnn.CoreRangeSet(
+        {ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 0))}
+    )
+    check(s, want, exact=True)
+    s2 = ttnn.interleaved_to_sharded(
+        t,
+        _cfg_h := ttnn.create_sharded_memory_config(
+            (128, 64), ttnn.CoreGrid(y=1, x=1), ttnn.ShardStrategy.HEIGHT
+        ),
+    )
+    assert s2.memory_config() == _cfg_h
+
+
+@pytest.mark.parametrize("mesh_shape", [(1, 8), (2, 4)])
+def test_partial_slices_move_row_slices_per_device(mesh_shape):
+    rng = np.random.default_rng(2)
+    n_dev = int(np.prod(mesh_shape))
+    x = rng.standard_normal((n_dev, 2, 64, 32)).astype(np.float32)
+    t, want = put(x, mesh_shape, Layout("1d", (0, 0)), ttnn.float32)
+    cache, cache_want = put(np.zeros_like(x), mesh_shape, Layout("1d", (0, 0)), ttnn.float32)
+    num_slices = 4
+    rows = 2 * 64 // num_slices
+    for k in range(num_slices):
+        part = ttnn.interleaved_to_sharded_partial(
+            t,
+            ttnn.CoreCoord(8, 8),
+            [32, 32],
+            num_slices,
+            k,
+            ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+            ttnn.ShardOrientation.ROW_MAJOR,
+        )
+        assert tuple(part.shape) == (1, 1, rows, 32) and part.is_sharded()
+        check(
+            part,
+            {
+                c: w.reshape(-1, 32)[k * rows : (k + 1) * rows].reshape(1, 1, rows, 32)
+                for c, w in want.items()
+            },
+            exact=True,
+        )
+        out = ttnn.sharded_to_interleaved_partial(
+            part, cache, num_slices, k, memory_config=ttnn.DRAM_MEMORY_CONFIG
+        )
+        assert out is cache
+        for c in cache_want:
+            cache_want[c].reshape(-1, 32)[k * rows : (k + 1) * rows] = want[c].reshape(-1, 32)[
+                k * rows : (k + 1) * rows
+            ]
+        check(cache, cache_want, exact=True)
+    with pytest.raises(ttnn.ShapeMismatchError, match="Slice index and num_slices"):
+        ttnn.interleaved_to_sharded_partial(
+            t,
+            ttnn.CoreCoord(8, 8),
+            [32, 32],
+            4,
+            4,
+            ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+            ttnn.ShardOrientation.ROW_MAJOR,
+        )
+
+
+def test_deallocated_tensor_refuses_every_use():
+    t, _ = put(np.ones((1, 1, 32, 32), np.float32), (1, 8))
+    u = ttnn.add(t, 1.0)
+    ttnn.deallocate(t)
+    assert not t.is_allocated() and u.is_allocated()
+    with pytest.raises(
+        ttnn.DeallocatedTensorError, match="Operands need to be allocated in buffers on device"
+    ) as info:
+        ttnn.add(t, u)
+    assert "\nfix: " in str(info.value)
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.to_torch(t, mesh_composer=ttnn.ConcatMeshToTensor(t.mesh_device, dim=0))
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.to_memory_config(t, ttnn.L1_MEMORY_CONFIG)
+    u.deallocate(True)
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.matmul(u, u)
+    host = ttnn.from_torch(np.ones((2, 2), np.float32))
+    ttnn.deallocate(host, force=True)
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.to_numpy(host)
+
+
+def test_record_event_waits_for_work_dispatched_before_it():
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 8))
+    try:
+        t = ttnn.from_torch(np.full((1, 1, 32, 32), 2.0, np.float32), device=mesh)
+        y = ttnn.multiply(t, t)
+        event = ttnn.record_event(mesh, 0)
+        ttnn.event_synchronize(event)
+        ttnn.wait_for_event(0, event)
+        assert event.mesh_device is mesh and event.cq_id == 0
+        assert {tuple(a.shape) for a in event._outputs} and all(
+            a.is_ready() for a in event._outputs
+        )
+        got = device_arrays(y)
+        for c in coords((1, 8)):
+            np.testing.assert_array_equal(got[c], np.full((1, 1, 32, 32), 4.0, np.float32))
+    finally:
+        ttnn.close_mesh_device(mesh)

@@ -1,0 +1,503 @@
+"""TT-NN's fused transformer ops, per device, in TT-NN's layouts: QKV head splitting and head
+concatenation (prefill and decode), Llama rotary embeddings through the transformation matrix,
+distributed RMSNorm's two halves, ``fast_reduce_nc`` and the Mixtral ``moe`` gate.
+
+Everything here is local to a device; the multi-device parts (all-gathering the RMSNorm
+statistics, gathering expert outputs) are the model's own collectives.
+
+>>> xqkv = ttnn.from_torch(torch.rand(1, 1, 32, (4 + 2 * 2) * 32), device=mesh)
+>>> q, k, v = ttnn.experimental.nlp_create_qkv_heads(xqkv, num_heads=4, num_kv_heads=2,
+...                                                   transpose_k_heads=False)
+>>> q.shape, k.shape
+(Shape([1, 4, 32, 32]), Shape([1, 2, 32, 32]))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ttjax._dispatch import run_op
+from ttjax.enums import TILE_SIZE, DataType
+from ttjax.errors import ShapeMismatchError
+from ttjax.ops._common import check_dtype, write_output
+from ttjax.tensor import Tensor
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _head_dim(op: str, t: Tensor, num_heads: int, num_kv_heads: int, width: int) -> int:
+    """head_dim = width / (num_heads + 2 * num_kv_heads), which must divide evenly."""
+    total = num_heads + 2 * num_kv_heads
+    if num_heads <= 0 or num_kv_heads <= 0 or width % total:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: the fused QKV width {width} (per-device shape "
+            f"{list(t._shape)}) is not divisible by num_heads + 2*num_kv_heads = "
+            f"{num_heads} + 2*{num_kv_heads} = {total}.\n"
+            "fix: pass the heads per device (the QKV weight's columns split over devices hold "
+            "whole q/k/v groups)."
+        )
+    return width // total
+
+
+def _rank4(op: str, t: Tensor, what: str) -> tuple[int, int, int, int]:
+    if len(t._shape) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: the input has per-device shape {list(t._shape)}; TT-NN "
+            f"expects a 4-D {what}.\nfix: reshape it to 4 dims (e.g. ttnn.unsqueeze_to_4D)."
+        )
+    a, b, c, d = t._shape
+    return a, b, c, d
+
+
+# ---------------------------------------------------------------------------------------------
+# Heads
+# ---------------------------------------------------------------------------------------------
+
+
+def nlp_create_qkv_heads(
+    input: Tensor,
+    input_kv: Tensor | None = None,
+    *,
+    num_heads: int,
+    num_kv_heads: int | None = None,
+    transpose_k_heads: bool = True,
+    memory_config: Any = None,
+    output_tensors: Any = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Fused QKV [B, 1, S, (nh + 2*nkv) * d] -> q [B, nh, S, d], k [B, nkv, S, d] (or
+    [B, nkv, d, S] with ``transpose_k_heads``), v [B, nkv, S, d]. The width holds all q heads,
+    then all k heads, then all v heads; with ``input_kv`` ([B, 1, S, 2*nkv*d]) k and v come
+    from there and ``input`` holds only q."""
+    op = "nlp_create_qkv_heads"
+    nh = int(num_heads)
+    nkv = int(num_kv_heads) if num_kv_heads is not None else nh
+    b, one, s, w = _rank4(op, input, "fused QKV [B, 1, S, width]")
+    if one != 1:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Unsupported input sequence length {one} is not equal to 1 "
+            f"(input per-device shape {list(input._shape)}).\nfix: the input is [B, 1, S, width]."
+        )
+    tensors = [input]
+    if input_kv is not None:
+        kb, kone, ks, kw = _rank4(op, input_kv, "fused KV [B, 1, S, 2*nkv*head_dim]")
+        if w % nh or kw % (2 * nkv) or kw // (2 * nkv) != w // nh or (kb, kone, ks) != (b, 1, s):
+            raise ShapeMismatchError(
+                f"ttnn.experimental.{op}: q input {list(input._shape)} and input_kv "
+                f"{list(input_kv._shape)} do not split into {nh} q heads and {nkv} k/v heads of "
+                "one head_dim.\nfix: input is [B, 1, S, nh*d] and input_kv [B, 1, S, 2*nkv*d]."
+            )
+        tensors.append(input_kv)
+        d = w // nh
+    else:
+        d = _head_dim(op, input, nh, nkv, w)
+    padded = -(-d // TILE_SIZE) * TILE_SIZE  # TT-NN pads head_dim up to a tile width
+    transpose_k = bool(transpose_k_heads)
+
+    def heads(x: Any, n: int) -> Any:
+        h = jnp.transpose(x.reshape(b, s, n, d), (0, 2, 1, 3))
+        if padded != d:
+            h = jnp.pad(h, ((0, 0), (0, 0), (0, 0), (0, padded - d)))
+        return h
+
+    def fn(x: Any, *kv: Any) -> Any:
+        x = x[:, 0]
+        if kv:
+            q, kvx = x, kv[0][:, 0]
+            k, v = kvx[..., : nkv * d], kvx[..., nkv * d :]
+        else:
+            q, k, v = x[..., : nh * d], x[..., nh * d : (nh + nkv) * d], x[..., (nh + nkv) * d :]
+        kh = heads(k, nkv)
+        return heads(q, nh), (jnp.swapaxes(kh, -1, -2) if transpose_k else kh), heads(v, nkv)
+
+    q, k, v = run_op(op, fn, tensors, static=(nh, nkv, d, transpose_k))
+    if output_tensors is not None:
+        return tuple(write_output(r, o) for r, o in zip((q, k, v), output_tensors))  # type: ignore[return-value]
+    return q, k, v
+
+
+def nlp_create_qkv_heads_decode(
+    input_tensor: Tensor,
+    *,
+    num_heads: int,
+    num_kv_heads: int | None = None,
+    overlap_qk_coregrid: bool = True,
+    batch_offset: Tensor | None = None,
+    slice_size: int | None = None,
+    memory_config: Any = None,
+    output_tensors: Any = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Decode QKV [1, 1, B, (nh + 2*nkv) * d] (one token per user, B <= 32) -> q [1, B, nh, d],
+    k and v [1, B, nkv, d]. ``batch_offset`` (a one-element int tensor) with ``slice_size``
+    keeps only users ``batch_offset .. batch_offset + slice_size - 1``."""
+    op = "nlp_create_qkv_heads_decode"
+    nh = int(num_heads)
+    nkv = int(num_kv_heads) if num_kv_heads is not None else nh
+    s0, s1, users, w = _rank4(op, input_tensor, "decode QKV [1, 1, batch, width]")
+    if (s0, s1) != (1, 1) or users > 32:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Unsupported input shape = {list(input_tensor._shape)}; "
+            "TT-NN expects [1, 1, batch<=32, width].\nfix: one token per user, at most 32 users "
+            "per device (shard the users over devices)."
+        )
+    if nh > 32 or nh < nkv:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: num_heads={nh}, num_kv_heads={nkv}; TT-NN supports at most "
+            "32 q heads per device and num_heads >= num_kv_heads.\nfix: split the heads over more "
+            "devices."
+        )
+    d = _head_dim(op, input_tensor, nh, nkv, w)
+    if d % TILE_SIZE:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: head_dim {d} (width {w} / {nh + 2 * nkv} heads) is not a "
+            f"multiple of {TILE_SIZE}.\nfix: TT-NN's decode head split needs tile-wide heads."
+        )
+    if (batch_offset is None) != (slice_size is None):
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Both batch_offset and slice_size must be provided or "
+            "neither.\nfix: pass both (batch_offset as a one-element int tensor)."
+        )
+    tensors = [input_tensor]
+    out_users = users
+    if batch_offset is not None:
+        out_users = int(slice_size)  # type: ignore[arg-type]
+        if not 0 < out_users <= users or batch_offset._shape[0] != 1:
+            raise ShapeMismatchError(
+                f"ttnn.experimental.{op}: slice_size={out_users} of {users} users with "
+                f"batch_offset of shape {list(batch_offset._shape)}.\nfix: batch_offset must be a "
+                "unary tensor and slice_size <= the batch."
+            )
+        tensors.append(batch_offset)
+
+    def fn(x: Any, *off: Any) -> Any:
+        x = x[0, 0]  # [B, width]
+        if off:
+            start = off[0].reshape(-1)[0].astype(jnp.int32)
+            x = jax.lax.dynamic_slice_in_dim(x, start, out_users, axis=0)
+        q = x[:, : nh * d].reshape(1, out_users, nh, d)
+        k = x[:, nh * d : (nh + nkv) * d].reshape(1, out_users, nkv, d)
+        v = x[:, (nh + nkv) * d :].reshape(1, out_users, nkv, d)
+        return q, k, v
+
+    q, k, v = run_op(op, fn, tensors, static=(nh, nkv, d, out_users))
+    if output_tensors is not None:
+        return tuple(write_output(r, o) for r, o in zip((q, k, v), output_tensors))  # type: ignore[return-value]
+    return q, k, v
+
+
+def nlp_concat_heads(input: Tensor, *, memory_config: Any = None) -> Tensor:
+    """Heads [B, nh, S, d] -> [B, 1, S, nh*d] (head h in columns h*d .. h*d + d - 1)."""
+    b, h, s, d = _rank4("nlp_concat_heads", input, "[B, num_heads, S, head_dim]")
+
+    def fn(x: Any) -> Any:
+        return jnp.transpose(x, (0, 2, 1, 3)).reshape(b, 1, s, h * d)
+
+    return run_op("nlp_concat_heads", fn, [input])
+
+
+def nlp_concat_heads_decode(
+    input: Tensor, *, num_heads: int, memory_config: Any = None, sub_core_grids: Any = None
+) -> Tensor:
+    """Decode attention output [1, B, H, d] (B <= 32 users, H >= num_heads, TT-NN pads heads to
+    32) -> [1, 1, 32, num_heads*d]: the first ``num_heads`` heads of user b in row b; TT-NN pads
+    the users to 32 rows (zeros here)."""
+    op = "nlp_concat_heads_decode"
+    s, users, h, d = _rank4(op, input, "[1, batch, heads, head_dim]")
+    n = int(num_heads)
+    if s != 1 or users > 32 or not 0 < n <= h:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: input per-device shape {list(input._shape)} with "
+            f"num_heads={n}; TT-NN expects [1, batch<=32, heads>=num_heads, head_dim].\n"
+            "fix: pass the q heads per device as num_heads and at most 32 users per device."
+        )
+    rows = max(users, 32)
+
+    def fn(x: Any) -> Any:
+        y = x[0, :, :n, :].reshape(users, n * d)
+        return jnp.pad(y, ((0, rows - users), (0, 0)))[None, None]
+
+    return run_op(op, fn, [input], static=(n,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rotary embedding (Llama): x * cos + (x @ trans_mat) * sin, one 32x32 tile at a time
+# ---------------------------------------------------------------------------------------------
+
+
+def rotary_embedding_llama(
+    input_tensor: Tensor,
+    cos_cache: Tensor,
+    sin_cache: Tensor,
+    trans_mat: Tensor,
+    is_decode_mode: bool = False,
+    *,
+    memory_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """TT-NN's Llama rotary embedding: ``x * cos + (x @ T) * sin``, where ``T`` is a 32x32
+    transformation matrix applied to every 32-wide tile of the head (get_rot_transformation_mat
+    makes T swap each pair (x0, x1) -> (-x1, x0), the Meta-style interleaved rotation).
+
+    Prefill: x [B, nh, S, d], cos/sin [1, 1 or nh, >=S, d], trans_mat [1, 1, 32, 32].
+    Decode (``is_decode_mode=True``): x [1, B, nh, d], cos/sin [1, B, 1 or nh, d], trans_mat
+    [1, 1, 32*k, 32] with one tile per user (k = B) or one for all (k = 1).
+    """
+    op = "rotary_embedding_llama"
+    x_shape = _rank4(op, input_tensor, "[B, heads, S, head_dim] (prefill) or [1, B, heads, d]")
+    c_shape, s_shape, t_shape = (tuple(t._shape) for t in (cos_cache, sin_cache, trans_mat))
+    d = x_shape[-1]
+    decode = bool(is_decode_mode)
+    if d % TILE_SIZE:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Head dim must be a multiple of TILE_WIDTH; got head_dim {d} "
+            f"(input per-device shape {list(x_shape)}).\nfix: use a head_dim that is a multiple of 32."
+        )
+    if c_shape != s_shape or len(c_shape) != 4 or c_shape[-1] != d:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: cos {list(c_shape)} and sin {list(s_shape)} must match each "
+            f"other and the input's head_dim {d}.\nfix: build cos/sin as [1, 1, seq, head_dim] "
+            "(prefill) or [1, batch, 1, head_dim] (decode)."
+        )
+    if decode:
+        tiles = t_shape[2] // TILE_SIZE if len(t_shape) == 4 else 0
+        users = x_shape[1]
+        trans_ok = (
+            len(t_shape) == 4
+            and t_shape[:2] == (1, 1)
+            and t_shape[2] % TILE_SIZE == 0
+            and t_shape[3] == TILE_SIZE
+            and (tiles == 1 or tiles >= users)
+        )
+        if (
+            x_shape[0] != 1
+            or c_shape[0] != 1
+            or c_shape[1] != users
+            or c_shape[2] not in (1, x_shape[2])
+        ):
+            raise ShapeMismatchError(
+                f"ttnn.experimental.{op}: decode input {list(x_shape)} with cos/sin "
+                f"{list(c_shape)}; TT-NN expects x [1, batch, heads, d] and cos/sin "
+                "[1, batch, 1, d].\nfix: pass is_decode_mode=False for prefill tensors, or gather "
+                "cos/sin per user (RotarySetup.get_rot_mats)."
+            )
+        want_t = f"[1, 1, 32*k, 32] with k = 1 or k >= batch ({users})"
+    else:
+        tiles = 1
+        trans_ok = t_shape == (1, 1, TILE_SIZE, TILE_SIZE)
+        if c_shape[0] != 1 or c_shape[1] not in (1, x_shape[1]) or c_shape[2] < x_shape[2]:
+            raise ShapeMismatchError(
+                f"ttnn.experimental.{op}: prefill input {list(x_shape)} with cos/sin "
+                f"{list(c_shape)}; TT-NN expects cos/sin [1, 1 or heads, >=seq, d].\n"
+                "fix: pass is_decode_mode=True for decode tensors, or build cos/sin for the "
+                "prompt's positions."
+            )
+        want_t = "[1, 1, 32, 32]"
+    if not trans_ok:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: trans_mat has per-device shape {list(t_shape)}; "
+            f"{'decode' if decode else 'prefill'} mode needs {want_t}.\n"
+            "fix: use get_rot_transformation_mat (a 32x32 tile), repeated once per user for decode "
+            "(RotarySetup's transformation_mats['decode'] / ['prefill'])."
+        )
+
+    def fn(x: Any, cos: Any, sin: Any, trans: Any) -> Any:
+        xf = x.astype(jnp.float32)
+        lead = x.shape[:-1]
+        xt = xf.reshape(*lead, d // TILE_SIZE, TILE_SIZE)
+        mats = trans.astype(jnp.float32).reshape(-1, TILE_SIZE, TILE_SIZE)
+        if decode and tiles > 1:  # user b's tile: [1, B, H, t, 32] x [B, 32, 32]
+            rot = jnp.einsum("abhti,bij->abhtj", xt, mats[: lead[1]], precision=_HIGHEST)
+        else:
+            rot = jnp.einsum("...i,ij->...j", xt, mats[0], precision=_HIGHEST)
+        rot = rot.reshape(x.shape)
+        c, s = cos.astype(jnp.float32), sin.astype(jnp.float32)
+        if not decode:
+            c, s = c[:, :, : x.shape[2]], s[:, :, : x.shape[2]]
+        return (xf * c + rot * s).astype(x.dtype)
+
+    return run_op(op, fn, [input_tensor, cos_cache, sin_cache, trans_mat], static=(decode, tiles))
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed RMSNorm: stats per device -> all_gather (the model's) -> normalize
+# ---------------------------------------------------------------------------------------------
+
+
+def rms_norm_pre_all_gather(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType = DataType.BFLOAT16,
+    residual_input_tensor: Tensor | None = None,
+    compute_kernel_config: Any = None,
+    program_config: Any = None,
+    memory_config: Any = None,
+    use_2d_core_grid: bool | None = None,
+) -> Tensor:
+    """Each device's sum(x**2) over its slice of the hidden dim, as TT-NN packs it: one tile
+    column wide, [..., 32], the sum in column 0 (zeros elsewhere). All-gather it on the last dim,
+    then :func:`rms_norm_post_all_gather`. With ``residual_input_tensor`` the stats are of
+    ``input + residual``."""
+    op = "rms_norm_pre_all_gather"
+    out_dtype = check_dtype(op, dtype) or DataType.BFLOAT16
+    tensors = [input_tensor]
+    if residual_input_tensor is not None:
+        if residual_input_tensor._shape != input_tensor._shape:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: residual_input_tensor has per-device shape "
+                f"{list(residual_input_tensor._shape)} but the input has "
+                f"{list(input_tensor._shape)}.\nfix: the residual must match the input's shape."
+            )
+        tensors.append(residual_input_tensor)
+
+    def fn(x: Any, *res: Any) -> Any:
+        y = x.astype(jnp.float32)
+        if res:
+            y = y + res[0].astype(jnp.float32)
+        ss = jnp.sum(y * y, axis=-1, keepdims=True)
+        return jnp.concatenate([ss, jnp.zeros((*ss.shape[:-1], TILE_SIZE - 1), ss.dtype)], -1)
+
+    return run_op(op, fn, tensors, out_dtype=out_dtype)
+
+
+def rms_norm_post_all_gather(
+    input_tensor: Tensor,
+    stats: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    memory_config: Any = None,
+    compute_kernel_config: Any = None,
+    program_config: Any = None,
+    dtype: DataType | None = None,
+    use_2d_core_grid: bool | None = None,
+) -> Tensor:
+    """``x * rsqrt(mean(x**2) + epsilon) * weight`` on each device's slice x [..., W], where the
+    mean over the full hidden dim comes from the gathered ``stats`` [..., 32 * n_devices]: TT-NN
+    sums every stats column and divides by ``W * n_devices``. ``weight`` holds this device's W
+    values (any shape of W elements, e.g. [1, 1, W/32, 32] row-major)."""
+    op = "rms_norm_post_all_gather"
+    x_shape, st_shape = tuple(input_tensor._shape), tuple(stats._shape)
+    if (
+        len(st_shape) != len(x_shape)
+        or st_shape[:-1] != x_shape[:-1]
+        or st_shape[-1] % TILE_SIZE
+        or st_shape[-1] == 0
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: stats has per-device shape {list(st_shape)} for an input of "
+            f"{list(x_shape)}; TT-NN needs the input's leading dims and a last dim of 32 per "
+            "device.\nfix: all_gather rms_norm_pre_all_gather's output on dim 3 (over the devices "
+            "that split the hidden dim) and pass that."
+        )
+    if bias is not None:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Beta tensor must be present if and only if using layernorm (vs "
+            "rmsnorm).\nfix: drop bias= (RMSNorm has no bias)."
+        )
+    width = x_shape[-1]
+    n_dev = st_shape[-1] // TILE_SIZE
+    tensors = [input_tensor, stats]
+    if weight is not None:
+        if math.prod(weight._shape) != width:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: weight has per-device shape {list(weight._shape)} "
+                f"({math.prod(weight._shape)} values) for a hidden slice of {width}.\nfix: shard the RMSNorm "
+                "weight like the hidden dim (each device holds its W values)."
+            )
+        tensors.append(weight)
+    eps = float(epsilon)
+    out_dtype = check_dtype(op, dtype)
+
+    def fn(x: Any, st: Any, *w: Any) -> Any:
+        ms = jnp.sum(st.astype(jnp.float32), axis=-1, keepdims=True) / (width * n_dev)
+        y = x.astype(jnp.float32) * jax.lax.rsqrt(ms + eps)
+        if w:
+            y = y * w[0].astype(jnp.float32).reshape(width)
+        return y.astype(x.dtype)
+
+    return run_op(op, fn, tensors, static=(eps, width, n_dev), out_dtype=out_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------------------------
+
+
+def fast_reduce_nc(
+    input: Tensor,
+    *,
+    dims: list[int] | tuple[int, ...] = (),
+    output: Tensor | None = None,
+    memory_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """Sum over dim 0, dim 1 or both (TT-NN's N and C dims), keeping them as size 1."""
+    op = "fast_reduce_nc"
+    rank = len(input._shape)
+    ds = sorted({int(d) % rank if rank else int(d) for d in dims})
+    if not ds or any(d not in (0, 1) or d >= rank - 2 for d in ds):
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: dims={list(dims)} for a per-device shape "
+            f"{list(input._shape)}; TT-NN reduces dim 0, 1, or [0, 1] (never the last two).\n"
+            "fix: pass dims=[0], [1] or [0, 1]; use ttnn.sum for the other dims."
+        )
+    axes = tuple(ds)
+
+    def fn(x: Any) -> Any:
+        return jnp.sum(x.astype(jnp.float32), axis=axes, keepdims=True).astype(x.dtype)
+
+    return write_output(run_op(op, fn, [input], static=axes), output)
+
+
+def moe(
+    input_tensor: Tensor,
+    expert_mask_tensor: Tensor,
+    topk_mask_tensor: Tensor,
+    k: int = 32,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """The gate weight of expert 0 (the device's own expert, after the model's reordering):
+    ``val, ind = topk(x + expert_mask, k)``; ``sum(softmax(val + topk_mask) * (ind == 0), -1)``
+    -> [N, C, H, 1]."""
+    shape = _rank4("moe", input_tensor, "[N, C, H, W]")
+    w = shape[-1]
+    kk = int(k)
+    if kk != 32 or w < 64 or w & (w - 1):
+        raise ShapeMismatchError(
+            f"ttnn.moe: k={kk} with gate width {w} (input per-device shape {list(shape)}); TT-NN "
+            "needs k == 32 and a width that is a power of two >= 64.\nfix: pad the gate logits "
+            "with -inf to 64 columns (and the masks to match) and pass k=32."
+        )
+    if expert_mask_tensor._shape[-1] != w or topk_mask_tensor._shape[-1] != kk:
+        raise ShapeMismatchError(
+            f"ttnn.moe: expert_mask {list(expert_mask_tensor._shape)} must end in the input width "
+            f"{w} and topk_mask {list(topk_mask_tensor._shape)} in k={kk}.\nfix: build the masks "
+            "as [1, 1, 1, W] and [1, 1, 1, k]."
+        )
+
+    def fn(x: Any, em: Any, tm: Any) -> Any:
+        vals, idx = jax.lax.top_k((x.astype(jnp.float32) + em.astype(jnp.float32)), kk)
+        probs = jax.nn.softmax(vals + tm.astype(jnp.float32), axis=-1)
+        return jnp.sum(probs * (idx == 0), axis=-1, keepdims=True).astype(x.dtype)
+
+    out = run_op("moe", fn, [input_tensor, expert_mask_tensor, topk_mask_tensor], static=(kk,))
+    return write_output(out, output_tensor)
+
+
+__all__ = [
+    "fast_reduce_nc",
+    "moe",
+    "nlp_concat_heads",
+    "nlp_concat_heads_decode",
+    "nlp_create_qkv_heads",
+    "nlp_create_qkv_heads_decode",
+    "rms_norm_post_all_gather",
+    "rms_norm_pre_all_gather",
+    "rotary_embedding_llama",
+]

@@ -1,0 +1,327 @@
+"""Memory-config ops: to_memory_config, interleaved <-> sharded (and their ``_partial`` slices),
+deallocate.
+
+A tensor carries its TT-NN memory config (``t.memory_config()``); these ops change it (the values
+never change: XLA decides where buffers live) after validating sharded configs against the
+tensor's per-device padded shape, as TT-NN does. The ``_partial`` forms move one of
+``num_slices`` row slices, as TT-NN's ``sharded_partial`` ops do.
+
+>>> y = ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG, dtype=ttnn.bfloat16)
+>>> y.memory_config() == ttnn.L1_MEMORY_CONFIG
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttjax._dispatch import run_op
+from ttjax.enums import DataType, Layout
+from ttjax.errors import MemoryConfigError, ShapeMismatchError, TTJaxError
+from ttjax.hardware import (
+    DRAM_MEMORY_CONFIG,
+    BufferType,
+    CoreCoord,
+    CoreGrid,
+    CoreRangeSet,
+    MemoryConfig,
+    ShardOrientation,
+    ShardSpec,
+    TensorMemoryLayout,
+    num_cores_to_corerangeset,
+)
+from ttjax.ops._common import check_dtype
+from ttjax.placements import Placement
+from ttjax.tensor import Tensor, tile_padded
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _need_shard_spec(op: str, memory_config: Any) -> None:
+    if not isinstance(memory_config, MemoryConfig):
+        raise MemoryConfigError(
+            f"ttnn.{op}: memory_config={memory_config!r} is not a ttnn.MemoryConfig.\n"
+            "fix: pass e.g. ttnn.L1_MEMORY_CONFIG or ttnn.create_sharded_memory_config(...)."
+        )
+    if memory_config.is_sharded() and memory_config.shard_spec is None:
+        raise MemoryConfigError(
+            f"ttnn.{op}: MemoryConfig must have Shard Spec specified for sharded memory layout "
+            f"(got {memory_config!r}).\nfix: build it with ttnn.create_sharded_memory_config(...) "
+            "or ttnn.MemoryConfig(layout, ttnn.BufferType.L1, ttnn.ShardSpec(grid, shape, orientation))."
+        )
+
+
+def _convert(op: str, t: Tensor, memory_config: MemoryConfig, dtype: DataType | None) -> Tensor:
+    dt = check_dtype(op, dtype)
+    return run_op(
+        op,
+        _identity,
+        [t],
+        static=(dt,),
+        out_dtype=dt,
+        memory_config=memory_config,
+    )
+
+
+def to_memory_config(
+    input_tensor: Tensor, memory_config: MemoryConfig, dtype: DataType | None = None
+) -> Tensor:
+    """The tensor with ``memory_config`` (interleaved or sharded), optionally cast to ``dtype``.
+
+    >>> y = ttnn.to_memory_config(x, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    """
+    _need_shard_spec("to_memory_config", memory_config)
+    return _convert("to_memory_config", input_tensor, memory_config, dtype)
+
+
+def _grid_set(
+    op: str,
+    grid: Any,
+    scheme: TensorMemoryLayout,
+    shard_shape: tuple[int, int],
+    orientation: ShardOrientation,
+    height: int,
+    width: int,
+) -> CoreRangeSet:
+    """TT-NN's grid argument: a CoreRangeSet as is, or a CoreCoord grid size filled with just
+    enough cores for the shards (``num_cores_to_corerangeset``, row-wise for ROW_MAJOR)."""
+    if isinstance(grid, CoreRangeSet):
+        return grid
+    if isinstance(grid, CoreGrid):
+        size = CoreCoord(grid.x, grid.y)
+    elif isinstance(grid, CoreCoord) or (isinstance(grid, (tuple, list)) and len(grid) == 2):
+        size = grid if isinstance(grid, CoreCoord) else CoreCoord(int(grid[0]), int(grid[1]))
+    else:
+        raise MemoryConfigError(
+            f"ttnn.{op}: grid={grid!r} is neither a CoreCoord grid size nor a CoreRangeSet.\n"
+            "fix: pass e.g. ttnn.CoreCoord(8, 4)."
+        )
+    sh, sw = shard_shape
+    if scheme is TensorMemoryLayout.HEIGHT_SHARDED:
+        n = -(-height // sh)
+    elif scheme is TensorMemoryLayout.WIDTH_SHARDED:
+        n = -(-width // sw)
+    elif scheme is TensorMemoryLayout.BLOCK_SHARDED:
+        n = -(-height // sh) * -(-width // sw)
+    else:
+        raise MemoryConfigError(
+            f"ttnn.{op}: shard_scheme={scheme!r} is not a sharded layout.\n"
+            "fix: ttnn.TensorMemoryLayout.HEIGHT_SHARDED, WIDTH_SHARDED or BLOCK_SHARDED."
+        )
+    return num_cores_to_corerangeset(n, size, orientation is ShardOrientation.ROW_MAJOR)
+
+
+def _height_width(t: Tensor) -> tuple[int, int]:
+    shape = tile_padded(t._shape) if t._layout is Layout.TILE else t._shape
+    dims = list(shape) or [1]
+    return int(np.prod(dims[:-1])), dims[-1]
+
+
+def interleaved_to_sharded(
+    input_tensor: Tensor,
+    grid: Any,
+    shard_shape: Any = None,
+    shard_scheme: TensorMemoryLayout | None = None,
+    shard_orientation: ShardOrientation | None = None,
+    output_dtype: DataType | None = None,
+    *,
+    keep_l1_aligned: bool = False,
+) -> Tensor:
+    """Shard the tensor over L1 cores: ``(t, sharded_memory_config, output_dtype=None)`` or
+    ``(t, grid, shard_shape, shard_scheme, shard_orientation, output_dtype=None)``.
+
+    >>> y = ttnn.interleaved_to_sharded(x, ttnn.create_sharded_memory_config(...))
+    """
+    op = "interleaved_to_sharded"
+    if isinstance(grid, MemoryConfig):
+        if output_dtype is None and isinstance(shard_shape, DataType):
+            output_dtype, shard_shape = shard_shape, None
+        memory_config = grid
+        if not memory_config.is_sharded():
+            raise MemoryConfigError(
+                f"ttnn.{op}: sharded_memory_config {memory_config!r} is interleaved.\n"
+                "fix: pass a sharded config, or use ttnn.to_memory_config for interleaved ones."
+            )
+    else:
+        if shard_shape is None or shard_scheme is None or shard_orientation is None:
+            raise TTJaxError(
+                f"ttnn.{op}: with a grid, shard_shape, shard_scheme and shard_orientation are "
+                "required.\nfix: ttnn.interleaved_to_sharded(t, grid, [h, w], "
+                "ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.ShardOrientation.ROW_MAJOR)."
+            )
+        shape2 = (int(shard_shape[0]), int(shard_shape[1]))
+        height, width = _height_width(input_tensor)
+        cores = _grid_set(op, grid, shard_scheme, shape2, shard_orientation, height, width)
+        memory_config = MemoryConfig(
+            shard_scheme, BufferType.L1, ShardSpec(cores, shape2, shard_orientation)
+        )
+    _need_shard_spec(op, memory_config)
+    return _convert(op, input_tensor, memory_config, output_dtype)
+
+
+def sharded_to_interleaved(
+    input_tensor: Tensor,
+    memory_config: MemoryConfig | None = None,
+    output_dtype: DataType | None = None,
+    *,
+    is_l1_aligned: bool = False,
+) -> Tensor:
+    """The tensor interleaved in ``memory_config`` (DRAM by default), optionally cast.
+
+    >>> y = ttnn.sharded_to_interleaved(x, ttnn.L1_MEMORY_CONFIG)
+    """
+    op = "sharded_to_interleaved"
+    mc = DRAM_MEMORY_CONFIG if memory_config is None else memory_config
+    _need_shard_spec(op, mc)
+    if mc.is_sharded():
+        raise MemoryConfigError(
+            f"ttnn.{op}: memory_config {mc!r} is sharded; the output must be interleaved.\n"
+            "fix: pass ttnn.DRAM_MEMORY_CONFIG or ttnn.L1_MEMORY_CONFIG."
+        )
+    return _convert(op, input_tensor, mc, output_dtype)
+
+
+def _check_slices(op: str, t: Tensor, num_slices: int, slice_index: int) -> tuple[int, int]:
+    n, k = int(num_slices), int(slice_index)
+    if not 0 <= k < n:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Slice index and num_slices don't match! Index = {k} num_slices = {n}.\n"
+            f"fix: use 0 <= slice_index < num_slices."
+        )
+    if t._layout is not Layout.TILE:
+        raise MemoryConfigError(
+            f"ttnn.{op}: Currently, only tile layout is supported for partial I->S (got "
+            f"{t._layout!r}).\nfix: ttnn.to_layout(t, ttnn.TILE_LAYOUT) first."
+        )
+    height, _ = _height_width(t)
+    logical = int(np.prod(t._shape[:-1])) if t._shape else 1
+    if height % n:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Total height of a tensor must be divisible by num_slices! (height "
+            f"{height} of per-device padded shape {list(tile_padded(t._shape))}, num_slices {n}).\n"
+            "fix: pick num_slices dividing the flattened height."
+        )
+    if logical != height:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: per-device shape {list(t._shape)} has tile padding in its height "
+            f"({logical} logical rows, {height} padded); ttjax slices tile-aligned heights only.\n"
+            "fix: pad the height to a multiple of 32 first."
+        )
+    return n, k
+
+
+def interleaved_to_sharded_partial(
+    input_tensor: Tensor,
+    grid: Any,
+    shard_shape: Any,
+    num_slices: int,
+    slice_index: int,
+    shard_scheme: TensorMemoryLayout,
+    shard_orientation: ShardOrientation,
+    *,
+    output_dtype: DataType | None = None,
+) -> Tensor:
+    """Row slice ``slice_index`` of ``num_slices`` of the tensor (seen as [height, width]),
+    sharded over L1 cores, shaped ``[1, 1, height // num_slices, width]`` (TT-NN's semantics).
+    """
+    op = "interleaved_to_sharded_partial"
+    n, k = _check_slices(op, input_tensor, num_slices, slice_index)
+    if isinstance(grid, CoreRangeSet):
+        raise MemoryConfigError(
+            f"ttnn.{op}: Unsupported type for grid. CoreRangeSet not supported. Switch to a "
+            "different type.\nfix: pass the grid size as a ttnn.CoreCoord."
+        )
+    height, width = _height_width(input_tensor)
+    rows = height // n
+    shape2 = (int(shard_shape[0]), int(shard_shape[1]))
+    cores = _grid_set(op, grid, shard_scheme, shape2, shard_orientation, rows, width)
+    mc = MemoryConfig(shard_scheme, BufferType.L1, ShardSpec(cores, shape2, shard_orientation))
+    dt = check_dtype(op, output_dtype)
+
+    def fn(x: Any) -> Any:
+        flat = jnp.reshape(x, (height, width))
+        return jnp.reshape(
+            jax.lax.slice_in_dim(flat, k * rows, (k + 1) * rows, axis=0), (1, 1, rows, width)
+        )
+
+    return run_op(op, fn, [input_tensor], static=(n, k, dt), out_dtype=dt, memory_config=mc)
+
+
+def _same_placements(tensors: Any, shapes: Any) -> list[tuple[Placement, ...]]:
+    return [tensors[0]._placements]
+
+
+def sharded_to_interleaved_partial(
+    input_tensor: Tensor,
+    cache_tensor: Tensor,
+    num_slices: int,
+    slice_index: int,
+    *,
+    memory_config: MemoryConfig | None = None,
+    output_dtype: DataType | None = None,
+) -> Tensor:
+    """Write ``input_tensor``'s rows into row slice ``slice_index`` of ``num_slices`` of
+    ``cache_tensor`` (both seen as [height, width]), in place; returns ``cache_tensor``.
+    """
+    op = "sharded_to_interleaved_partial"
+    if not isinstance(cache_tensor, Tensor):
+        raise TTJaxError(
+            f"ttnn.{op}: cache_tensor is a {type(cache_tensor).__name__}, not a ttnn Tensor.\n"
+            "fix: pass the interleaved tensor to write into."
+        )
+    n, k = _check_slices(op, cache_tensor, num_slices, slice_index)
+    height, width = _height_width(cache_tensor)
+    rows = height // n
+    in_h, in_w = _height_width(input_tensor)
+    if (in_h, in_w) != (rows, width):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: the input's per-device shape {list(input_tensor._shape)} ([{in_h}, "
+            f"{in_w}] as rows x width) is not one of {n} slices of the cache's "
+            f"{list(cache_tensor._shape)} ([{rows}, {width}] each).\nfix: slice the cache "
+            "with the same num_slices the input was made with."
+        )
+
+    def fn(cache: Any, x: Any) -> Any:
+        flat = jnp.reshape(cache, (height, width))
+        upd = jnp.reshape(x, (rows, width)).astype(flat.dtype)
+        flat = jax.lax.dynamic_update_slice_in_dim(flat, upd, k * rows, axis=0)
+        return jnp.reshape(flat, cache.shape)
+
+    mc = memory_config if memory_config is not None else cache_tensor.memory_config()
+    out = run_op(
+        op,
+        fn,
+        [cache_tensor, input_tensor],
+        static=(n, k),
+        out_dtype=cache_tensor._dtype,
+        placement_rule=_same_placements,
+        memory_config=mc,
+    )
+    return cache_tensor.assign(out)
+
+
+def deallocate(tensor: Tensor, force: bool = True) -> None:
+    """Free ``tensor``'s buffers (TT-NN's ``ttnn.deallocate``); later use raises
+    ``DeallocatedTensorError``."""
+    if not isinstance(tensor, Tensor):
+        raise TTJaxError(
+            f"ttnn.deallocate: {type(tensor).__name__} is not a ttnn Tensor.\n"
+            "fix: pass the tensor to free."
+        )
+    tensor.deallocate(force)
+
+
+__all__ = [
+    "deallocate",
+    "interleaved_to_sharded",
+    "interleaved_to_sharded_partial",
+    "sharded_to_interleaved",
+    "sharded_to_interleaved_partial",
+    "to_memory_config",
+]

@@ -410,6 +410,15 @@ def test_semaphore_from_another_mesh_names_both_meshes():
         _ag(t, _TTCCL(a).ag, barrier_semaphore=_TTCCL(b).barrier)
 
 
+def test_semaphore_of_a_closed_mesh():
+    old = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    stale = _TTCCL(old).ag
+    ttnn.close_mesh_device(old)
+    t, _ = _input(mesh_of((1, 2)), (1, 1, 2, 2))
+    with pytest.raises(ttnn.CCLError, match=r"created on mesh .*1x2.*which was closed(?s:.*)fix:"):
+        _ag(t, stale)
+
+
 def test_wrong_semaphore_count_raises_tt_nn_error():
     mesh = mesh_of((2, 4))
     ccl = _TTCCL(mesh)
@@ -584,15 +593,23 @@ def test_traced_all_gather_async_rewrites_its_persistent_buffer_on_replay():
     ccl = _TTCCL(mesh)
     t, _ = _input(mesh, (1, 1, 2, 3))
     buf = ttnn.from_torch(
-        np.zeros((1, 1, 2, 12), np.float32), device=mesh, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh)
+        np.zeros((1, 1, 2, 12), np.float32),
+        device=mesh,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
     )
     tid = ttnn.begin_trace_capture(mesh)
     ttnn.experimental.all_gather_async(
-        t, buf, 3, ccl.ag, cluster_axis=1, topology=ttnn.Topology.Linear, barrier_semaphore=ccl.barrier
+        t,
+        buf,
+        3,
+        ccl.ag,
+        cluster_axis=1,
+        topology=ttnn.Topology.Linear,
+        barrier_semaphore=ccl.barrier,
     )
     ttnn.end_trace_capture(mesh, tid)
     for seed in (20, 21):
-        new, data = _input(mesh, (1, 1, 2, 3), seed=seed)
+        _, data = _input(mesh, (1, 1, 2, 3), seed=seed)
         ttnn.copy_host_to_device_tensor(
             ttnn.from_torch(
                 np.concatenate([data[c] for c in sorted(data)]),
@@ -603,3 +620,27 @@ def test_traced_all_gather_async_rewrites_its_persistent_buffer_on_replay():
         ttnn.execute_trace(mesh, tid)
         assert_close(per_device_output(buf), ref_all_gather(data, shape, 3, 1), np.float32)
     ttnn.release_trace(mesh, tid)
+
+
+def test_sync_collectives_take_fabric_tuning_and_check_subdevice_id():
+    """TT-NN's current ttnn.all_gather / reduce_scatter take the same tuning knobs and ids."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    t, data = _input(mesh, (1, 1, 2, 8), seed=30)
+    out = ttnn.all_gather(
+        t,
+        3,
+        cluster_axis=1,
+        subdevice_id=ttnn.SubDeviceId(0),
+        chunks_per_sync=10,
+        num_workers_per_link=2,
+        num_buffers_per_channel=2,
+        topology=ttnn.Topology.Linear,
+    )
+    assert_close(per_device_output(out), ref_all_gather(data, shape, 3, 1), np.float32)
+    out = ttnn.reduce_scatter(t, 3, cluster_axis=1, chunks_per_sync=10, num_workers_per_link=2)
+    assert_close(per_device_output(out), ref_reduce_scatter(data, shape, 3, 1), np.float32)
+    with pytest.raises(ttnn.SubDeviceError, match=r"SubDevice index 2 out of bounds 1"):
+        ttnn.reduce_scatter(t, 3, subdevice_id=ttnn.SubDeviceId(2))
+    with pytest.raises(ttnn.CCLError, match=r"chunks_per_sync=-1 is not a non-negative int"):
+        ttnn.all_gather(t, 3, chunks_per_sync=-1)

@@ -190,6 +190,20 @@ class _Call:
         return (self.axes, self.mode, self.ring if self.mode == "topology" else None)
 
 
+# TT-NN's fabric-transfer tuning knobs (all_gather, reduce_scatter): counts that never change a value.
+_FABRIC_TUNING = ("chunks_per_sync", "num_workers_per_link", "num_buffers_per_channel")
+
+
+def _check_fabric_tuning(op: str, *values: Any) -> None:
+    for name, v in zip(_FABRIC_TUNING, values):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 0
+        ):
+            raise CCLError(
+                f"ttnn.{op}: {name}={v!r} is not a non-negative int.\nfix: e.g. {name}=2, or omit it."
+            )
+
+
 def _prepare(
     op: str,
     input_tensor: Any,
@@ -204,6 +218,8 @@ def _prepare(
     t = _check_tensor(op, input_tensor)
     mesh: MeshDevice = t._mesh  # type: ignore[assignment]  # _check_tensor: never None
     _check_mesh_arg(op, t, mesh_device)
+    if kwargs.get("subdevice_id") is not None:  # must exist in the loaded sub-device manager
+        mesh._sub_devices.check_id(op, kwargs["subdevice_id"])
     axes = _group(op, mesh, cluster_axis)
     ring = _ring(op, topology)
     mode = _lowering(op, lowering)
@@ -360,6 +376,9 @@ def all_gather(
     topology: Topology | None = Topology.Ring,
     memory_config: Any = None,
     output_tensor: Tensor | None = None,
+    chunks_per_sync: int | None = None,
+    num_workers_per_link: int | None = None,
+    num_buffers_per_channel: int | None = None,
     lowering: str | None = None,
     **kwargs: Any,
 ) -> Tensor:
@@ -371,6 +390,7 @@ def all_gather(
     """
     op = "all_gather"
     c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    _check_fabric_tuning(op, chunks_per_sync, num_workers_per_link, num_buffers_per_channel)
     d = _dim(op, c.t, dim)
     if c.n == 1:
         return write_output(c.t, output_tensor)
@@ -402,6 +422,9 @@ def reduce_scatter(
     memory_config: Any = None,
     intermediate_memory_config: Any = None,
     output_tensor: Tensor | None = None,
+    chunks_per_sync: int | None = None,
+    num_workers_per_link: int | None = None,
+    num_buffers_per_channel: int | None = None,
     lowering: str | None = None,
     **kwargs: Any,
 ) -> Tensor:
@@ -412,6 +435,7 @@ def reduce_scatter(
     """
     op = "reduce_scatter"
     c = _prepare(op, input_tensor, kwargs, cluster_axis, mesh_device, topology, lowering)
+    _check_fabric_tuning(op, chunks_per_sync, num_workers_per_link, num_buffers_per_channel)
     d = _dim(op, c.t, dim)
     rop = _math_op(op, math_op)
     names, n, shape = c.names, c.n, c.t._shape

@@ -7,11 +7,14 @@ the tensor's mesh, a ``subdevice_id`` exists in the loaded sub-device manager, `
 The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
 checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
 
+>>> cores = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 7))})
+>>> sems = [ttnn.create_global_semaphore(mesh, cores, 0) for _ in range(2)]
 >>> y = ttnn.experimental.all_gather_async(
-...     x, persistent_output_buffer=None, dim=3,
-...     multi_device_global_semaphore=[sem0, sem1], num_links=1, cluster_axis=1,
-...     topology=ttnn.Topology.Linear, barrier_semaphore=barrier, chunks_per_sync=10,
-...     num_workers_per_link=2, num_buffers_per_channel=2)
+...     x, persistent_output_buffer=None, dim=3, multi_device_global_semaphore=sems,
+...     num_links=1, cluster_axis=1, topology=ttnn.Topology.Linear,
+...     chunks_per_sync=10, num_workers_per_link=2, num_buffers_per_channel=2)
+>>> y.shape
+Shape([1, 1, 32, 128])
 """
 
 from __future__ import annotations
@@ -166,8 +169,15 @@ def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | Non
     items = list(sems) if many else [sems]
     mesh: MeshDevice = t._mesh  # type: ignore[assignment]
     for i, s in enumerate(items):
+        where = f"{name}[{i}]" if many else name
+        if not s.mesh_device.is_open:
+            raise CCLError(
+                f"ttnn.experimental.{op}: {where} was created on mesh "
+                f"{_mesh_name(s.mesh_device)}, which was closed.\n"
+                "fix: create the semaphores again on the open mesh with "
+                "ttnn.create_global_semaphore."
+            )
         if not s.mesh_device.same_mesh(mesh):
-            where = f"{name}[{i}]" if many else name
             raise CCLError(
                 f"ttnn.experimental.{op}: {where} was created on mesh {_mesh_name(s.mesh_device)}, "
                 f"but the tensor lives on mesh {_mesh_name(mesh)}.\n"
@@ -194,8 +204,7 @@ def _check_common(
     ccl._check_mesh_arg(op, t, a.get("mesh_device"))
     if sem_name is not None:
         _check_semaphores(op, t, sem_name, a[sem_name], sem_count)
-    for name in ("barrier_semaphore",):
-        _check_semaphores(op, t, name, a.get(name))
+    _check_semaphores(op, t, "barrier_semaphore", a.get("barrier_semaphore"))
     sub = a.get("subdevice_id")
     if sub is not None:
         mesh._sub_devices.check_id(f"experimental.{op}", sub)

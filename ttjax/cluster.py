@@ -77,8 +77,9 @@ def get_cluster_type() -> ClusterType:
 
 
 def get_arch_name() -> str:
-    """The chip architecture ttjax emulates: ``"wormhole_b0"`` (N150, N300, T3K and Galaxy)."""
-    return "wormhole_b0"
+    """The chip architecture ttjax emulates: ``"wormhole_b0"`` (N150, N300, T3K and Galaxy),
+    the name of ``mesh_device.arch()``."""
+    return _mesh.Arch.WORMHOLE_B0.value
 
 
 def GetNumPCIeDevices() -> int:

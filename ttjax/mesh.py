@@ -264,11 +264,14 @@ def default_axis_names(rank: int) -> tuple[str, ...]:
 
 
 class Arch(enum.Enum):
-    """Chip architecture reported by ``mesh_device.arch()``; virtual meshes report ``VIRTUAL``."""
+    """TT-Metal's chip architectures (``ttnn.device.Arch``); ``mesh_device.arch()`` reports
+    ``WORMHOLE_B0``, the chip of the systems ttjax emulates (N300, T3000, Galaxy)."""
 
+    GRAYSKULL = "grayskull"
     WORMHOLE_B0 = "wormhole_b0"
     BLACKHOLE = "blackhole"
-    VIRTUAL = "virtual"
+    QUASAR = "quasar"
+    Invalid = "invalid"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +456,7 @@ class MeshDevice:
         return self._id
 
     def arch(self) -> Arch:
-        return Arch.VIRTUAL if jax.default_backend() == "cpu" else Arch.WORMHOLE_B0
+        return Arch.WORMHOLE_B0
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
         return CoreCoord(8, 8)
@@ -661,6 +664,10 @@ class MeshDevice:
         close_mesh_device(self)
 
 
+# TT-NN's single-device class: ttjax opens one device as a 1x1 mesh (``open_device``).
+Device = MeshDevice
+
+
 def _devices_for(shape: MeshShape, offset: Any, physical_device_ids: Sequence[int]) -> np.ndarray:
     avail = available_devices()
     needed = shape.mesh_size()
@@ -835,6 +842,7 @@ __all__ = [
     "SYSTEMS",
     "T3000",
     "Arch",
+    "Device",
     "MeshCoordinate",
     "MeshCoordinateRange",
     "MeshDevice",

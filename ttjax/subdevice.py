@@ -7,9 +7,13 @@ checked the way TT-Metal checks them: a sub-device's cores lie inside the grid a
 another's, a ``SubDeviceId`` passed to an op exists in the loaded manager, a semaphore belongs to
 the mesh it is used on.
 
+>>> cores = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 7))})
 >>> sems = [ttnn.create_global_semaphore(mesh, cores, 0) for _ in range(2)]
 >>> manager = mesh.create_sub_device_manager([ttnn.SubDevice([cores])], 0)
 >>> mesh.load_sub_device_manager(manager)
+>>> mesh.get_sub_device_ids()
+[SubDeviceId(0)]
+>>> mesh.clear_loaded_sub_device_manager()
 """
 
 from __future__ import annotations
@@ -76,10 +80,6 @@ def _grid(mesh_device: Any) -> CoreCoord:
 
 def _full_grid(grid: CoreCoord) -> CoreRangeSet:
     return CoreRangeSet({CoreRange(CoreCoord(0, 0), CoreCoord(grid.x - 1, grid.y - 1))})
-
-
-def _mesh_name(mesh: Any) -> str:
-    return f"{mesh!r} (id {mesh.id()})"
 
 
 # ---------------------------------------------------------------------------------------------

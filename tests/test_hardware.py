@@ -1,0 +1,126 @@
+"""Hardware questions model code asks (arch, cluster type, PCIe chips, core range sets) and the
+program configs it builds, checked against TT-Metal's definitions."""
+
+from __future__ import annotations
+
+import pytest
+
+import ttjax as ttnn
+
+
+@pytest.mark.parametrize(
+    "shape,kind,pcie",
+    [
+        ((1, 8), ttnn.cluster.ClusterType.T3K, 4),
+        ((2, 4), ttnn.cluster.ClusterType.T3K, 4),
+        ((8, 4), ttnn.cluster.ClusterType.GALAXY, 32),
+        ((1, 2), ttnn.cluster.ClusterType.N300, 1),
+        ((1, 1), ttnn.cluster.ClusterType.N150, 1),
+        ((1, 3), ttnn.cluster.ClusterType.INVALID, 3),
+    ],
+)
+def test_cluster_type_follows_the_opened_system(shape, kind, pcie):
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+    try:
+        assert ttnn.cluster.get_cluster_type() is kind
+        assert ttnn.GetNumPCIeDevices() == pcie
+        # tt_transformers' ccl_topology: Ring on an 8-device T3K/Galaxy, Linear otherwise.
+        ring = mesh.get_num_devices() == 8 and ttnn.cluster.get_cluster_type() in [
+            ttnn.cluster.ClusterType.T3K,
+            ttnn.cluster.ClusterType.GALAXY,
+        ]
+        assert ring == (kind is ttnn.cluster.ClusterType.T3K)
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+def test_cluster_type_values_are_tt_metals():
+    ct = ttnn.cluster.ClusterType
+    assert (ct.INVALID.value, ct.N150.value, ct.N300.value, ct.T3K.value, ct.GALAXY.value) == (
+        0,
+        1,
+        2,
+        3,
+        4,
+    )
+    assert ct.P300_X2.value == 17
+
+
+def test_arch_name_and_device_arch_agree():
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    try:
+        assert ttnn.get_arch_name() == "wormhole_b0"
+        assert mesh.arch() == ttnn.Arch.WORMHOLE_B0
+        assert mesh.arch().value == ttnn.get_arch_name()
+        assert ttnn.GetNumAvailableDevices() == ttnn.get_num_devices()
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+def _cores(crs: ttnn.CoreRangeSet) -> set[tuple[int, int]]:
+    out = set()
+    for r in crs.ranges():
+        for y in range(r.start.y, r.end.y + 1):
+            for x in range(r.start.x, r.end.x + 1):
+                out.add((x, y))
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 20, 32, 56])
+@pytest.mark.parametrize("row_wise", [True, False])
+def test_num_cores_to_corerangeset_fills_the_grid_in_order(n, row_wise):
+    grid = ttnn.CoreCoord(8, 7)
+    crs = ttnn.num_cores_to_corerangeset(n, grid, row_wise=row_wise)
+    order = (
+        [(x, y) for y in range(7) for x in range(8)]
+        if row_wise
+        else [(x, y) for x in range(8) for y in range(7)]
+    )
+    assert _cores(crs) == set(order[:n])
+    assert crs.num_cores() == n
+    assert len(crs.ranges()) <= 2
+
+
+def test_num_cores_to_corerangeset_too_many_cores_raises():
+    with pytest.raises(
+        ttnn.MemoryConfigError, match="greater than total number of available cores 64"
+    ):
+        ttnn.num_cores_to_corerangeset(65, ttnn.CoreCoord(8, 8), row_wise=True)
+
+
+def test_program_configs_take_ttnn_keywords_and_refuse_others():
+    ln = ttnn.LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=[8, 2], subblock_w=4, block_h=1, block_w=8, inplace=False
+    )
+    assert (ln.block_w, ln.inplace, ln.use_welford) == (8, False, None)
+    sm = ttnn.SoftmaxShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=(8, 4), subblock_w=1, block_h=1, block_w=4
+    )
+    assert sm.block_w == 4
+    mm = ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
+        compute_with_storage_grid_size=(8, 8),
+        in0_block_w=1,
+        out_subblock_h=1,
+        out_subblock_w=1,
+        per_core_M=1,
+        per_core_N=1,
+        transpose_mcast=False,
+        fused_activation=ttnn.UnaryOpType.SILU,
+    )
+    assert mm.fused_activation is ttnn.UnaryOpType.SILU
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ttnn.SoftmaxShardedMultiCoreProgramConfig(compute_with_storage_grid_size=(8, 4), blok_w=4)
+    with pytest.raises(ttnn.MemoryConfigError, match="divisible by subblock_w"):
+        ttnn.LayerNormShardedMultiCoreProgramConfig(
+            compute_with_storage_grid_size=[8, 2], subblock_w=3, block_h=1, block_w=8, inplace=False
+        )
+
+
+def test_unary_with_param_reads_back():
+    gelu_tanh = ttnn.UnaryWithParam(ttnn.UnaryOpType.GELU, 1.0)
+    assert gelu_tanh.op_type is ttnn.UnaryOpType.GELU and gelu_tanh.param == 1.0
+    assert gelu_tanh == ttnn.UnaryWithParam((ttnn.UnaryOpType.GELU, 1.0))
+    assert repr(gelu_tanh) == "UnaryWithParam(UnaryOpType.GELU, 1.0)"
+    assert ttnn.UnaryOpType.SILU.value == 56  # position in TT-NN's C++ enum
+    with pytest.raises(TypeError):
+        ttnn.UnaryWithParam("silu", 1.0)

@@ -47,7 +47,7 @@ def _cores(what: str, crs: Any) -> frozenset[tuple[int, int]]:
             "fix: ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 7))})."
         )
     out: set[tuple[int, int]] = set()
-    for r in crs.ranges:
+    for r in crs.ranges():
         if not isinstance(r, CoreRange):
             raise SubDeviceError(
                 f"{what}: {r!r} is not a ttnn.CoreRange.\nfix: build the set from ttnn.CoreRange."

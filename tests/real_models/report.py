@@ -34,8 +34,8 @@ def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
         ("attention, decode", 1, lambda s: h.run_attention_like(s, "attention", "decode")),
         ("decoder, prefill", 1, lambda s: h.run_attention_like(s, "decoder", "prefill")),
         ("decoder, decode", 1, lambda s: h.run_attention_like(s, "decoder", "decode")),
-        ("model + generator, prefill", 2, lambda s: h.run_generator(s)[0]),
-        ("model + generator, decode (greedy tokens)", 2, lambda s: h.run_generator(s)[1]),
+        ("model + generator, prefill", 2, h.run_generator_prefill),
+        ("model + generator, decode (greedy tokens)", 2, h.run_generator_decode),
     ]
 
 

@@ -14,9 +14,20 @@ from tests.real_models import harness
 
 PCC = harness.PCC_REQUIRED
 
+# tt-metal's tt_transformers code assumes a 1xN mesh unless it is a Galaxy (T3000 runs it as 1x8):
+# on 2x4 its DRAM-sharded weight configs keep the whole K while the weights are split over the
+# rows, which TT-NN refuses too (shard height must match). Strict: a pass here gets noticed.
+ONE_ROW_ONLY = "tt-metal's tt_transformers assumes a 1xN mesh outside Galaxy"
+
+
+def _one_row_only(request: pytest.FixtureRequest) -> None:
+    if "2x4" in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(reason=ONE_ROW_ONLY, strict=True))
+
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_rmsnorm(real: Any, mode: str) -> None:
+def test_rmsnorm(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
+    _one_row_only(request)
     assert harness.run_rmsnorm(real(), mode) >= PCC
 
 
@@ -25,28 +36,35 @@ def test_embedding(real: Any) -> None:
 
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_mlp(real: Any, mode: str) -> None:
+def test_mlp(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
+    _one_row_only(request)
     assert harness.run_mlp(real(), mode) >= PCC
 
 
-def test_lm_head(real: Any) -> None:
+def test_lm_head(real: Any, request: pytest.FixtureRequest) -> None:
+    _one_row_only(request)
     assert harness.run_lm_head(real()) >= PCC
 
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_attention(real: Any, mode: str) -> None:
+def test_attention(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
+    _one_row_only(request)
     assert harness.run_attention_like(real(), "attention", mode) >= PCC
 
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_decoder(real: Any, mode: str) -> None:
+def test_decoder(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
+    _one_row_only(request)
     assert harness.run_attention_like(real(), "decoder", mode) >= PCC
 
 
-@pytest.mark.slow
-def test_generator_matches_transformers(real: Any) -> None:
-    """Transformer + Generator: prefill logits, decode logits and greedy tokens."""
-    result = harness.generate(real(2))
-    assert result.prefill_pcc >= PCC
-    assert result.decode_pcc >= PCC
-    assert result.tokens == result.reference_tokens
+def test_model_generator_prefill(real: Any, request: pytest.FixtureRequest) -> None:
+    """Transformer + Generator: prefill logits of the last prompt position."""
+    _one_row_only(request)
+    assert harness.run_generator_prefill(real(2)) >= PCC
+
+
+def test_model_generator_decode(real: Any, request: pytest.FixtureRequest) -> None:
+    """Transformer + Generator: decode logits, and greedy tokens equal transformers'."""
+    _one_row_only(request)
+    assert harness.run_generator_decode(real(2)) >= PCC

@@ -17,6 +17,7 @@ FAMILIES = {
     "reduction": "Reductions and normalization",
     "data_movement": "Data movement",
     "creation": "Creation",
+    "memory": "Memory configs and lifetime",
     "transformer": "Transformer",
     "fused": "Fused transformer ops",
 }

@@ -124,3 +124,14 @@ def test_unary_with_param_reads_back():
     assert ttnn.UnaryOpType.SILU.value == 56  # position in TT-NN's C++ enum
     with pytest.raises(TypeError):
         ttnn.UnaryWithParam("silu", 1.0)
+
+
+def test_compute_kernel_configs_share_ttnns_base_type():
+    cfg = ttnn.WormholeComputeKernelConfig(
+        math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True
+    )
+    assert isinstance(cfg, ttnn.DeviceComputeKernelConfig)
+    assert cfg.math_fidelity is ttnn.MathFidelity.HiFi2
+    # Model code annotates with these types (`ttnn.DeviceComputeKernelConfig | None`).
+    assert (ttnn.DeviceComputeKernelConfig | None) is not None
+    assert (ttnn.UnaryOpType | None) is not None

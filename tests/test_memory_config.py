@@ -231,3 +231,61 @@ def test_record_event_waits_for_work_dispatched_before_it():
             np.testing.assert_array_equal(got[c], np.full((1, 1, 32, 32), 4.0, np.float32))
     finally:
         ttnn.close_mesh_device(mesh)
+
+
+def test_creation_ops_take_memory_config_and_like_forms_keep_it():
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+    try:
+        z = ttnn.zeros(
+            (1, 1, 32, 64),
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+            memory_config=ttnn.L1_MEMORY_CONFIG,
+        )
+        assert z.memory_config() == ttnn.L1_MEMORY_CONFIG
+        assert ttnn.ones_like(z).memory_config() == ttnn.L1_MEMORY_CONFIG
+        o = ttnn.full_like(z, 2.5, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        assert o.memory_config() == ttnn.DRAM_MEMORY_CONFIG
+        for got in device_arrays(o).values():
+            np.testing.assert_array_equal(
+                got.astype(np.float32), np.full((1, 1, 32, 64), 2.5, np.float32)
+            )
+        host = ttnn.from_torch(np.ones((1, 1, 32, 64), np.float32), layout=ttnn.TILE_LAYOUT)
+        cfg = _width_cfg(32, 64, 2)
+        placed = ttnn.to_device(host, mesh, memory_config=cfg)
+        assert placed.memory_config() == cfg and placed.is_sharded()
+        with pytest.raises(ttnn.MemoryConfigError):
+            ttnn.from_torch(
+                np.ones((1, 1, 32, 64), np.float32),
+                layout=ttnn.TILE_LAYOUT,
+                device=mesh,
+                memory_config=_width_cfg(64, 64, 2),
+            )
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+def test_block_sharded_config_is_checked_against_its_grid():
+    t, want = put(np.ones((1, 1, 64, 128), np.float32), (1, 8), dtype=ttnn.float32)
+    grid = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 1))})
+    ok = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(grid, [32, 32])
+    )
+    check(ttnn.to_memory_config(t, ok), want, exact=True)
+    small = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(1, 1))})
+    too_small = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(small, [32, 32])
+    )
+    with pytest.raises(ttnn.MemoryConfigError, match="2 x 4 shards do not fit the 2 x 2 core grid"):
+        ttnn.to_memory_config(t, too_small)
+    two = ttnn.CoreRangeSet(
+        {
+            ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 0)),
+            ttnn.CoreRange(ttnn.CoreCoord(0, 1), ttnn.CoreCoord(3, 1)),
+        }
+    )
+    split = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(two, [32, 32])
+    )
+    with pytest.raises(ttnn.MemoryConfigError, match="one full rectangular grid"):
+        ttnn.to_memory_config(t, split)

@@ -271,3 +271,59 @@ def test_as_tensor_preprocess_and_cache(tmp_path):
     assert calls == [1, 1]
     with pytest.raises(ttnn.TTJaxError, match="memory_config must be specified"):
         ttnn.as_tensor(host, device=mesh)
+
+
+def test_to_layout_row_major_of_bfloat8_b_gives_bfloat16():
+    # model.py's LM-head output: untilize of a bfloat8_b tensor is bfloat16 in TT-NN.
+    mesh = mesh_of((1, 8))
+    x = np.random.default_rng(11).standard_normal((1, 1, 32, 64)).astype(np.float32)
+    t = ttnn.from_torch(x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh)
+    rm = ttnn.to_layout(t, layout=ttnn.ROW_MAJOR_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    assert rm.dtype == ttnn.bfloat16 and rm.layout == ttnn.ROW_MAJOR_LAYOUT
+    want = device_arrays(t)
+    for c, got in device_arrays(rm).items():
+        np.testing.assert_array_equal(got.astype(np.float32), want[c].astype(np.float32))
+    with pytest.raises(ttnn.LayoutError):
+        ttnn.to_layout(t, ttnn.ROW_MAJOR_LAYOUT, dtype=ttnn.bfloat8_b)
+
+
+@pytest.mark.parametrize("mapper", ["replicate", "shard"])
+def test_reshape_and_unsqueeze_to_4d_of_host_tensors(mapper):
+    # model.py prepare_decode_inputs_host: unsqueeze_to_4D(from_torch(tokens, device=None, mesh_mapper=...)).
+    mesh = mesh_of((2, 4))
+    tokens = torch.arange(64, dtype=torch.int32).reshape(8, 8)
+    mm = (
+        ttnn.ReplicateTensorToMesh(mesh)
+        if mapper == "replicate"
+        else ttnn.ShardTensorToMesh(mesh, dim=0)
+    )
+    host = ttnn.from_torch(tokens, device=None, dtype=ttnn.uint32, mesh_mapper=mm)
+    four = ttnn.unsqueeze_to_4D(host)
+    assert four.storage_type() == ttnn.StorageType.HOST and tuple(four.shape) == (1, 1) + tuple(
+        host.shape
+    )
+    on_dev = ttnn.to_device(four, mesh)
+    ref = tokens.numpy().astype(np.uint32)
+    for i, (_c, got) in enumerate(sorted(device_arrays(on_dev).items())):
+        want = ref if mapper == "replicate" else ref[i : i + 1]
+        np.testing.assert_array_equal(got, want.reshape(1, 1, *want.shape))
+    plain = ttnn.reshape(ttnn.from_torch(tokens), (64,))
+    np.testing.assert_array_equal(ttnn.to_numpy(plain), tokens.numpy().reshape(64))
+
+
+def test_clone_copies_with_dtype_and_memory_config():
+    t, w = put(
+        np.random.default_rng(12).standard_normal((8, 1, 32, 32)).astype(np.float32),
+        (2, 4),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    c = ttnn.clone(t, dtype=ttnn.bfloat16, memory_config=ttnn.L1_MEMORY_CONFIG)
+    assert c.dtype == ttnn.bfloat16 and c.memory_config() == ttnn.L1_MEMORY_CONFIG
+    check(
+        c,
+        {k: v.astype(np.float32).astype("bfloat16").astype(np.float64) for k, v in w.items()},
+        exact=True,
+    )
+    ttnn.deallocate(t)
+    assert c.is_allocated()

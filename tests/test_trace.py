@@ -261,3 +261,25 @@ def test_outputs_keep_the_last_replay_after_release():
     np.testing.assert_array_equal(ttnn.to_numpy(y, mesh_composer=composer), np.full((2, 4), 3.0))
     with pytest.raises(ttnn.TraceError):
         ttnn.execute_trace(mesh, tid)
+
+
+def test_trace_input_keeps_its_memory_config_across_refresh_and_refuses_deallocation(t3000):
+    # tt_transformers' generator: persistent L1 inputs refreshed with copy_host_to_device_tensor.
+    host = np.arange(8 * 32 * 32, dtype=np.float32).reshape(8, 1, 32, 32)
+    inp = ttnn.allocate_tensor_on_device(
+        ttnn.Shape([1, 1, 32, 32]), ttnn.float32, ttnn.TILE_LAYOUT, t3000, ttnn.L1_MEMORY_CONFIG
+    )
+    assert inp.memory_config() == ttnn.L1_MEMORY_CONFIG
+    ttnn.copy_host_to_device_tensor(ttnn.from_torch(host[:1], layout=ttnn.TILE_LAYOUT), inp)
+    assert inp.memory_config() == ttnn.L1_MEMORY_CONFIG
+    tid = ttnn.begin_trace_capture(t3000, cq_id=0)
+    out = ttnn.multiply(inp, 2.0)
+    ttnn.end_trace_capture(t3000, tid, cq_id=0)
+    ttnn.copy_host_to_device_tensor(ttnn.from_torch(host[1:2], layout=ttnn.TILE_LAYOUT), inp)
+    ttnn.execute_trace(t3000, tid, cq_id=0, blocking=True)
+    for got in ttnn.get_device_tensors(out):
+        np.testing.assert_array_equal(ttnn.to_numpy(got), host[1:2] * 2)
+    ttnn.deallocate(inp)
+    with pytest.raises(ttnn.DeallocatedTensorError, match="execute_trace"):
+        ttnn.execute_trace(t3000, tid, cq_id=0, blocking=True)
+    ttnn.release_trace(t3000, tid)

@@ -292,8 +292,10 @@ def as_tensor(
     of converting (and preprocessing) again, as TT-NN does. A cache file written for another
     mesh shape or that cannot be read is rewritten.
 
-    >>> w = ttnn.as_tensor(torch_w, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh,
-    ...                    memory_config=ttnn.DRAM_MEMORY_CONFIG, cache_file_name=cache / "w1")
+    >>> w1 = ttnn.as_tensor(torch.rand(32, 64), dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT,
+    ...                     device=mesh, memory_config=ttnn.DRAM_MEMORY_CONFIG, cache_file_name="w1")
+    >>> import os; os.path.exists("w1_dtype_BFLOAT8_B_layout_TILE.tensorbin")
+    True
     """
     if device is not None and memory_config is None:
         raise TTJaxError(
@@ -671,7 +673,7 @@ def allocate_tensor_on_device(
     lay = _resolve_layout(dtype, layout)
     pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
     zeros = np.zeros(shape_t, (DataType.BFLOAT16 if dtype.is_block_float else dtype).numpy_dtype)
-    return _put(zeros, mesh_device, pl, dtype, lay, shape_t)
+    return _put(zeros, mesh_device, pl, dtype, lay, shape_t, memory_config)
 
 
 def copy_host_to_device_tensor(
@@ -722,6 +724,7 @@ def copy_host_to_device_tensor(
         host_tensor._dtype,
         host_tensor._layout,
         host_tensor._shape,
+        device_tensor.memory_config(),
     )
     device_tensor.assign(fresh)
 

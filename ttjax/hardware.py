@@ -291,6 +291,11 @@ def validate_memory_config(
             )
     else:
         grid = spec.grid
+        if isinstance(grid, CoreRangeSet) and len(grid.ranges_) != 1:
+            raise fail(
+                f"Shard grid must be one full rectangular grid for block sharded (got {grid!r})",
+                "use one CoreRange, e.g. ttnn.CoreRangeSet({ttnn.CoreRange((0, 0), (7, 3))}).",
+            )
         box = (
             grid.bounding_box().grid_size()
             if isinstance(grid, CoreRangeSet)
@@ -430,15 +435,19 @@ class _KernelConfig:
         return hash((type(self).__name__, tuple(sorted(map(repr, self.__dict__.items())))))
 
 
-class WormholeComputeKernelConfig(_KernelConfig):
+class DeviceComputeKernelConfig(_KernelConfig):
+    """TT-NN's common type of the per-architecture compute-kernel configs below."""
+
+
+class WormholeComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
-class GrayskullComputeKernelConfig(_KernelConfig):
+class GrayskullComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
-class BlackholeComputeKernelConfig(_KernelConfig):
+class BlackholeComputeKernelConfig(DeviceComputeKernelConfig):
     pass
 
 
@@ -554,6 +563,7 @@ __all__ = [
     "CoreGrid",
     "CoreRange",
     "CoreRangeSet",
+    "DeviceComputeKernelConfig",
     "DispatchCoreConfig",
     "GrayskullComputeKernelConfig",
     "LayerNormDefaultProgramConfig",

@@ -34,7 +34,7 @@ from ttjax import _blockfloat, _capture
 from ttjax._dispatch import Program
 from ttjax.errors import TraceError
 from ttjax.mesh import MeshDevice
-from ttjax.tensor import Tensor, TensorSpec, is_traced
+from ttjax.tensor import Tensor, TensorSpec, deallocated_error, is_traced
 
 
 class MeshTraceId(int):
@@ -323,6 +323,8 @@ def execute_trace(
                 t._spec is not want
             ):  # refreshed by copy_host_to_device_tensor: same spec, new object
                 _check_input(tr, t, want)
+            if t._data is None:
+                raise deallocated_error(f"execute_trace: an input of trace {tr.id!r}", t)
             datas.append(t._data)
         outs = g.compiled(*datas)
         for (ref, spec), data in zip(g.out_targets, outs):

@@ -45,6 +45,7 @@ def _create(
     device: MeshDevice | None,
     static: Any,
     scalars: Sequence[Any] = (),
+    memory_config: Any = None,
 ) -> Tensor:
     if dtype.is_block_float:
         layout = Layout.TILE
@@ -67,6 +68,7 @@ def _create(
         scalars=tuple(scalars),
         out_dtype=dtype,
         out_layout=layout,
+        memory_config=memory_config,
     )
 
 
@@ -96,7 +98,7 @@ def full(
     def fn(v: Any) -> Any:
         return jnp.full(s, v, cdt)
 
-    return _create("full", fn, s, dt, layout, device, None, (fill_value,))
+    return _create("full", fn, s, dt, layout, device, None, (fill_value,), memory_config)
 
 
 def zeros(
@@ -109,7 +111,7 @@ def zeros(
 ) -> Tensor:
     """A tensor of zeros with per-device ``shape``."""
     check_hw_kwargs("zeros", kwargs)
-    return full(shape, 0.0, dtype, layout, device)
+    return full(shape, 0.0, dtype, layout, device, memory_config)
 
 
 def ones(
@@ -122,7 +124,7 @@ def ones(
 ) -> Tensor:
     """A tensor of ones with per-device ``shape``."""
     check_hw_kwargs("ones", kwargs)
-    return full(shape, 1.0, dtype, layout, device)
+    return full(shape, 1.0, dtype, layout, device, memory_config)
 
 
 def empty(
@@ -135,12 +137,19 @@ def empty(
 ) -> Tensor:
     """An allocated tensor of per-device ``shape`` (zero-filled here; TT-NN leaves it undefined)."""
     check_hw_kwargs("empty", kwargs)
-    return full(shape, 0.0, dtype, layout, device)
+    return full(shape, 0.0, dtype, layout, device, memory_config)
 
 
 def _like(t: Tensor, dtype: DataType | None, layout: Layout | None, device: Any) -> tuple[Any, ...]:
     dev = device if device is not None else t.device()
     return t._shape, dtype or t._dtype, layout or t._layout, dev
+
+
+def _like_config(t: Tensor, device: Any, kwargs: dict[str, Any]) -> Any:
+    """``memory_config=`` when given, else the source tensor's (on its own mesh)."""
+    if kwargs.get("memory_config") is not None or device is not None:
+        return kwargs.get("memory_config")
+    return t.memory_config()
 
 
 def zeros_like(
@@ -153,7 +162,7 @@ def zeros_like(
     """Zeros shaped like ``tensor``, on its mesh unless ``device`` is given (see ``zeros``)."""
     check_hw_kwargs("zeros_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
-    return full(s, 0.0, dt, lay, dev)
+    return full(s, 0.0, dt, lay, dev, _like_config(tensor, device, kwargs))
 
 
 def ones_like(
@@ -166,7 +175,7 @@ def ones_like(
     """Ones shaped like ``tensor``, on its mesh unless ``device`` is given (see ``ones``)."""
     check_hw_kwargs("ones_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
-    return full(s, 1.0, dt, lay, dev)
+    return full(s, 1.0, dt, lay, dev, _like_config(tensor, device, kwargs))
 
 
 def full_like(
@@ -180,7 +189,7 @@ def full_like(
     """``fill_value`` shaped like ``tensor``, on its mesh unless ``device`` is given."""
     check_hw_kwargs("full_like", kwargs)
     s, dt, lay, dev = _like(tensor, dtype, layout, device)
-    return full(s, fill_value, dt, lay, dev)
+    return full(s, fill_value, dt, lay, dev, _like_config(tensor, device, kwargs))
 
 
 def empty_like(
@@ -221,7 +230,7 @@ def rand(
         u = jax.random.uniform(jax.random.key(key_seed), s, jnp.float32)
         return (lo + (hi - lo) * u).astype(cdt)
 
-    return _create("rand", fn, s, dt, layout, device, key_seed, (low, high))
+    return _create("rand", fn, s, dt, layout, device, key_seed, (low, high), memory_config)
 
 
 def arange(
@@ -246,4 +255,4 @@ def arange(
     def fn() -> Any:
         return (bounds[0] + bounds[1] * jnp.arange(n)).astype(cdt)
 
-    return _create("arange", fn, (n,), dt, layout, device, bounds)
+    return _create("arange", fn, (n,), dt, layout, device, bounds, (), memory_config)

@@ -15,12 +15,13 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from ttjax import _specs
 from ttjax._dispatch import default_placements, run_op
-from ttjax.enums import DataType, Layout
+from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
-from ttjax.placements import Placement, PlacementShard
-from ttjax.tensor import Tensor
+from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
+from ttjax.tensor import Tensor, deallocated_error, host_blocks
 
 
 def _resolve_shape(op: str, t: Tensor, shape: Sequence[int]) -> tuple[int, ...]:
@@ -70,6 +71,8 @@ def reshape(
     new = _resolve_shape("reshape", input_tensor, shape)
     if new == input_tensor._shape and memory_config is None:
         return input_tensor
+    if isinstance(input_tensor, Tensor) and input_tensor._storage is StorageType.HOST:
+        return _reshape_host(input_tensor, new)
     return run_op(
         "reshape",
         lambda x: jnp.reshape(x, new),
@@ -77,6 +80,23 @@ def reshape(
         static=new,
         memory_config=memory_config,
     )
+
+
+def _reshape_host(t: Tensor, new: tuple[int, ...]) -> Tensor:
+    """TT-NN reshapes host tensors too (a view of host storage): every shard is reshaped; an
+    axis that sharded a dim now holds per-device data (PlacementLocal)."""
+    if t._data is None:
+        raise deallocated_error("ttnn.reshape", t)
+    spec = t._spec
+    if spec.mesh is None:
+        return Tensor(np.reshape(t._data, new), spec.replace(shape=new))
+    mesh_shape = tuple(spec.mesh.shape)
+    blocks = host_blocks(t).reshape(mesh_shape + new)
+    placements = tuple(
+        p if isinstance(p, PlacementReplicate) else PlacementLocal() for p in spec.placements
+    )
+    data = _specs.from_local_blocks(np, blocks, placements, mesh_shape)
+    return Tensor(np.ascontiguousarray(data), spec.replace(shape=new, placements=placements))
 
 
 def _reshape_padded(
@@ -470,7 +490,12 @@ def to_layout(
         raise LayoutError(
             f"ttnn.to_layout: {layout!r} is not a ttnn Layout.\nfix: ttnn.TILE_LAYOUT or ttnn.ROW_MAJOR_LAYOUT."
         )
-    dt = check_dtype("to_layout", dtype) or input_tensor._dtype
+    dt = check_dtype("to_layout", dtype)
+    if dt is None:
+        # TT-NN's untilize writes BFLOAT16 when the input is BFLOAT8_B/BFLOAT4_B
+        # (ttnn/cpp/ttnn/operations/data_movement/untilize/device/untilize_op.cpp).
+        block = input_tensor._dtype.is_block_float and layout is Layout.ROW_MAJOR
+        dt = DataType.BFLOAT16 if block else input_tensor._dtype
     if dt.is_block_float and layout is not Layout.TILE:
         raise LayoutError(
             f"Tile layout is required for tensor of type {dt.value}; got {layout!r}.\n"

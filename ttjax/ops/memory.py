@@ -136,7 +136,10 @@ def interleaved_to_sharded(
     """Shard the tensor over L1 cores: ``(t, sharded_memory_config, output_dtype=None)`` or
     ``(t, grid, shard_shape, shard_scheme, shard_orientation, output_dtype=None)``.
 
-    >>> y = ttnn.interleaved_to_sharded(x, ttnn.create_sharded_memory_config(...))
+    >>> cfg = ttnn.create_sharded_memory_config((1, 1, 32, 32), ttnn.CoreGrid(y=1, x=1),
+    ...                                         ttnn.ShardStrategy.WIDTH)
+    >>> ttnn.interleaved_to_sharded(x, cfg).is_sharded()
+    True
     """
     op = "interleaved_to_sharded"
     if isinstance(grid, MemoryConfig):

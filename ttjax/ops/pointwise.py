@@ -542,7 +542,9 @@ def plus_one(
 
     With ``skip_negative_entries=True`` entries that are negative as int32 are left unchanged.
 
-    >>> ttnn.plus_one(current_pos, skip_negative_entries=True)
+    >>> pos = ttnn.from_torch(torch.tensor([0, -1, 5], dtype=torch.int32), device=mesh)
+    >>> ttnn.plus_one(pos, skip_negative_entries=True) is pos
+    True
     """
     if input_tensor._dtype not in (DataType.INT32, DataType.UINT32):
         raise TTJaxError(
@@ -561,10 +563,25 @@ def plus_one(
     return input_tensor.assign(out)
 
 
-def identity(input_tensor: Tensor, **kwargs: Any) -> Tensor:
-    """A copy of the tensor (per device)."""
+def identity(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType | None = None,
+    memory_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """A copy of the tensor (per device); ``ttnn.clone`` with optional ``dtype`` and
+    ``memory_config`` for the copy."""
     check_hw_kwargs("identity", kwargs)
-    return run_op("identity", lambda x: x, [input_tensor])
+    dt = check_dtype("clone", dtype)
+    return run_op(
+        "identity",
+        lambda x: x,
+        [input_tensor],
+        static=(dt,),
+        out_dtype=dt,
+        memory_config=memory_config,
+    )
 
 
 clone = identity

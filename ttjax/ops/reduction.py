@@ -184,7 +184,9 @@ def topk(
     UINT16 (UINT32 when the dim has 65536 or more entries). Always sorted; ties keep the lower
     index first.
 
-    >>> values, indices = ttnn.topk(logits, 32)
+    >>> values, indices = ttnn.topk(x, 4)
+    >>> indices.dtype, tuple(values.shape)
+    (DataType::UINT16, (1, 1, 32, 4))
     """
     d = norm_dim("topk", input_tensor, dim)
     size = input_tensor._shape[d]

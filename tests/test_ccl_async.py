@@ -4,6 +4,7 @@ checks (semaphore mesh and count, sub-device ids, dims); and the sub-device host
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from conftest import mesh_of
@@ -410,6 +411,17 @@ def test_semaphore_from_another_mesh_names_both_meshes():
         _ag(t, _TTCCL(a).ag, barrier_semaphore=_TTCCL(b).barrier)
 
 
+def test_semaphore_of_a_parent_mesh_serves_its_submeshes():
+    parent = mesh_of((2, 4))
+    sems = _TTCCL(parent).ag
+    sub = parent.create_submesh(ttnn.MeshShape(1, 4), ttnn.MeshCoordinate(1, 0))
+    t, data = _input(sub, (1, 1, 2, 3), seed=70)
+    out = _ag(t, sems)
+    assert_close(per_device_output(out), ref_all_gather(data, (1, 4), 3, None), np.float32)
+    with pytest.raises(ttnn.CCLError, match=r"created on mesh .*1x4.*tensor lives on mesh .*2x4"):
+        _ag(_input(parent, (1, 1, 2, 3))[0], _TTCCL(sub).ag)
+
+
 def test_semaphore_of_a_closed_mesh():
     old = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
     stale = _TTCCL(old).ag
@@ -486,6 +498,23 @@ def test_persistent_buffer_checks():
     )
     with pytest.raises(ttnn.CCLError, match=r"dtype should be same as input tensor dtype"):
         _ag(t, _TTCCL(mesh).ag, persistent_output_buffer=bf)
+    dram = ttnn.from_torch(np.zeros((1, 1, 2, 16), np.float32), device=mesh, mesh_mapper=rep)
+    with pytest.raises(ttnn.CCLError, match=r"memory config should be same as output_mem_config"):
+        _ag(t, _TTCCL(mesh).ag, persistent_output_buffer=dram, memory_config=ttnn.L1_MEMORY_CONFIG)
+
+
+def test_output_memory_config_is_the_ops_memory_config():
+    mesh = mesh_of((2, 4))
+    ccl = _TTCCL(mesh)
+    t, _ = _input(mesh, (1, 1, 2, 8))
+    assert (
+        _ag(t, ccl.ag, memory_config=ttnn.L1_MEMORY_CONFIG).memory_config() == ttnn.L1_MEMORY_CONFIG
+    )
+    assert _ag(t, ccl.ag).memory_config() == t.memory_config()  # value_or(input's)
+    rs = ttnn.experimental.reduce_scatter_minimal_async(
+        t, None, 3, ccl.rs, cluster_axis=1, memory_config=ttnn.L1_MEMORY_CONFIG
+    )
+    assert rs.memory_config() == ttnn.L1_MEMORY_CONFIG
 
 
 def test_llama_reduce_scatter_needs_axis_1_of_2_or_4():
@@ -644,3 +673,171 @@ def test_sync_collectives_take_fabric_tuning_and_check_subdevice_id():
         ttnn.reduce_scatter(t, 3, subdevice_id=ttnn.SubDeviceId(2))
     with pytest.raises(ttnn.CCLError, match=r"chunks_per_sync=-1 is not a non-negative int"):
         ttnn.all_gather(t, 3, chunks_per_sync=-1)
+
+
+def _ref_neighbor_pad(data, shape, axis, dim, left, right, mode, secondary=None):
+    """Per device: the neighbours' edge rows around its own rows, by loops over coordinates."""
+    n = shape[axis]
+    out = {}
+    for c, x in data.items():
+        k = c[axis]
+
+        def at(j, c=c):
+            g = list(c)
+            g[axis] = j
+            return data[tuple(g)]
+
+        if secondary is None:
+            step, has_b, has_f = 1, k > 0, k < n - 1
+        else:
+            sec_axis, (rows, cols) = secondary
+            r, col = divmod(k, cols)
+            if sec_axis == 1:
+                step, has_b, has_f = 1, col > 0, col < cols - 1
+            else:
+                step, has_b, has_f = cols, r > 0, r < rows - 1
+        size = x.shape[dim]
+        take = lambda a, lo, hi: np.take(a, range(lo, hi), axis=dim)  # noqa: E731
+        if has_b:
+            lpad = take(at(k - step), size - left, size)
+        elif mode == "zeros":
+            lpad = np.zeros_like(take(x, 0, left))
+        else:
+            lpad = np.repeat(take(x, 0, 1), left, axis=dim)
+        if has_f:
+            rpad = take(at(k + step), 0, right)
+        elif mode == "zeros":
+            rpad = np.zeros_like(take(x, 0, right))
+        else:
+            rpad = np.repeat(take(x, size - 1, size), right, axis=dim)
+        out[c] = np.concatenate([lpad, x, rpad], axis=dim)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["zeros", "replicate"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_neighbor_pad_async_vae_form(mode, axis):
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 2, 3, 4, 2), seed=40)  # B, T, H, W, C
+    out = ttnn.experimental.neighbor_pad_async(
+        t,
+        dim=2,
+        padding_left=1,
+        padding_right=2,
+        padding_mode=mode,
+        cluster_axis=axis,
+        final_semaphore=ccl.ag[0],
+        barrier_semaphore=ccl.barrier,
+        num_links=1,
+        topology=ttnn.Topology.Linear,
+    )
+    want = _ref_neighbor_pad(data, shape, axis, 2, 1, 2, mode)
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+
+
+@pytest.mark.parametrize("secondary_axis", [0, 1])
+def test_neighbor_pad_async_secondary_axis(secondary_axis):
+    shape = (1, 8)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 3, 4, 2), seed=41)
+    out = ttnn.experimental.neighbor_pad_async(
+        t,
+        1,
+        1,
+        1,
+        "replicate",
+        1,
+        ccl.ag[0],
+        ccl.barrier,
+        secondary_cluster_axis=secondary_axis,
+        secondary_mesh_shape=[2, 4],
+    )
+    want = _ref_neighbor_pad(data, shape, 1, 1, 1, 1, "replicate", (secondary_axis, (2, 4)))
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+    with pytest.raises(ttnn.CCLError, match=r"Secondary mesh shape \(3,4\) is not valid"):
+        ttnn.experimental.neighbor_pad_async(
+            t,
+            1,
+            1,
+            1,
+            "zeros",
+            1,
+            ccl.ag[0],
+            ccl.barrier,
+            secondary_cluster_axis=0,
+            secondary_mesh_shape=[3, 4],
+        )
+    with pytest.raises(ttnn.CCLError, match=r"Unsupported padding mode 'reflect'"):
+        ttnn.experimental.neighbor_pad_async(t, 1, 1, 1, "reflect", 1, ccl.ag[0], ccl.barrier)
+    with pytest.raises(ttnn.CCLError, match=r"only supports padding non last dim, provided 3"):
+        ttnn.experimental.neighbor_pad_async(t, 3, 1, 1, "zeros", 1, ccl.ag[0], ccl.barrier)
+
+
+def test_slice_reshard_async_trims_and_reshards():
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (4, 2, 3), seed=42)
+    out = ttnn.experimental.slice_reshard_async(
+        t,
+        dim=0,
+        output_dim_shape=12,
+        output_dim_offset=3,
+        cluster_axis=1,
+        final_semaphore=ccl.ag[0],
+        barrier_semaphore=ccl.barrier,
+        num_links=1,
+        topology=ttnn.Topology.Linear,
+    )
+    want = {}
+    for c in data:
+        whole = np.concatenate([data[(c[0], j)] for j in range(4)])[3:15]
+        want[c] = np.split(whole, 4)[c[1]]
+    assert_close(per_device_output(out), want, np.float32, exact=True)
+    with pytest.raises(ttnn.CCLError, match=r"Output dim shape must be divisible by num devices"):
+        ttnn.experimental.slice_reshard_async(t, 0, 0, 10, 1, ccl.ag[0], ccl.barrier)
+
+
+def test_async_collectives_under_jit_equal_eager():
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 1, 2, 8), seed=50)
+
+    def step(x):
+        g = ttnn.experimental.all_gather_async(
+            x, None, 3, ccl.ag, cluster_axis=0, topology=ttnn.Topology.Linear
+        )
+        return ttnn.experimental.reduce_scatter_minimal_async(
+            g, None, 3, ccl.rs, cluster_axis=1, barrier_semaphore=ccl.barrier
+        )
+
+    jitted, eager = per_device_output(jax.jit(step)(t)), per_device_output(step(t))
+    want = ref_reduce_scatter(ref_all_gather(data, shape, 3, 0), shape, 3, 1)
+    assert_close(eager, want, np.float32)
+    assert_close(jitted, eager, np.float32, exact=True)
+
+
+def test_global_semaphore_arg_as_deepseek_passes_it():
+    """DeepSeek's configs hold all_gather_async's semaphores as a GlobalSemaphoreArg."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    ccl = _TTCCL(mesh)
+    t, data = _input(mesh, (1, 1, 2, 3), seed=60)
+    cfg = {
+        "dim": 3,
+        "cluster_axis": 1,
+        "mesh_device": mesh,
+        "topology": ttnn.Topology.Linear,
+        "multi_device_global_semaphore": ttnn.experimental.GlobalSemaphoreArg(ccl.ag),
+        "num_links": 1,
+        "memory_config": ttnn.DRAM_MEMORY_CONFIG,
+    }
+    out = ttnn.experimental.all_gather_async(t, **cfg)
+    assert_close(per_device_output(out), ref_all_gather(data, shape, 3, 1), np.float32)
+    with pytest.raises(ttnn.CCLError, match="semaphore size should be 2 but has 1"):
+        cfg["multi_device_global_semaphore"] = ttnn.experimental.GlobalSemaphoreArg(ccl.barrier)
+        ttnn.experimental.all_gather_async(t, **cfg)

@@ -406,7 +406,14 @@ def all_gather(
         def fn(x: Any) -> Any:
             return sched(x, names, n, d)
 
-    out = run_op(op, fn, [c.t], static=(d, *c.key), placement_rule=_rule(c.axes, REPLICATE))
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(d, *c.key),
+        placement_rule=_rule(c.axes, REPLICATE),
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -472,7 +479,14 @@ def reduce_scatter(
             return _chunk(reducer(x, names), lax.axis_index(names), n, d)
 
     rule = _rule(c.axes, PlacementShard(d))
-    out = run_op(op, fn, [c.t], static=(d, rop, policy, *c.key), placement_rule=rule)
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(d, rop, policy, *c.key),
+        placement_rule=rule,
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -518,7 +532,14 @@ def all_reduce(
             return reduce_fn(x, names)
 
     rule = _rule(c.axes, REPLICATE)
-    out = run_op(op, fn, [c.t], static=(rop, policy, *c.key), placement_rule=rule)
+    out = run_op(
+        op,
+        fn,
+        [c.t],
+        static=(rop, policy, *c.key),
+        placement_rule=rule,
+        memory_config=memory_config,
+    )
     return write_output(out, output_tensor)
 
 
@@ -557,7 +578,9 @@ def all_to_all(
         return lax.all_to_all(x, names, split_axis=do, concat_axis=di, tiled=True)
 
     rule = _rule(c.axes, PlacementShard(do))
-    return run_op(op, fn, [c.t], static=(di, do, c.axes), placement_rule=rule)
+    return run_op(
+        op, fn, [c.t], static=(di, do, c.axes), placement_rule=rule, memory_config=memory_config
+    )
 
 
 def _coord(op: str, mesh: MeshDevice, coord: Any, name: str) -> int:
@@ -671,11 +694,23 @@ def broadcast(
         mine = lax.axis_index(names) == src
         return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
 
-    return run_op(op, fn, [c.t], static=(s, c.axes), placement_rule=_rule(c.axes, REPLICATE))
+    return run_op(
+        op,
+        fn,
+        [c.t],
+        static=(s, c.axes),
+        placement_rule=_rule(c.axes, REPLICATE),
+        memory_config=memory_config,
+    )
 
 
 def mesh_partition(
-    input_tensor: Tensor, dim: int, cluster_axis: int | None = None, **kwargs: Any
+    input_tensor: Tensor,
+    dim: int,
+    cluster_axis: int | None = None,
+    *,
+    memory_config: Any = None,
+    **kwargs: Any,
 ) -> Tensor:
     """Keep the ``i``-th of group-size slices along ``dim`` on the ``i``-th device (no communication)."""
     op = "mesh_partition"
@@ -692,7 +727,9 @@ def mesh_partition(
         return _chunk(x, lax.axis_index(names), n, d)
 
     rule = _rule(c.axes, PlacementShard(d))
-    return run_op(op, fn, [c.t], static=(d, c.axes), placement_rule=rule)
+    return run_op(
+        op, fn, [c.t], static=(d, c.axes), placement_rule=rule, memory_config=memory_config
+    )
 
 
 __all__ = [

@@ -3,7 +3,8 @@
 Each op takes the arguments TT-NN's binding takes, in TT-NN's order, resolving overloads as
 pybind does (the first whose names, arity and argument types fit). The hardware-only arguments
 are checked as TT-NN checks them: a semaphore list has the count the kernel needs and belongs to
-the tensor's mesh, a ``subdevice_id`` exists in the loaded sub-device manager, ``num_links > 0``.
+the tensor's mesh (or a mesh it was carved from), a ``subdevice_id`` exists in the loaded
+sub-device manager, ``num_links > 0``.
 The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
 checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
 
@@ -24,10 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ttjax import ccl
-from ttjax.enums import DataType, ReduceType, Topology
+from ttjax._dispatch import run_op
+from ttjax.enums import DataType, Layout, ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError
 from ttjax.hardware import CoreCoord, MemoryConfig
 from ttjax.mesh import MeshDevice
@@ -49,6 +53,26 @@ def _uint(x: Any) -> bool:
 
 def _opt(pred: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda x: x is None or pred(x)
+
+
+class GlobalSemaphoreArg:
+    """TT-NN's argument type for all_gather_async's semaphores: one semaphore or a list of them."""
+
+    def __init__(self, semaphores: GlobalSemaphore | Sequence[GlobalSemaphore]) -> None:
+        if not (isinstance(semaphores, GlobalSemaphore) or _sems(semaphores)):
+            raise CCLSignatureError(
+                f"GlobalSemaphoreArg({_short(semaphores)}): expected a GlobalSemaphore or a list "
+                "of them.\nfix: create them with ttnn.create_global_semaphore(mesh, cores, 0)."
+            )
+        self.semaphores: list[GlobalSemaphore] = (
+            [semaphores] if isinstance(semaphores, GlobalSemaphore) else list(semaphores)
+        )
+
+    def get(self) -> list[GlobalSemaphore]:
+        return list(self.semaphores)
+
+    def __repr__(self) -> str:
+        return f"GlobalSemaphoreArg({self.semaphores!r})"
 
 
 def _sem(x: Any) -> bool:
@@ -76,15 +100,22 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "sem?": (_opt(_sem), "a GlobalSemaphore or None"),
     "sems": (_sems, "a list of GlobalSemaphore"),
     "sems?": (_opt(_sems), "a list of GlobalSemaphore or None"),
-    "sem|sems": (lambda x: _sem(x) or _sems(x), "a GlobalSemaphore or a list of them"),
+    "sem|sems": (
+        lambda x: _sem(x) or _sems(x) or isinstance(x, GlobalSemaphoreArg),
+        "a GlobalSemaphore, a list of them or a GlobalSemaphoreArg",
+    ),
     "mesh": (lambda x: isinstance(x, MeshDevice), "a ttnn.MeshDevice"),
     "mem?": (_opt(lambda x: isinstance(x, MemoryConfig)), "a ttnn.MemoryConfig or None"),
-    "mem": (lambda x: isinstance(x, MemoryConfig), "a ttnn.MemoryConfig"),
     "topo": (lambda x: isinstance(x, Topology), "a ttnn.Topology"),
     "subdev?": (_opt(lambda x: isinstance(x, SubDeviceId)), "a ttnn.SubDeviceId or None"),
     "subdev": (lambda x: isinstance(x, SubDeviceId), "a ttnn.SubDeviceId"),
     "reduce": (lambda x: isinstance(x, ReduceType), "a ttnn.ReduceType"),
     "dtype?": (_opt(lambda x: isinstance(x, DataType)), "a ttnn.DataType or None"),
+    "str": (lambda x: isinstance(x, str), "a str"),
+    "shape2?": (
+        _opt(lambda x: isinstance(x, (tuple, list)) and len(x) == 2 and all(_uint(v) for v in x)),
+        "a (rows, cols) pair or None",
+    ),
     "core": (
         lambda x: (
             isinstance(x, CoreCoord)
@@ -120,7 +151,11 @@ class _Overload:
 
 
 def _overload(template: Callable[..., Any], **kinds: str) -> _Overload:
-    return _Overload(inspect.signature(template), kinds)
+    """An overload from a template function's signature; ``kinds`` may hold names it lacks."""
+    sig = inspect.signature(template)
+    unknown = set(kinds.values()) - set(_KINDS)
+    assert not unknown, f"{template.__name__}: unknown kinds {unknown}"
+    return _Overload(sig, {k: v for k, v in kinds.items() if k in sig.parameters})
 
 
 def _short(value: Any) -> str:
@@ -161,6 +196,17 @@ def _mesh_name(mesh: Any) -> str:
     return f"{mesh!r} (id {mesh.id()})"
 
 
+def _on_mesh_or_ancestor(sem_mesh: MeshDevice, mesh: MeshDevice) -> bool:
+    """Whether ``sem_mesh`` is ``mesh`` or a mesh it was carved from (its semaphore's L1 buffer
+    then exists on every device of ``mesh``)."""
+    m: MeshDevice | None = mesh
+    while m is not None:
+        if m.same_mesh(sem_mesh):
+            return True
+        m = m._parent
+    return False
+
+
 def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | None = None) -> None:
     """Each semaphore belongs to the tensor's mesh; a list has the ``count`` the kernel needs."""
     if sems is None:
@@ -177,7 +223,7 @@ def _check_semaphores(op: str, t: Tensor, name: str, sems: Any, count: int | Non
                 "fix: create the semaphores again on the open mesh with "
                 "ttnn.create_global_semaphore."
             )
-        if not s.mesh_device.same_mesh(mesh):
+        if not _on_mesh_or_ancestor(s.mesh_device, mesh):
             raise CCLError(
                 f"ttnn.experimental.{op}: {where} was created on mesh {_mesh_name(s.mesh_device)}, "
                 f"but the tensor lives on mesh {_mesh_name(mesh)}.\n"
@@ -269,21 +315,35 @@ def _check_output(
             f"layout but has {buf._layout!r} ({name}; expected {t._layout!r}).\n"
             f"fix: allocate {name} with layout={t._layout!r}."
         )
-    if tuple(buf._shape) != tuple(shape):
-        bad = next((i for i, (x, y) in enumerate(zip(buf._shape, shape)) if x != y), len(shape) - 1)
+    if len(buf._shape) != len(shape):
         raise CCLError(
-            f"ttnn.experimental.{op}: Error, Output tensor shape at dimension {bad} should be "
-            f"{shape[bad] if bad < len(shape) else '?'} but has "
-            f"{buf._shape[bad] if bad < len(buf._shape) else '?'} ({name} has per-device shape "
+            f"ttnn.experimental.{op}: Error, Output tensor shape should have same number of "
+            f"dimensions as input tensor but has {len(buf._shape)} ({name} has per-device shape "
             f"{list(buf._shape)}, the result {list(shape)}).\n"
             f"fix: allocate {name} with per-device shape {list(shape)}."
         )
+    for i, (have, want) in enumerate(zip(buf._shape, shape)):
+        if have != want:
+            raise CCLError(
+                f"ttnn.experimental.{op}: Error, Output tensor shape at dimension {i} should be "
+                f"{want} but has {have} ({name} has per-device shape {list(buf._shape)}, the "
+                f"result {list(shape)}).\nfix: allocate {name} with per-device shape {list(shape)}."
+            )
 
 
 def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) -> Tensor:
+    """Write ``result`` into the persistent buffer ``buf`` (TT-NN's checks first) and return it."""
     if buf is None:
         return result
     _check_output(op, name, buf, t, tuple(result._shape), result._dtype)
+    if buf.memory_config() != result.memory_config():
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, Output tensor memory config should be same as "
+            f"output_mem_config but has {buf.memory_config()!r} ({name}; the op's output memory "
+            f"config is {result.memory_config()!r}).\n"
+            f"fix: allocate {name} with memory_config={result.memory_config()!r}, or pass that "
+            "memory_config to the op."
+        )
     return buf.assign(result)
 
 
@@ -381,27 +441,30 @@ _AG_OVERLOADS = (
 
 def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse: bool) -> Tensor:
     which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
+    if isinstance(a["multi_device_global_semaphore"], GlobalSemaphoreArg):
+        a["multi_device_global_semaphore"] = a["multi_device_global_semaphore"].get()
     # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
-    # semaphores"); its llama-sharded kernel, picked for sharded outputs, takes one.
+    # semaphores"); its llama-sharded kernel, picked for sharded outputs
+    # (memory_config.value_or(input's)), takes one.
     mc = a["memory_config"]
-    llama = a["use_optimal_ccl_for_llama"] or (mc is not None and mc.is_sharded())
-    count = None if llama else 2
+    out_mc = mc if mc is not None else a["input_tensor"].memory_config()
+    count = None if a["use_optimal_ccl_for_llama"] or out_mc.is_sharded() else 2
     t = _check_common(op, a, "multi_device_global_semaphore", count)
     _check_link_rows(op, t, a["num_links"])
     _rank3(op, t)
     axis = a.get("cluster_axis")
-    _check_group(op, t, axis)
+    n = _check_group(op, t, axis)
     _check_topology(op, a["topology"])
     d = ccl._dim(op, t, a["dim"])
-    out = ccl.all_gather(t, d, axis, topology=a["topology"])
+    out = ccl.all_gather(t, d, axis, topology=a["topology"], memory_config=mc)
     if reverse:
-        out = _reverse_chunks(out, d, _check_group(op, t, axis))
+        out = _reverse_chunks(out, d, n, mc)
     buf = a.get("persistent_output_buffer", a.get("persistent_output_tensor"))
     name = "persistent_output_buffer" if which == 1 else "persistent_output_tensor"
     return _write(op, name, out, buf, t)
 
 
-def _reverse_chunks(t: Tensor, dim: int, n: int) -> Tensor:
+def _reverse_chunks(t: Tensor, dim: int, n: int, memory_config: Any) -> Tensor:
     """The gathered pieces in reverse device order (all_gather_async_reversed)."""
     size = t._shape[dim] // n
     pieces = []
@@ -410,7 +473,7 @@ def _reverse_chunks(t: Tensor, dim: int, n: int) -> Tensor:
         end = list(t._shape)
         start[dim], end[dim] = i * size, (i + 1) * size
         pieces.append(slice_op(t, start, end))
-    return concat(pieces, dim)
+    return concat(pieces, dim, memory_config=memory_config)
 
 
 def all_gather_async(*args: Any, **kwargs: Any) -> Tensor:
@@ -427,8 +490,8 @@ def all_gather_async(*args: Any, **kwargs: Any) -> Tensor:
        persistent_output_tensor=None, num_links=None, memory_config=None, subdevice_id=None,
        use_optimal_ccl_for_llama=False, barrier_semaphore=None)`` (the Galaxy Llama's form)
 
-    ``multi_device_global_semaphore`` is a list of 2 (or one semaphore with
-    ``use_optimal_ccl_for_llama=True``).
+    ``multi_device_global_semaphore`` is a list of 2; TT-NN's llama-sharded kernel (a sharded output
+    memory config, or ``use_optimal_ccl_for_llama=True``) takes one.
     """
     return _all_gather("all_gather_async", args, kwargs, reverse=False)
 
@@ -524,6 +587,11 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
         )
     if bufs is not None:
         inter = bufs[0]
+        if inter._mesh is None or not inter._mesh.same_mesh(t._mesh):
+            raise CCLError(
+                f"ttnn.experimental.{op}: persistent_output_buffers[0] lives on {inter._mesh!r}, "
+                f"not on the input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh."
+            )
         if inter._dtype is not t._dtype or inter._layout is not t._layout:
             raise CCLError(
                 f"ttnn.experimental.{op}: Error, intermediate tensor dtype/layout should be same as "
@@ -531,7 +599,12 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
                 f"{inter._layout!r}).\nfix: allocate the intermediate buffer like the input."
             )
     out = ccl.reduce_scatter(
-        t, d, ReduceType.Sum, cluster_axis=a["cluster_axis"], topology=a["topology"]
+        t,
+        d,
+        ReduceType.Sum,
+        cluster_axis=a["cluster_axis"],
+        topology=a["topology"],
+        memory_config=a["memory_config"],
     )
     return _write(op, "persistent_output_buffers[1]", out, bufs[1] if bufs else None, t)
 
@@ -611,7 +684,12 @@ def reduce_scatter_async(*args: Any, **kwargs: Any) -> Tensor:
     n = _check_group(op, t, a.get("cluster_axis"))
     d = _scatter_dim(op, t, a["dim"], n, range(len(t._shape)))
     out = ccl.reduce_scatter(
-        t, d, a["math_op"], cluster_axis=a.get("cluster_axis"), topology=a["topology"]
+        t,
+        d,
+        a["math_op"],
+        cluster_axis=a.get("cluster_axis"),
+        topology=a["topology"],
+        memory_config=a["memory_config"],
     )
     bufs = a.get("persistent_output_tensors")
     return _write(op, "persistent_output_tensors[-1]", out, bufs[-1] if bufs else None, t)
@@ -685,7 +763,14 @@ def llama_reduce_scatter(*args: Any, **kwargs: Any) -> Tensor:
             f"ttnn.experimental.{op}: intermediate_packet_buffer lives on {buf._mesh!r}, not on "
             f"the input's mesh {t._mesh!r}.\nfix: allocate it on the input's mesh device."
         )
-    return ccl.reduce_scatter(t, d, ReduceType.Sum, cluster_axis=1, topology=a["topology"])
+    return ccl.reduce_scatter(
+        t,
+        d,
+        ReduceType.Sum,
+        cluster_axis=1,
+        topology=a["topology"],
+        memory_config=a["memory_config"],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -848,7 +933,9 @@ def all_reduce_async(*args: Any, **kwargs: Any) -> Tensor:
             f"{t._mesh!r} has {n} devices.\nfix: num_devices={n}, or use the cluster_axis form."
         )
     math_op = a.get("math_op", ReduceType.Sum)
-    out = ccl.all_reduce(t, axis, math_op=math_op, topology=a["topology"])
+    out = ccl.all_reduce(
+        t, axis, math_op=math_op, topology=a["topology"], memory_config=a["memory_config"]
+    )
     if which == 2:
         buf = a["buffer_tensor"]
         if buf._mesh is None or not buf._mesh.same_mesh(t._mesh):
@@ -926,7 +1013,9 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
             f"are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
         )
     _check_group(op, t, None)
-    out = ccl.all_to_all(t, a["in_dim"], a["out_dim"], topology=a["topology"])
+    out = ccl.all_to_all(
+        t, a["in_dim"], a["out_dim"], topology=a["topology"], memory_config=a["memory_config"]
+    )
     return _write(op, "persistent_output_buffer", out, a["persistent_output_buffer"], t)
 
 
@@ -1037,13 +1126,261 @@ def all_gather_matmul_async(*args: Any, **kwargs: Any) -> list[Tensor]:
     return [gathered, out]
 
 
+# ---------------------------------------------------------------------------------------------
+# halo exchange and slice-reshard (tt_dit's spatially parallel VAE)
+# ---------------------------------------------------------------------------------------------
+
+
+def _neighbor_pad(
+    input_tensor,
+    dim,
+    padding_left,
+    padding_right,
+    padding_mode,
+    cluster_axis,
+    final_semaphore,
+    barrier_semaphore,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Linear,
+    secondary_cluster_axis=None,
+    secondary_mesh_shape=None,
+): ...
+
+
+_NEIGHBOR_PAD = (
+    _overload(
+        _neighbor_pad,
+        input_tensor="Tensor",
+        dim="uint",
+        padding_left="uint",
+        padding_right="uint",
+        padding_mode="str",
+        cluster_axis="uint",
+        final_semaphore="sem",
+        barrier_semaphore="sem?",
+        num_links="uint",
+        memory_config="mem?",
+        topology="topo",
+        secondary_cluster_axis="uint?",
+        secondary_mesh_shape="shape2?",
+    ),
+)
+
+
+def _row_major(op: str, t: Tensor) -> None:
+    if t._layout is not Layout.ROW_MAJOR:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported input tensor layout {t._layout!r}.\n"
+            "fix: ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT) first."
+        )
+
+
+def _cluster_axis_01(op: str, name: str, axis: Any) -> None:
+    if axis not in (0, 1):
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported {name.replace('_', ' ')} {axis}.\n"
+            f"fix: {name}=0 or {name}=1."
+        )
+
+
+def _line_neighbors(
+    n: int, secondary_axis: int | None, secondary_shape: Sequence[int] | None
+) -> tuple[list[int | None], list[int | None]]:
+    """For each position on the line, the positions of its backward and forward neighbours.
+
+    With a secondary axis the line of ``n`` devices is a row-major ``secondary_shape`` grid and
+    neighbours are one step along ``secondary_axis`` of that grid (TT-NN's 2-D halo)."""
+    back: list[int | None] = []
+    fwd: list[int | None] = []
+    for k in range(n):
+        if secondary_axis is None or secondary_shape is None:
+            b, f, step = k > 0, k < n - 1, 1
+        else:
+            rows, cols = secondary_shape
+            r, c = divmod(k, cols)
+            if secondary_axis == 1:
+                b, f, step = c > 0, c < cols - 1, 1
+            else:
+                b, f, step = r > 0, r < rows - 1, cols
+        back.append(k - step if b else None)
+        fwd.append(k + step if f else None)
+    return back, fwd
+
+
+def neighbor_pad_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.neighbor_pad_async``: pad each device's tensor along ``dim``
+    with its neighbours' edge rows along ``cluster_axis`` (a halo); the ends of the line get zeros
+    or their own edge row repeated (``padding_mode`` ``"zeros"`` / ``"replicate"``).
+
+    ``(input_tensor, dim, padding_left, padding_right, padding_mode, cluster_axis,
+    final_semaphore, barrier_semaphore, *, num_links=1, memory_config=None, topology=Linear,
+    secondary_cluster_axis=None, secondary_mesh_shape=None)``
+    """
+    op = "neighbor_pad_async"
+    _, a = _resolve(op, _NEIGHBOR_PAD, args, kwargs)
+    t = _check_common(op, a, "final_semaphore")
+    _row_major(op, t)
+    d, left, right, mode = (
+        int(a["dim"]),
+        int(a["padding_left"]),
+        int(a["padding_right"]),
+        a["padding_mode"],
+    )
+    if d >= 3 or d >= len(t._shape) - 1:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, neighbor pad currently only supports padding non last "
+            f"dim, provided {d} (per-device shape {list(t._shape)}).\nfix: a dim < 3 that is not the last."
+        )
+    if mode not in ("zeros", "replicate"):
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported padding mode {mode!r}.\n"
+            "fix: padding_mode='zeros' or 'replicate'."
+        )
+    if left > t._shape[d] or right > t._shape[d]:
+        raise CCLError(
+            f"ttnn.experimental.{op}: One of the padding values {left} or {right} exceeds the shape "
+            f"of the input tensor in that dim {t._shape[d]}.\nfix: pad by at most {t._shape[d]}."
+        )
+    _cluster_axis_01(op, "cluster_axis", a["cluster_axis"])
+    axis = int(a["cluster_axis"])
+    n = _check_group(op, t, axis)
+    sec_axis, sec_shape = a["secondary_cluster_axis"], a["secondary_mesh_shape"]
+    if sec_axis is not None:
+        _cluster_axis_01(op, "secondary_cluster_axis", sec_axis)
+        if sec_shape is None:
+            raise CCLError(
+                f"ttnn.experimental.{op}: If secondary cluster axis is specified, need to have a "
+                "secondary mesh shape.\nfix: pass secondary_mesh_shape=(rows, cols)."
+            )
+        if n % sec_shape[0] or n % sec_shape[1] or sec_shape[0] * sec_shape[1] != n:
+            raise CCLError(
+                f"ttnn.experimental.{op}: Secondary mesh shape ({sec_shape[0]},{sec_shape[1]}) is "
+                f"not valid given main cluster axis device count {n}.\n"
+                f"fix: rows * cols == {n}."
+            )
+    c = ccl._prepare(op, t, {}, axis, topology=a["topology"])
+    back, fwd = _line_neighbors(n, sec_axis, tuple(sec_shape) if sec_shape else None)
+    to_fwd = [(k, f) for k, f in enumerate(fwd) if f is not None]  # my last rows -> next's left
+    to_back = [(k, b) for k, b in enumerate(back) if b is not None]
+    first = np.array([b is None for b in back])
+    last = np.array([f is None for f in fwd])
+    names, size = c.names, t._shape[d]
+
+    def fn(x: Any) -> Any:
+        idx = lax.axis_index(names)
+        pieces = []
+        if left:
+            recv = lax.ppermute(lax.slice_in_dim(x, size - left, size, axis=d), names, to_fwd)
+            if mode == "replicate":
+                edge = jnp.repeat(lax.slice_in_dim(x, 0, 1, axis=d), left, axis=d)
+                recv = jnp.where(jnp.asarray(first)[idx], edge, recv)
+            pieces.append(recv)
+        pieces.append(x)
+        if right:
+            recv = lax.ppermute(lax.slice_in_dim(x, 0, right, axis=d), names, to_back)
+            if mode == "replicate":
+                edge = jnp.repeat(lax.slice_in_dim(x, size - 1, size, axis=d), right, axis=d)
+                recv = jnp.where(jnp.asarray(last)[idx], edge, recv)
+            pieces.append(recv)
+        return jnp.concatenate(pieces, axis=d)
+
+    static = (d, left, right, mode, c.axes, tuple(to_fwd), tuple(to_back))
+    return run_op(
+        op,
+        fn,
+        [t],
+        static=static,
+        placement_rule=ccl._rule(c.axes, None),
+        memory_config=a["memory_config"],
+    )
+
+
+def _slice_reshard(
+    input_tensor,
+    dim,
+    output_dim_offset,
+    output_dim_shape,
+    cluster_axis,
+    final_semaphore,
+    barrier_semaphore,
+    *,
+    num_links=1,
+    memory_config=None,
+    topology=Topology.Linear,
+): ...
+
+
+_SLICE_RESHARD = (
+    _overload(
+        _slice_reshard,
+        input_tensor="Tensor",
+        dim="uint",
+        output_dim_offset="uint",
+        output_dim_shape="uint",
+        cluster_axis="uint",
+        final_semaphore="sem",
+        barrier_semaphore="sem?",
+        num_links="uint",
+        memory_config="mem?",
+        topology="topo",
+    ),
+)
+
+
+def slice_reshard_async(*args: Any, **kwargs: Any) -> Tensor:
+    """TT-NN's ``ttnn.experimental.slice_reshard_async``: slice ``[output_dim_offset,
+    output_dim_offset + output_dim_shape)`` of the tensor the devices of ``cluster_axis`` hold
+    together along ``dim``, and reshard that slice evenly over them (trims a VAE's padding).
+
+    ``(input_tensor, dim, output_dim_offset, output_dim_shape, cluster_axis, final_semaphore,
+    barrier_semaphore, *, num_links=1, memory_config=None, topology=Linear)``
+    """
+    op = "slice_reshard_async"
+    _, a = _resolve(op, _SLICE_RESHARD, args, kwargs)
+    t = _check_common(op, a, "final_semaphore")
+    if a["dim"] != 0:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Error, neighbor pad currently only supports sharding dim 0, "
+            f"provided {a['dim']}.\nfix: move the sharded dim to 0 first."
+        )
+    _row_major(op, t)
+    _cluster_axis_01(op, "cluster_axis", a["cluster_axis"])
+    axis = int(a["cluster_axis"])
+    n = _check_group(op, t, axis)
+    offset, length = int(a["output_dim_offset"]), int(a["output_dim_shape"])
+    if length % n:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Output dim shape must be divisible by num devices on cluster "
+            f"axis: output_dim_shape={length}, {n} devices.\nfix: a multiple of {n}."
+        )
+    total = t._shape[0] * n
+    if offset + length > total:
+        raise CCLError(
+            f"ttnn.experimental.{op}: output_dim_offset + output_dim_shape = {offset + length} "
+            f"exceeds the {total} rows the {n} devices hold together.\n"
+            f"fix: keep the slice within [0, {total})."
+        )
+    whole = ccl.all_gather(t, 0, axis, topology=a["topology"])
+    end = list(whole._shape)
+    start = [0] * len(end)
+    start[0], end[0] = offset, offset + length
+    return ccl.mesh_partition(
+        slice_op(whole, start, end), 0, axis, memory_config=a["memory_config"]
+    )
+
+
 __all__ = [
+    "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
     "llama_reduce_scatter",
+    "neighbor_pad_async",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",
+    "slice_reshard_async",
 ]

@@ -8,14 +8,17 @@ values, written into the persistent output buffer when one is given.
 from __future__ import annotations
 
 from ttjax.ccl_async import (
+    GlobalSemaphoreArg,
     all_gather_async,
     all_gather_async_reversed,
     all_gather_matmul_async,
     all_reduce_async,
     all_to_all_async,
     llama_reduce_scatter,
+    neighbor_pad_async,
     reduce_scatter_async,
     reduce_scatter_minimal_async,
+    slice_reshard_async,
 )
 from ttjax.ops.fused import (
     fast_reduce_nc,
@@ -28,6 +31,7 @@ from ttjax.ops.fused import (
 from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
 
 __all__ = [
+    "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
     "all_gather_matmul_async",
@@ -35,6 +39,7 @@ __all__ = [
     "all_to_all_async",
     "fast_reduce_nc",
     "llama_reduce_scatter",
+    "neighbor_pad_async",
     "nlp_concat_heads",
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",
@@ -45,4 +50,5 @@ __all__ = [
     "reduce_scatter_minimal_async",
     "rotary_embedding",
     "rotary_embedding_llama",
+    "slice_reshard_async",
 ]

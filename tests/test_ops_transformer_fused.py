@@ -106,6 +106,12 @@ def test_nlp_create_qkv_heads_decode_and_concat_decode():
         close(g[0, 0, :batch], want_q.reshape(batch, nh * D), 0)
         assert not g[0, 0, batch:].any()
 
+    # num_heads may reach into the heads' tile padding (Mixtral's hard-coded num_heads=4).
+    wide = ttnn.experimental.nlp_concat_heads_decode(k, num_heads=4)
+    for g in per_device(wide):
+        close(g[0, 0, :batch, : nkv * D], want_k.reshape(batch, nkv * D), 0)
+        assert not g[0, 0, :, nkv * D :].any()
+
     # batch_offset (a device tensor) + slice_size keep users 2..4.
     off = ttnn.from_torch(torch.tensor([2], dtype=torch.int32), dtype=ttnn.int32, device=mesh)
     q2, _, v2 = ttnn.experimental.nlp_create_qkv_heads_decode(
@@ -242,7 +248,12 @@ def test_paged_fill_then_update_cache_through_page_table():
     )
     want[1, :, :11] = prompt[0]
     prompt0 = torch.randn(1, nkv, 9, D)
-    ttnn.experimental.paged_fill_cache(cache, from_torch(prompt0, mesh), tt_table, batch_idx=0)
+    first_user = ttnn.from_torch(
+        torch.tensor([0], dtype=torch.int32), dtype=ttnn.int32, device=mesh
+    )
+    ttnn.experimental.paged_fill_cache(
+        cache, from_torch(prompt0, mesh), tt_table, batch_idx_tensor=first_user
+    )
     want[0, :, :9] = prompt0[0]
 
     for positions in ([9, 11], [10, -1], [31, 12]):
@@ -509,6 +520,9 @@ def test_fused_ops_reject_bad_inputs_with_a_fix():
     bad_shape = ttnn.from_torch(torch.zeros(3, 4, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
     with pytest.raises(ttnn.ShapeMismatchError, match=r"page_table has per-device shape \[3, 4\]"):
         ttnn.experimental.paged_update_cache(cache, new, update_idxs=[0, 1], page_table=bad_shape)
+    empty = ttnn.from_torch(torch.zeros(2, 0, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
+    with pytest.raises(ttnn.ShapeMismatchError, match="no users or no blocks"):
+        ttnn.experimental.paged_update_cache(cache, new, update_idxs=[0, 1], page_table=empty)
     table = ttnn.from_torch(torch.zeros(2, 4, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
     with pytest.raises(ttnn.ShapeMismatchError, match="update index 64 is beyond"):
         ttnn.experimental.paged_update_cache(cache, new, update_idxs=[0, 64], page_table=table)

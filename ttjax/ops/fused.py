@@ -188,38 +188,48 @@ def nlp_create_qkv_heads_decode(
     return q, k, v
 
 
-def nlp_concat_heads(input: Tensor, *, memory_config: Any = None) -> Tensor:
+def nlp_concat_heads(
+    input_tensor: Tensor, *, memory_config: Any = None, output_tensor: Tensor | None = None
+) -> Tensor:
     """Heads [B, nh, S, d] -> [B, 1, S, nh*d] (head h in columns h*d .. h*d + d - 1)."""
-    b, h, s, d = _rank4("nlp_concat_heads", input, "[B, num_heads, S, head_dim]")
+    b, h, s, d = _rank4("nlp_concat_heads", input_tensor, "[B, num_heads, S, head_dim]")
 
     def fn(x: Any) -> Any:
         return jnp.transpose(x, (0, 2, 1, 3)).reshape(b, 1, s, h * d)
 
-    return run_op("nlp_concat_heads", fn, [input])
+    return write_output(run_op("nlp_concat_heads", fn, [input_tensor]), output_tensor)
 
 
 def nlp_concat_heads_decode(
-    input: Tensor, *, num_heads: int, memory_config: Any = None, sub_core_grids: Any = None
+    input_tensor: Tensor,
+    *,
+    num_heads: int,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
 ) -> Tensor:
-    """Decode attention output [1, B, H, d] (B <= 32 users, H >= num_heads, TT-NN pads heads to
-    32) -> [1, 1, 32, num_heads*d]: the first ``num_heads`` heads of user b in row b; TT-NN pads
-    the users to 32 rows (zeros here)."""
+    """Decode attention output [1, B, H, d] (B <= 32 users) -> [1, 1, 32, num_heads*d]: the first
+    ``num_heads`` heads of user b in row b. As in TT-NN, num_heads may reach into the heads'
+    tile padding (H rounded up to 32; zeros here) and the users are padded to 32 rows."""
     op = "nlp_concat_heads_decode"
-    s, users, h, d = _rank4(op, input, "[1, batch, heads, head_dim]")
+    s, users, h, d = _rank4(op, input_tensor, "[1, batch, heads, head_dim]")
     n = int(num_heads)
-    if s != 1 or users > 32 or not 0 < n <= h:
+    padded_heads = -(-h // TILE_SIZE) * TILE_SIZE  # TT-NN checks num_heads against the tile
+    if s != 1 or users > 32 or not 0 < n <= padded_heads:
         raise ShapeMismatchError(
-            f"ttnn.experimental.{op}: input per-device shape {list(input._shape)} with "
-            f"num_heads={n}; TT-NN expects [1, batch<=32, heads>=num_heads, head_dim].\n"
+            f"ttnn.experimental.{op}: input per-device shape {list(input_tensor._shape)} with "
+            f"num_heads={n}; TT-NN expects [1, batch<=32, heads, head_dim] with num_heads <= "
+            f"the heads padded to a tile ({padded_heads}).\n"
             "fix: pass the q heads per device as num_heads and at most 32 users per device."
         )
     rows = max(users, 32)
 
     def fn(x: Any) -> Any:
+        if n > h:  # heads of the tile's padding (zeros here)
+            x = jnp.pad(x, ((0, 0), (0, 0), (0, n - h), (0, 0)))
         y = x[0, :, :n, :].reshape(users, n * d)
         return jnp.pad(y, ((0, rows - users), (0, 0)))[None, None]
 
-    return run_op(op, fn, [input], static=(n,))
+    return write_output(run_op(op, fn, [input_tensor], static=(n,)), output_tensor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,8 +242,8 @@ def rotary_embedding_llama(
     cos_cache: Tensor,
     sin_cache: Tensor,
     trans_mat: Tensor,
-    is_decode_mode: bool = False,
     *,
+    is_decode_mode: bool = False,
     memory_config: Any = None,
     compute_kernel_config: Any = None,
 ) -> Tensor:

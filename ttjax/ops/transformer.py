@@ -146,6 +146,11 @@ def _check_page_table(op: str, page_table: Any, users: int, cache: Tensor) -> in
         op, "page_table", page_table, (users, None), "a page table [batch, max_num_blocks_per_seq]"
     )
     blocks = page_table._shape[1]
+    if blocks == 0 or page_table._shape[0] == 0:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: page_table has per-device shape {list(page_table._shape)}: no users or "
+            "no blocks.\nfix: slice the page table to at least one user and one block."
+        )
     if blocks > cache._shape[0]:
         raise ShapeMismatchError(
             f"ttnn.{op}: page_table has {blocks} blocks per user but the paged cache holds only "
@@ -644,10 +649,7 @@ def paged_fill_cache(
     block]``, row ``t % block``. ``batch_idx_tensor`` (one int) overrides ``batch_idx``."""
     op = "experimental.paged_fill_cache"
     check_hw_kwargs("paged_fill_cache", kwargs)
-    if not isinstance(page_table, Tensor) or len(page_table._shape) != 2:
-        _check_int_tensor(
-            op, "page_table", page_table, (None, None), "a page table [batch, blocks]"
-        )
+    _check_int_tensor(op, "page_table", page_table, (None, None), "a page table [batch, blocks]")
     _check_page_table(op, page_table, page_table._shape[0], cache_tensor)
     shape, cshape = tuple(input_tensor._shape), tuple(cache_tensor._shape)
     if len(shape) != 4 or shape[0] != 1 or shape[1] != cshape[1] or shape[3] != cshape[3]:

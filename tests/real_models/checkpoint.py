@@ -44,6 +44,14 @@ def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: i
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
+        # Embeddings 10x HF's init (std 0.2) so each token stays a large part of its residual
+        # stream next to the layers' outputs, and the LM head reads a shuffled copy of them:
+        # after token t the logits peak at perm[t] by a wide margin, so greedy decoding walks a
+        # cycle of distinct tokens that bfloat8_b rounding cannot flip (a random head gives
+        # near-ties, where any rounding may pick another token).
+        model.model.embed_tokens.weight.mul_(10.0)
+        perm = torch.randperm(sizes.vocab_size)
+        model.lm_head.weight.copy_(model.model.embed_tokens.weight[torch.argsort(perm)])
     model.save_pretrained(folder, safe_serialization=True)
     # transformers 5 writes rope_theta under rope_parameters only; 4.x (tt-metal's) reads the key
     raw = json.loads((folder / "config.json").read_text())

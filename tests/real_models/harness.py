@@ -293,7 +293,37 @@ def _rope_setup(s: Setup) -> Any:
     )
 
 
-def _attention_like(s: Setup, kind: str) -> tuple[Any, Any]:
+# Paged KV cache as tt-metal's tests lay it out (block size 32), blocks out of order.
+PAGE_BLOCK_SIZE = 32
+
+
+def paged_setup(s: Setup) -> tuple[Any, Any]:
+    """(PagedAttentionConfig, page table [batch, blocks per user] as torch) for ``s``'s sizes:
+    the physical blocks in reverse order (tt-metal's tests shuffle them at random)."""
+    import torch
+
+    from models.tt_transformers.tt.common import PagedAttentionConfig
+
+    a = s.args
+    blocks = a.max_batch_size * a.max_seq_len // PAGE_BLOCK_SIZE
+    config = PagedAttentionConfig(block_size=PAGE_BLOCK_SIZE, max_num_blocks=blocks)
+    page_table = torch.arange(blocks).flip(0)  # virtual block 0 lives in the last physical one
+    page_table = page_table.reshape(a.max_batch_size, blocks // a.max_batch_size)
+    return config, page_table
+
+
+def _page_table_tt(s: Setup, page_table: Any) -> Any:
+    ttnn = _ttnn()
+    return ttnn.from_torch(
+        page_table,
+        device=s.mesh,
+        dtype=ttnn.int32,
+        layout=ttnn.ROW_MAJOR_LAYOUT,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(s.mesh),
+    )
+
+
+def _attention_like(s: Setup, kind: str, paged_config: Any = None) -> tuple[Any, Any]:
     """tt-metal's Attention or TransformerBlock for layer 0, and its rotary set-up."""
     ttnn, args = _ttnn(), s.args
     rope = _rope_setup(s)
@@ -311,7 +341,7 @@ def _attention_like(s: Setup, kind: str) -> tuple[Any, Any]:
             dtype=dtype,
             transformation_mats=mats,
             configuration=args,
-            paged_attention_config=None,
+            paged_attention_config=paged_config,
         )
     else:
         from models.tt_transformers.tt.decoder import TransformerBlock
@@ -325,20 +355,26 @@ def _attention_like(s: Setup, kind: str) -> tuple[Any, Any]:
             layer_num=0,
             weight_cache_path=args.weight_cache_path(dtype),
             transformation_mats=mats,
+            paged_attention_config=paged_config,
         )
     return module, rope
 
 
-def run_attention_like(s: Setup, kind: str, mode: str, steps: int = 3) -> float:
+def run_attention_like(
+    s: Setup, kind: str, mode: str, steps: int = 3, paged: bool = False
+) -> float:
     """test_attention(_prefill).py / test_decoder(_prefill).py; returns the worst step's PCC.
 
     Decode feeds one token per step (positions 0..steps-1) and compares step i with transformers'
-    causal run over the first i+1 inputs, row i.
+    causal run over the first i+1 inputs, row i. ``paged``: the KV cache is paged (shuffled
+    blocks of 32 positions) and the page table goes with every call, as in tt-metal's tests.
     """
     import torch
 
     ttnn, args = _ttnn(), s.args
-    module, rope = _attention_like(s, kind)
+    paged_config, page_table = paged_setup(s) if paged else (None, None)
+    module, rope = _attention_like(s, kind, paged_config)
+    page_table_tt = _page_table_tt(s, page_table) if paged else None
     hf_layer = s.hf.model.layers[0]
     hf_module = hf_layer.self_attn if kind == "attention" else hf_layer
     if mode == "prefill":
@@ -354,7 +390,7 @@ def run_attention_like(s: Setup, kind: str, mode: str, steps: int = 3) -> float:
             theta=args.rope_theta,
             rope_scaling=args.rope_scaling,
         )
-        kwargs = {"user_id": 0, "mode": "prefill"}
+        kwargs = {"user_id": 0, "mode": "prefill", "page_table": page_table_tt}
         if kind == "attention":
             out = module(tt_x, current_pos=None, rot_mats=rot, **kwargs)
         else:
@@ -387,9 +423,9 @@ def run_attention_like(s: Setup, kind: str, mode: str, steps: int = 3) -> float:
         )
         rot = rope.get_rot_mats(pos)
         if kind == "attention":
-            out = module(tt_x, tt_pos, rot_mats=rot, mode="decode", page_table=None)
+            out = module(tt_x, tt_pos, rot_mats=rot, mode="decode", page_table=page_table_tt)
         else:
-            out = module(tt_x, tt_pos, rot_mats_global=rot, mode="decode", page_table=None)
+            out = module(tt_x, tt_pos, rot_mats_global=rot, mode="decode", page_table=page_table_tt)
         got = ttnn.to_torch(
             out,
             mesh_composer=ttnn.ConcatMesh2dToTensor(
@@ -398,7 +434,49 @@ def run_attention_like(s: Setup, kind: str, mode: str, steps: int = 3) -> float:
         )[:, 0:1, : args.max_batch_size, : args.dim].reshape(1, args.dim)
         ref = _hf_layer_prefill(s, hf_module, xs[:, : i + 1])[0, i : i + 1]
         worst = min(worst, pcc(ref, got))
+    if kind == "attention":  # test_attention.py's check_kv_cache, over the positions written
+        for ref_cache, got_cache in zip(_hf_kv(s, xs), _tt_kv(s, module, page_table, steps)):
+            worst = min(worst, pcc(ref_cache, got_cache))
     return worst
+
+
+def _hf_kv(s: Setup, x: Any) -> tuple[Any, Any]:
+    """Layer 0's K (rotated) and V for ``x`` [1, seq, dim] from transformers, as [kv, seq, hd]
+    with K's head dim in tt-metal's order (its checkpoint conversion interleaves the two
+    rotary halves: meta[2i + h] = hf[h * hd/2 + i])."""
+    import torch
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    a, attn = s.args, s.hf.model.layers[0].self_attn
+    seq = x.shape[1]
+    with torch.no_grad():
+        k = attn.k_proj(x).view(1, seq, a.n_kv_heads, a.head_dim).transpose(1, 2)
+        v = attn.v_proj(x).view(1, seq, a.n_kv_heads, a.head_dim).transpose(1, 2)
+        cos, sin = _hf_rope(s, x, torch.arange(seq).unsqueeze(0))
+        _, k = apply_rotary_pos_emb(k, k, cos, sin)
+    k = k.reshape(1, a.n_kv_heads, seq, 2, a.head_dim // 2).transpose(-1, -2)
+    return k.reshape(a.n_kv_heads, seq, a.head_dim), v[0]
+
+
+def _tt_kv(s: Setup, attention: Any, page_table: Any, seq: int) -> tuple[Any, Any]:
+    """Attention's KV cache read back as [kv, seq, hd] for user 0 (paged: blocks put back in
+    order through the page table, as test_attention.py does)."""
+    ttnn, a = _ttnn(), s.args
+    out = []
+    for cache in attention.layer_past:
+        t = ttnn.to_torch(
+            cache,
+            mesh_composer=ttnn.ConcatMesh2dToTensor(
+                s.mesh, dims=(0, 1), mesh_shape=a.cluster_shape
+            ),
+        )
+        if page_table is not None:
+            blocks = page_table.shape[1]
+            t = t[page_table.flatten()][:, : a.n_kv_heads, :, : a.head_dim]
+            t = t.reshape(a.max_batch_size, blocks, a.n_kv_heads, PAGE_BLOCK_SIZE, a.head_dim)
+            t = t.transpose(1, 2).reshape(a.max_batch_size, a.n_kv_heads, -1, a.head_dim)
+        out.append(t[0, :, :seq].float())
+    return out[0], out[1]
 
 
 def first_failing_call(exc: BaseException) -> str:
@@ -429,15 +507,15 @@ class GenerationResult:
     decode_error: BaseException | None = None
 
 
-def run_generator_prefill(s: Setup) -> float:
+def run_generator_prefill(s: Setup, paged: bool = False, trace: bool = False) -> float:
     """The prefill half of :func:`generate`: PCC of the last position's logits."""
-    return generate(s).prefill_pcc
+    return generate(s, paged=paged, trace=trace).prefill_pcc
 
 
-def run_generator_decode(s: Setup) -> float:
+def run_generator_decode(s: Setup, paged: bool = False, trace: bool = False) -> float:
     """The decode half of :func:`generate`: worst decode-step PCC; raises AssertionError when
     the greedy tokens differ from transformers' ``generate`` (greedy) on the same prompt."""
-    r = generate(s)
+    r = generate(s, paged=paged, trace=trace)
     if r.decode_error is not None:
         raise r.decode_error
     if r.tokens != r.reference_tokens:
@@ -446,13 +524,17 @@ def run_generator_decode(s: Setup) -> float:
     return r.decode_pcc
 
 
-def generate(s: Setup, prompt_len: int = 16, new_tokens: int = 4) -> GenerationResult:
+def generate(
+    s: Setup, prompt_len: int = 40, new_tokens: int = 4, paged: bool = False, trace: bool = False
+) -> GenerationResult:
     """simple_text_demo.py's path: Transformer + Generator, prefill then greedy decode (cached
-    per set-up). Decode feeds transformers' greedy tokens back (teacher forcing), so every step
-    compares logits over the same context; the tokens compared are each step's own argmax."""
-    cached = getattr(s, "_generation", None)
-    if cached is not None:
-        return cached
+    per set-up and options). Decode feeds transformers' greedy tokens back (teacher forcing), so
+    every step compares logits over the same context; the tokens compared are each step's own
+    argmax. ``paged``: paged KV cache and page table (the demo's default); ``trace``: decode
+    through the Generator's captured trace (``enable_trace=True``, the demo's default)."""
+    cache: dict[tuple[bool, bool], GenerationResult] = s.__dict__.setdefault("_generation", {})
+    if (paged, trace) in cache:
+        return cache[(paged, trace)]
     import torch
 
     from models.tt_transformers.tt.generator import Generator
@@ -460,14 +542,16 @@ def generate(s: Setup, prompt_len: int = 16, new_tokens: int = 4) -> GenerationR
 
     ttnn, args = _ttnn(), s.args
     dtype = ttnn.bfloat8_b
+    paged_config, page_table = paged_setup(s) if paged else (None, None)
     model = Transformer(
         args=args,
         mesh_device=s.mesh,
         dtype=dtype,
         state_dict=s.state_dict,
         weight_cache_path=args.weight_cache_path(dtype),
-        paged_attention_config=None,
+        paged_attention_config=paged_config,
     )
+    kv_cache = [[layer.attention.layer_past for layer in model.layers]] if paged else None
     gen = Generator([model], [args], s.mesh, tokenizer=args.tokenizer)
     torch.manual_seed(0)
     prompt = torch.randint(3, args.vocab_size, (1, prompt_len))
@@ -482,7 +566,9 @@ def generate(s: Setup, prompt_len: int = 16, new_tokens: int = 4) -> GenerationR
         )
     ref_logits = [x[0] for x in ref_out.logits]
     ref_tokens = tuple(int(t) for t in ref_out.sequences[0, prompt_len:])
-    logits = gen.prefill_forward_text(prompt, prompt_lens=[prompt_len])
+    logits = gen.prefill_forward_text(
+        prompt, page_table=page_table, kv_cache=kv_cache, prompt_lens=[prompt_len]
+    )
     prefill_pcc = pcc(ref_logits[0], logits[0, -1, : args.vocab_size])
     tokens = [int(torch.argmax(logits[0, -1, : args.vocab_size]))]
     worst = 1.0
@@ -490,7 +576,9 @@ def generate(s: Setup, prompt_len: int = 16, new_tokens: int = 4) -> GenerationR
         tok = torch.tensor([[ref_tokens[0]]])
         pos = torch.tensor([prompt_len])
         for i in range(new_tokens):
-            out = gen.decode_forward_text(tok, pos, enable_trace=False)
+            out = gen.decode_forward_text(
+                tok, pos, page_table=page_table, kv_cache=kv_cache, enable_trace=trace
+            )
             step = out.reshape(-1)[: args.vocab_size]
             worst = min(worst, pcc(ref_logits[i + 1], step))
             tokens.append(int(torch.argmax(step)))
@@ -500,5 +588,5 @@ def generate(s: Setup, prompt_len: int = 16, new_tokens: int = 4) -> GenerationR
         result = GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e)
     else:
         result = GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens)
-    s._generation = result  # type: ignore[attr-defined]
+    cache[(paged, trace)] = result
     return result

@@ -34,8 +34,28 @@ def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
         ("attention, decode", 1, lambda s: h.run_attention_like(s, "attention", "decode")),
         ("decoder, prefill", 1, lambda s: h.run_attention_like(s, "decoder", "prefill")),
         ("decoder, decode", 1, lambda s: h.run_attention_like(s, "decoder", "decode")),
+        (
+            "attention, prefill, paged KV",
+            1,
+            lambda s: h.run_attention_like(s, "attention", "prefill", paged=True),
+        ),
+        (
+            "attention, decode, paged KV",
+            1,
+            lambda s: h.run_attention_like(s, "attention", "decode", paged=True),
+        ),
         ("model + generator, prefill", 2, h.run_generator_prefill),
         ("model + generator, decode (greedy tokens)", 2, h.run_generator_decode),
+        (
+            "model + generator, paged KV, prefill",
+            2,
+            lambda s: h.run_generator_prefill(s, paged=True, trace=True),
+        ),
+        (
+            "model + generator, paged KV, traced decode (greedy tokens)",
+            2,
+            lambda s: h.run_generator_decode(s, paged=True, trace=True),
+        ),
     ]
 
 

@@ -53,6 +53,14 @@ def test_attention(real: Any, mode: str, request: pytest.FixtureRequest) -> None
 
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_attention_paged_kv(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
+    """Paged KV cache (blocks out of order, page table on every call); decode also reads the
+    cache back through the page table and compares K and V with transformers'."""
+    _one_row_only(request)
+    assert harness.run_attention_like(real(), "attention", mode, paged=True) >= PCC
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_decoder(real: Any, mode: str, request: pytest.FixtureRequest) -> None:
     _one_row_only(request)
     assert harness.run_attention_like(real(), "decoder", mode) >= PCC
@@ -68,3 +76,10 @@ def test_model_generator_decode(real: Any, request: pytest.FixtureRequest) -> No
     """Transformer + Generator: decode logits, and greedy tokens equal transformers'."""
     _one_row_only(request)
     assert harness.run_generator_decode(real(2)) >= PCC
+
+
+def test_model_generator_paged_kv_traced_decode(real: Any, request: pytest.FixtureRequest) -> None:
+    """simple_text_demo.py's defaults: paged KV cache, decode through a captured trace."""
+    _one_row_only(request)
+    assert harness.run_generator_prefill(real(2), paged=True, trace=True) >= PCC
+    assert harness.run_generator_decode(real(2), paged=True, trace=True) >= PCC

@@ -59,6 +59,9 @@ def test_op_memory_config_kwarg_sets_output_config_and_default_inherits():
     check(y, {c: wa[c] @ ww[c] for c in wa}, tol=(1e-4, 1e-4))
     lin = ttnn.linear(a, w, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert lin.memory_config() == ttnn.L1_MEMORY_CONFIG
+    # matmul/linear without memory_config= write DRAM interleaved (TT-NN's matmul.cpp).
+    a_l1 = ttnn.to_memory_config(a, ttnn.L1_MEMORY_CONFIG)
+    assert ttnn.matmul(a_l1, w).memory_config() == ttnn.DRAM_MEMORY_CONFIG
     s = ttnn.add(a, a, memory_config=ttnn.L1_MEMORY_CONFIG)
     assert s.memory_config() == ttnn.L1_MEMORY_CONFIG
     # No memory_config=: the output keeps its input's (TT-NN's value_or(input.memory_config())).
@@ -212,6 +215,8 @@ def test_deallocated_tensor_refuses_every_use():
     ttnn.deallocate(host, force=True)
     with pytest.raises(ttnn.DeallocatedTensorError):
         ttnn.to_numpy(host)
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.to_device(host, t.mesh_device)
 
 
 def test_record_event_waits_for_work_dispatched_before_it():
@@ -289,3 +294,16 @@ def test_block_sharded_config_is_checked_against_its_grid():
     )
     with pytest.raises(ttnn.MemoryConfigError, match="one full rectangular grid"):
         ttnn.to_memory_config(t, split)
+
+
+def test_partial_write_of_per_device_slices_into_a_replicated_cache():
+    # The cache starts replicated; each device writes its own rows: the result differs per device.
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((8, 1, 32, 32)).astype(np.float32)
+    t, want = put(x, (2, 4), Layout("1d", (0, 0)), ttnn.float32)
+    cache, cache_want = put(np.zeros((1, 1, 64, 32), np.float32), (2, 4), dtype=ttnn.float32)
+    ttnn.sharded_to_interleaved_partial(t, cache, 2, 1)
+    cache_want = {c: v.copy() for c, v in cache_want.items()}  # replicated shards share memory
+    for c in cache_want:
+        cache_want[c][0, 0, 32:] = want[c][0, 0]
+    check(cache, cache_want, exact=True)

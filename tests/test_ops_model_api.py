@@ -327,3 +327,22 @@ def test_clone_copies_with_dtype_and_memory_config():
     )
     ttnn.deallocate(t)
     assert c.is_allocated()
+
+
+def test_activation_strings_name_unary_op_types():
+    t, w = put(
+        np.linspace(-8, 8, 8 * 32 * 32, dtype=np.float32).reshape(8, 1, 32, 32),
+        (1, 8),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    eye, _ = put(
+        np.broadcast_to(np.eye(32, dtype=np.float32), (8, 1, 32, 32)).copy(),
+        (1, 8),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    y = ttnn.matmul(t, eye, activation="relu6")
+    check(y, {c: np.clip(v, 0, 6) for c, v in w.items()}, tol=(1e-6, 1e-6))
+    with pytest.raises(ttnn.TTJaxError, match="not supported"):
+        ttnn.matmul(t, eye, activation="swishy")

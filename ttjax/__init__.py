@@ -18,7 +18,8 @@ explains it):
    ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers; above them
    ``subdevice`` (sub-devices, global semaphores and circular buffers).
 3. ``mesh``: ``MeshDevice`` and friends.
-4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec``; liveness and host-read helpers.
+4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec`` (which carries the memory config);
+   liveness and host-read helpers. ``cluster``: what system is open (arch, cluster type).
 5. ``_dispatch`` (one cached ``shard_map`` per op), ``_host`` (host arrays).
 6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
 7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.

@@ -394,6 +394,8 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
             f"to_device: device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
             "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
         )
+    if tensor._data is None:
+        raise deallocated_error("to_device", tensor)
     if tensor._storage is StorageType.DEVICE:
         check_live(tensor, "to_device")
         if tensor._mesh is not None and tensor._mesh.same_mesh(device):

@@ -16,9 +16,16 @@ import jax.numpy as jnp
 from ttjax import kernels
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
+from ttjax.hardware import DRAM_MEMORY_CONFIG
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
 from ttjax.ops.pointwise import activation_fn
 from ttjax.tensor import Tensor
+
+
+def _out_config(memory_config: Any) -> Any:
+    """TT-NN's matmul/linear write DRAM interleaved unless ``memory_config=`` says otherwise
+    (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp)."""
+    return DRAM_MEMORY_CONFIG if memory_config is None else memory_config
 
 
 def _activation(op: str, activation: Any, program_config: Any) -> tuple[Any, Any]:
@@ -83,7 +90,7 @@ def matmul(
         [input_tensor_a, input_tensor_b],
         static=(ta, tb, repr(activation)),
         out_dtype=out_dtype,
-        memory_config=memory_config,
+        memory_config=_out_config(memory_config),
     )
     return write_output(out, optional_output_tensor)
 
@@ -131,6 +138,6 @@ def linear(
         tensors,
         static=(ta, tb, bias is not None, repr(activation)),
         out_dtype=out_dtype,
-        memory_config=memory_config,
+        memory_config=_out_config(memory_config),
     )
     return write_output(out, optional_output_tensor)

@@ -35,7 +35,6 @@ from ttjax.hardware import (
     num_cores_to_corerangeset,
 )
 from ttjax.ops._common import check_dtype
-from ttjax.placements import Placement
 from ttjax.tensor import Tensor, tile_padded
 
 
@@ -256,10 +255,6 @@ def interleaved_to_sharded_partial(
     return run_op(op, fn, [input_tensor], static=(n, k, dt), out_dtype=dt, memory_config=mc)
 
 
-def _same_placements(tensors: Any, shapes: Any) -> list[tuple[Placement, ...]]:
-    return [tensors[0]._placements]
-
-
 def sharded_to_interleaved_partial(
     input_tensor: Tensor,
     cache_tensor: Tensor,
@@ -296,14 +291,15 @@ def sharded_to_interleaved_partial(
         flat = jax.lax.dynamic_update_slice_in_dim(flat, upd, k * rows, axis=0)
         return jnp.reshape(flat, cache.shape)
 
-    mc = memory_config if memory_config is not None else cache_tensor.memory_config()
+    # TT-NN writes into cache_tensor's own buffer, so the cache keeps its memory config;
+    # memory_config= only names the op's (unused) output config there.
+    mc = cache_tensor.memory_config()
     out = run_op(
         op,
         fn,
         [cache_tensor, input_tensor],
         static=(n, k),
         out_dtype=cache_tensor._dtype,
-        placement_rule=_same_placements,
         memory_config=mc,
     )
     return cache_tensor.assign(out)

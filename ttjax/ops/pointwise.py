@@ -97,13 +97,17 @@ def _unary_op(op: str, activation: Any) -> Callable[[Any], Any]:
         kind, param = activation, None
     else:
         key = str(activation).lower()
-        if key not in ACTIVATIONS:
+        if key in ACTIVATIONS:
+            return ACTIVATIONS[key]
+        # TT-NN's string_to_unary_with_param: "relu6", "exp", "softplus", ... name UnaryOpTypes.
+        by_name = {k.name.lower(): k for k in UNARY_OPS}
+        if key not in by_name:
             raise TTJaxError(
                 f"ttnn.{op}: activation {activation!r} is not supported.\n"
-                f"fix: use one of {sorted(ACTIVATIONS)}, a ttnn.UnaryOpType or a "
-                "ttnn.UnaryWithParam."
+                f"fix: use one of {sorted(set(ACTIVATIONS) | set(by_name))}, a ttnn.UnaryOpType "
+                "or a ttnn.UnaryWithParam."
             )
-        return ACTIVATIONS[key]
+        kind, param = by_name[key], None
     if kind not in UNARY_OPS:
         raise TTJaxError(
             f"ttnn.{op}: fused activation {activation!r} is not implemented in ttjax.\n"

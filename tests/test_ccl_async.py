@@ -49,9 +49,24 @@ def _input(mesh, local, seed=0):
     return per_device_input(mesh, local, np.float32, ttnn.float32, seed)
 
 
-def _skip_single(shape, axis):
-    if _group(shape, axis) == 1:
-        pytest.skip("a group of one device: TT-NN's async CCLs refuse it (tested below)")
+def _tiled(mesh, local):
+    """A TILE-layout tensor: TT-NN's native CCL kernels (and their checks) serve these."""
+    n = mesh.get_num_devices()
+    data = np.random.default_rng(0).standard_normal((n * local[0], *local[1:])).astype(np.float32)
+    return ttnn.from_torch(
+        data, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0)
+    )
+
+
+def _cases(axes):
+    """(mesh shape, cluster_axis) pairs whose group has several devices (TT-NN's async CCLs
+    refuse a group of one; tested below)."""
+    return [
+        pytest.param(s, a, id=f"{s[0]}x{s[1]}-axis{a}")
+        for s in MESHES
+        for a in axes
+        if _group(s, a) > 1
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,10 +74,8 @@ def _skip_single(shape, axis):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize(("shape", "axis"), _cases(AXES))
 def test_all_gather_async_tt_transformers_form(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     ccl = _TTCCL(mesh)
     t, data = _input(mesh, (1, 1, 4, 6))
@@ -157,10 +170,8 @@ def test_all_gather_async_reversed_orders_devices_backwards():
     assert_close(per_device_output(out), want, np.float32)
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize(("shape", "axis"), _cases(AXES))
 def test_reduce_scatter_minimal_async_mlp_form(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     ccl = _TTCCL(mesh)
     n = _group(shape, axis)
@@ -247,10 +258,8 @@ def test_tt_all_reduce_composite_form_is_an_all_reduce():
     assert_close(per_device_output(out), ref_all_reduce(data, shape, 0), np.float32)
 
 
-@pytest.mark.parametrize("shape", MESHES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize(("shape", "axis"), _cases([0, 1]))
 def test_all_reduce_async_forms(shape, axis):
-    _skip_single(shape, axis)
     mesh = mesh_of(shape)
     crs = _crs(mesh)
     t, data = _input(mesh, (1, 1, 4, 8), seed=7)
@@ -434,7 +443,7 @@ def test_semaphore_of_a_closed_mesh():
 def test_wrong_semaphore_count_raises_tt_nn_error():
     mesh = mesh_of((2, 4))
     ccl = _TTCCL(mesh)
-    t, _ = _input(mesh, (1, 1, 2, 8))
+    t = _tiled(mesh, (1, 1, 32, 256))  # tile-aligned: TT-NN's native kernels count semaphores
     with pytest.raises(ttnn.CCLError, match=r"semaphore size should be 2 but has 3(?s:.*)fix:"):
         _ag(t, ccl.rs)
     with pytest.raises(ttnn.CCLError, match=r"semaphore size should be 3 but has 2"):
@@ -446,6 +455,11 @@ def test_wrong_semaphore_count_raises_tt_nn_error():
         ttnn.experimental.reduce_scatter_minimal_async(
             t, persistent_output_buffers=None, dim=3, multi_device_global_semaphore=ccl.barrier
         )
+    # a row-major tensor takes TT-NN's composite path, which uses no semaphores
+    rm, data = _input(mesh, (1, 1, 2, 8))
+    assert_close(
+        per_device_output(_ag(rm, ccl.rs)), ref_all_gather(data, (2, 4), 3, None), np.float32
+    )
 
 
 def test_unknown_subdevice_id():
@@ -464,23 +478,29 @@ def test_unknown_subdevice_id():
         ({"cluster_axis": 2}, r"cluster axis 2 is out of range"),
         ({"num_links": 0}, r"num_links should be more than 0 but has 0"),
         ({"num_links": 9}, r"num_links=9: Worker cores used by links are parallelized over rows"),
-        ({"topology": ttnn.Topology.Mesh}, r"topology must be Ring or Linear"),
     ],
 )
 def test_bad_arguments(kw, match):
     mesh = mesh_of((2, 4))
-    t, _ = _input(mesh, (1, 1, 2, 8))
+    t = _tiled(mesh, (1, 1, 32, 32))
     with pytest.raises(ttnn.CCLError, match=match + r"(?s:.*)fix:"):
         _ag(t, _TTCCL(mesh).ag, **kw)
 
 
-def test_reduce_scatter_dims_and_single_device_group():
+def test_reduce_scatter_dims_topology_and_single_device_group():
     mesh = mesh_of((1, 8))
     ccl = _TTCCL(mesh)
-    t, _ = _input(mesh, (8, 1, 2, 8))
+    t, data = _input(mesh, (8, 1, 2, 8))
+    # an even split of dim 0 takes TT-NN's composite path (all-broadcast, add, mesh_partition)
+    out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 0, ccl.rs)
+    assert_close(per_device_output(out), ref_reduce_scatter(data, (1, 8), 0, None), np.float32)
+    # an uneven one goes to the native kernel, which scatters dims 1-3 only
+    uneven = _tiled(mesh, (4, 1, 32, 32))
     with pytest.raises(ttnn.CCLError, match=r"only supports scattering on dim 1, 2, 3"):
+        ttnn.experimental.reduce_scatter_minimal_async(uneven, None, 0, ccl.rs)
+    with pytest.raises(ttnn.CCLError, match=r"topology must be Ring or Linear(?s:.*)fix:"):
         ttnn.experimental.reduce_scatter_minimal_async(
-            t, persistent_output_buffers=None, dim=0, multi_device_global_semaphore=ccl.rs
+            _tiled(mesh, (1, 1, 32, 256)), None, 3, ccl.rs, topology=ttnn.Topology.Mesh
         )
     with pytest.raises(ttnn.CCLError, match=r"num_devices > 1, but has 1"):
         _ag(t, ccl.ag, cluster_axis=0)
@@ -840,4 +860,68 @@ def test_global_semaphore_arg_as_deepseek_passes_it():
     assert_close(per_device_output(out), ref_all_gather(data, shape, 3, 1), np.float32)
     with pytest.raises(ttnn.CCLError, match="semaphore size should be 2 but has 1"):
         cfg["multi_device_global_semaphore"] = ttnn.experimental.GlobalSemaphoreArg(ccl.barrier)
-        ttnn.experimental.all_gather_async(t, **cfg)
+        ttnn.experimental.all_gather_async(_tiled(mesh, (1, 1, 32, 32)), **cfg)
+
+
+def test_llama_rs_matmul_both_forms():
+    """The Galaxy Llama's FF1/FF3: w1 and w3 matmuls with w1's output reduce-scattered; and the
+    rs_tensor form (one matmul while another tensor is reduce-scattered)."""
+    shape = (2, 4)
+    mesh = mesh_of(shape)
+    sem = ttnn.create_global_semaphore(mesh, _crs(mesh), 0)
+    x, xd = _input(mesh, (1, 1, 4, 6), seed=80)
+    rng = np.random.default_rng(81)
+    w1n, w3n = (rng.standard_normal((6, 8)).astype(np.float32) for _ in range(2))
+    rep = ttnn.ReplicateTensorToMesh(mesh)
+    w1, w3 = (ttnn.from_torch(w, device=mesh, mesh_mapper=rep) for w in (w1n, w3n))
+    packet = ttnn.from_torch(np.zeros((1, 1, 4, 8), np.float32), device=mesh, mesh_mapper=rep)
+    w1_out, w3_out, rs = ttnn.experimental.llama_rs_matmul(
+        x,
+        w1,
+        packet,
+        3,
+        sem,
+        1,
+        mesh,
+        1,
+        ttnn.SubDeviceId(0),
+        second_weight_tensor=w3,
+        memory_config_rs=None,
+        compute_kernel_config=None,
+        dtype=ttnn.float32,
+        program_config=None,
+        memory_config_mm=None,
+        global_cb=None,
+        topology=ttnn.Topology.Linear,
+        use_noc1_only=False,
+    )
+    mm1 = {c: v @ w1n for c, v in xd.items()}
+    assert_close(per_device_output(w1_out), mm1, np.float32)
+    assert_close(per_device_output(w3_out), {c: v @ w3n for c, v in xd.items()}, np.float32)
+    assert_close(per_device_output(rs), ref_reduce_scatter(mm1, shape, 3, 1), np.float32)
+    other, od = _input(mesh, (1, 1, 4, 8), seed=82)
+    w3_out, rs = ttnn.experimental.llama_rs_matmul(
+        x, w3, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0), rs_tensor=other
+    )
+    assert_close(per_device_output(rs), ref_reduce_scatter(od, shape, 3, 1), np.float32)
+    with pytest.raises(ttnn.CCLError, match="Exactly one of rs_tensor or second_weight_tensor"):
+        ttnn.experimental.llama_rs_matmul(x, w1, packet, 3, sem, 1, mesh, 1, ttnn.SubDeviceId(0))
+
+
+def test_reduce_scatter_minimal_async_native_and_composite_tiles():
+    """Tile-aligned pieces go to TT-NN's native kernel, others (8 columns each) to its composite;
+    the values are the same reduce-scatter."""
+    mesh = mesh_of((1, 8))
+    ccl = _TTCCL(mesh)
+    rep = ttnn.ReplicateTensorToMesh(mesh)
+    for width in (256, 64):
+        t = ttnn.from_torch(
+            np.ones((1, 1, 32, width), np.float32),
+            device=mesh,
+            mesh_mapper=rep,
+            layout=ttnn.TILE_LAYOUT,
+        )
+        out = ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, ccl.rs)
+        np.testing.assert_array_equal(
+            ttnn.to_numpy(ttnn.get_device_tensors(out)[3]), np.full((1, 1, 32, width // 8), 8.0)
+        )

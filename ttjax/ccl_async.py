@@ -4,7 +4,9 @@ Each op takes the arguments TT-NN's binding takes, in TT-NN's order, resolving o
 pybind does (the first whose names, arity and argument types fit). The hardware-only arguments
 are checked as TT-NN checks them: a semaphore list has the count the kernel needs and belongs to
 the tensor's mesh (or a mesh it was carved from), a ``subdevice_id`` exists in the loaded
-sub-device manager, ``num_links > 0``.
+sub-device manager, ``num_links > 0``. Like TT-NN, the kernel-specific checks (semaphore count,
+scatter dims, rows per link) apply where TT-NN runs its native kernel (tile-aligned TILE
+tensors); row-major or tile-padded tensors take TT-NN's composite path, which uses no semaphores.
 The values come from the one collective floor in :mod:`ttjax.ccl`; a persistent output buffer is
 checked against the result's shape and dtype, written, and returned (TT-NN's in-place form).
 
@@ -33,7 +35,7 @@ from ttjax import ccl
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType, Layout, ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError
-from ttjax.hardware import CoreCoord, MemoryConfig
+from ttjax.hardware import BufferType, CoreCoord, MemoryConfig
 from ttjax.mesh import MeshDevice
 from ttjax.ops.data_movement import concat
 from ttjax.ops.data_movement import slice as slice_op
@@ -347,6 +349,14 @@ def _write(op: str, name: str, result: Tensor, buf: Tensor | None, t: Tensor) ->
     return buf.assign(result)
 
 
+def _padded_or_row_major(t: Tensor, d: int) -> bool:
+    """Whether TT-NN takes its composite path: a row-major tensor, or tiles padded on dim ``d``."""
+    if t._layout is not Layout.TILE:
+        return True
+    rank = len(t._shape)
+    return (d == rank - 2 and t._shape[d] % 32 != 0) or (d == rank - 1 and t._shape[d] % 32 != 0)
+
+
 def _rank3(op: str, t: Tensor) -> None:
     if len(t._shape) <= 2:
         raise CCLError(
@@ -443,19 +453,22 @@ def _all_gather(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], reverse:
     which, a = _resolve(op, _AG_OVERLOADS, args, kwargs)
     if isinstance(a["multi_device_global_semaphore"], GlobalSemaphoreArg):
         a["multi_device_global_semaphore"] = a["multi_device_global_semaphore"].get()
-    # TT-NN's default kernel needs two semaphores ("Default implementation requires 2
-    # semaphores"); its llama-sharded kernel, picked for sharded outputs
-    # (memory_config.value_or(input's)), takes one.
+    t = ccl._check_tensor(op, a["input_tensor"])
+    d = ccl._dim(op, t, a["dim"])
+    # TT-NN runs a composite (all-broadcast + concat, no semaphores) for row-major tensors and
+    # tiles padded on the gather dim; its native kernel needs two semaphores ("Default
+    # implementation requires 2 semaphores"), or one for its llama-sharded variant (sharded
+    # output, memory_config.value_or(input's)).
     mc = a["memory_config"]
-    out_mc = mc if mc is not None else a["input_tensor"].memory_config()
-    count = None if a["use_optimal_ccl_for_llama"] or out_mc.is_sharded() else 2
+    llama = (mc if mc is not None else t.memory_config()).is_sharded()
+    native = llama or not _padded_or_row_major(t, d)
+    count = 2 if native and not llama and not a["use_optimal_ccl_for_llama"] else None
     t = _check_common(op, a, "multi_device_global_semaphore", count)
-    _check_link_rows(op, t, a["num_links"])
-    _rank3(op, t)
+    if native:
+        _check_link_rows(op, t, a["num_links"])
+        _rank3(op, t)
     axis = a.get("cluster_axis")
     n = _check_group(op, t, axis)
-    _check_topology(op, a["topology"])
-    d = ccl._dim(op, t, a["dim"])
     out = ccl.all_gather(t, d, axis, topology=a["topology"], memory_config=mc)
     if reverse:
         out = _reverse_chunks(out, d, n, mc)
@@ -563,6 +576,12 @@ def _scatter_dim(op: str, t: Tensor, dim: Any, n: int, allowed: Sequence[int]) -
     return d
 
 
+def _composite_scatter(t: Tensor, d: int, n: int) -> bool:
+    if t._layout is not Layout.TILE or d not in (1, 2, 3):
+        return True
+    return d in (2, 3) and (t._shape[d] // n) % 32 != 0
+
+
 def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     """TT-NN's ``ttnn.experimental.reduce_scatter_minimal_async``: a sum reduce-scatter.
 
@@ -575,10 +594,17 @@ def reduce_scatter_minimal_async(*args: Any, **kwargs: Any) -> Tensor:
     """
     op = "reduce_scatter_minimal_async"
     _, a = _resolve(op, _RS_MINIMAL, args, kwargs)
-    t = _check_common(op, a, "multi_device_global_semaphore", 3)
-    _check_topology(op, a["topology"])
+    t = ccl._check_tensor(op, a["input_tensor"])
     n = _check_group(op, t, a["cluster_axis"])
-    d = _scatter_dim(op, t, a["dim"], n, (1, 2, 3))
+    d = ccl._dim(op, t, a["dim"])
+    # TT-NN's composite (all-broadcast, add, mesh_partition; no semaphores) serves an even split
+    # of a row-major tensor, of a dim other than 1-3, or with an output not tile-aligned; its
+    # native kernel checks dims 1-3, 3 semaphores and Ring/Linear.
+    native = not (t._shape[d] % n == 0 and _composite_scatter(t, d, n))
+    t = _check_common(op, a, "multi_device_global_semaphore", 3 if native else None)
+    if native:
+        _check_topology(op, a["topology"])
+        _scatter_dim(op, t, d, n, (1, 2, 3))
     bufs = a["persistent_output_buffers"]
     if bufs is not None and len(bufs) != 2:
         raise CCLError(
@@ -986,7 +1012,7 @@ _A2A = (
 
 
 def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
-    """TT-NN's ``ttnn.experimental.all_to_all_async`` over the whole mesh (dims 2 and 3 only).
+    """TT-NN's ``ttnn.experimental.all_to_all_async`` over the whole mesh.
 
     ``(input_tensor, persistent_intermediate_buffer, persistent_output_buffer, in_dim, out_dim,
     multi_device_global_semaphore, *, num_links=1, memory_config=None, topology=Ring,
@@ -995,23 +1021,28 @@ def all_to_all_async(*args: Any, **kwargs: Any) -> Tensor:
     op = "all_to_all_async"
     _, a = _resolve(op, _A2A, args, kwargs)
     t = _check_common(op, a, "multi_device_global_semaphore")
-    _check_link_rows(op, t, a["num_links"])
-    if len(t._shape) != 4:
-        raise CCLError(
-            f"ttnn.experimental.{op}: AllToAllAsync: input tensor must have 4 dimensions, got "
-            f"per-device shape {list(t._shape)}.\nfix: reshape to 4-D."
-        )
-    for name in ("in_dim", "out_dim"):
-        if a[name] not in (2, 3):
+    # TT-NN's native kernel serves only tile-aligned 4-D DRAM-interleaved tensors exchanged
+    # between dims 2 and 3; everything else takes its composite path.
+    mc = t.memory_config()
+    out_mc = a["memory_config"]
+    native = (
+        len(t._shape) == 4
+        and t._layout is Layout.TILE
+        and mc.buffer_type is BufferType.DRAM
+        and not mc.is_sharded()
+        and (out_mc is None or not out_mc.is_sharded())
+        and a["in_dim"] in (2, 3)
+        and a["out_dim"] in (2, 3)
+        and t._shape[2] % 32 == 0
+        and t._shape[3] % 32 == 0
+    )
+    if native:
+        _check_link_rows(op, t, a["num_links"])
+        if a["in_dim"] == a["out_dim"]:
             raise CCLError(
-                f"ttnn.experimental.{op}: AllToAllAsync: {name} must be 2 or 3, but is "
-                f"{a[name]}.\nfix: {name}=2 or {name}=3."
+                f"ttnn.experimental.{op}: AllToAllAsync: in_dim and out_dim must be different, "
+                f"but are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
             )
-    if a["in_dim"] == a["out_dim"]:
-        raise CCLError(
-            f"ttnn.experimental.{op}: AllToAllAsync: in_dim and out_dim must be different, but "
-            f"are both {a['in_dim']}.\nfix: e.g. in_dim=2, out_dim=3."
-        )
     _check_group(op, t, None)
     out = ccl.all_to_all(
         t, a["in_dim"], a["out_dim"], topology=a["topology"], memory_config=a["memory_config"]
@@ -1124,6 +1155,122 @@ def all_gather_matmul_async(*args: Any, **kwargs: Any) -> list[Tensor]:
         core_grid=a["core_grid"],
     )
     return [gathered, out]
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul + llama reduce-scatter (the Galaxy Llama's decode MLP)
+# ---------------------------------------------------------------------------------------------
+
+
+def _rs_mm(
+    input_tensor,
+    weight_tensor,
+    intermediate_packet_buffer,
+    dim,
+    cross_device_semaphore,
+    cluster_axis,
+    mesh_device,
+    num_links,
+    subdevice_id,
+    *,
+    second_weight_tensor=None,
+    rs_tensor=None,
+    topology=Topology.Linear,
+    memory_config_rs=None,
+    memory_config_mm=None,
+    compute_kernel_config=None,
+    global_cb=None,
+    core_grid=None,
+    transpose_a=False,
+    transpose_b=False,
+    dtype=None,
+    program_config=None,
+    activation=None,
+    output_tile=None,
+    optional_output_tensor=None,
+    use_noc1_only=False,
+): ...
+
+
+_RS_MM = (
+    _overload(
+        _rs_mm,
+        input_tensor="Tensor",
+        weight_tensor="Tensor",
+        intermediate_packet_buffer="Tensor",
+        dim="int",
+        cross_device_semaphore="sem",
+        cluster_axis="uint",
+        mesh_device="mesh",
+        num_links="uint",
+        subdevice_id="subdev",
+        second_weight_tensor="Tensor?",
+        rs_tensor="Tensor?",
+        topology="topo",
+        memory_config_rs="mem?",
+        memory_config_mm="mem?",
+        transpose_a="bool",
+        transpose_b="bool",
+        dtype="dtype?",
+        optional_output_tensor="Tensor?",
+        use_noc1_only="bool",
+    ),
+)
+
+
+def llama_rs_matmul(*args: Any, **kwargs: Any) -> list[Tensor]:
+    """TT-NN's ``ttnn.experimental.llama_rs_matmul``: a matmul fused with a llama reduce-scatter.
+
+    With ``second_weight_tensor`` it returns ``[x @ w, x @ w2, llama_reduce_scatter(x @ w)]``;
+    with ``rs_tensor`` ``[x @ w, llama_reduce_scatter(rs_tensor)]`` (exactly one of the two).
+    ``(input_tensor, weight_tensor, intermediate_packet_buffer, dim, cross_device_semaphore,
+    cluster_axis, mesh_device, num_links, subdevice_id, *, second_weight_tensor=None,
+    rs_tensor=None, topology=Linear, memory_config_rs=None, memory_config_mm=None,
+    compute_kernel_config=None, global_cb=None, core_grid=None, transpose_a=False,
+    transpose_b=False, dtype=None, program_config=None, activation=None, output_tile=None,
+    optional_output_tensor=None, use_noc1_only=False)``
+    """
+    op = "llama_rs_matmul"
+    _, a = _resolve(op, _RS_MM, args, kwargs)
+    if (a["rs_tensor"] is None) == (a["second_weight_tensor"] is None):
+        raise CCLError(
+            f"ttnn.experimental.{op}: Exactly one of rs_tensor or second_weight_tensor must have a "
+            f"value (rs_tensor={_short(a['rs_tensor'])}, second_weight_tensor="
+            f"{_short(a['second_weight_tensor'])}).\nfix: pass second_weight_tensor= for the "
+            "w1/w3 form, or rs_tensor= to reduce-scatter another tensor."
+        )
+    t = _check_common(op, a, "cross_device_semaphore")
+    mm = dict(
+        transpose_a=a["transpose_a"],
+        transpose_b=a["transpose_b"],
+        memory_config=a["memory_config_mm"],
+        dtype=a["dtype"],
+        program_config=a["program_config"],
+        activation=a["activation"],
+        compute_kernel_config=a["compute_kernel_config"],
+        core_grid=a["core_grid"],
+    )
+    weights = [a["weight_tensor"]]
+    if a["second_weight_tensor"] is not None:
+        weights.append(a["second_weight_tensor"])
+    outs = [linear(t, w, **mm) for w in weights]
+    if a["optional_output_tensor"] is not None:
+        outs[0] = _write(op, "optional_output_tensor", outs[0], a["optional_output_tensor"], t)
+    rs_in = outs[0] if a["rs_tensor"] is None else a["rs_tensor"]
+    reduced = llama_reduce_scatter(
+        rs_in,
+        a["intermediate_packet_buffer"],
+        a["dim"] % len(rs_in._shape) if a["dim"] < 0 else a["dim"],
+        a["cross_device_semaphore"],
+        a["subdevice_id"],
+        a["cluster_axis"],
+        a["mesh_device"],
+        num_links=a["num_links"],
+        memory_config=a["memory_config_rs"],
+        topology=a["topology"],
+        use_noc1_only=a["use_noc1_only"],
+    )
+    return [*outs, reduced]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1379,6 +1526,7 @@ __all__ = [
     "all_reduce_async",
     "all_to_all_async",
     "llama_reduce_scatter",
+    "llama_rs_matmul",
     "neighbor_pad_async",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",

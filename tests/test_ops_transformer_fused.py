@@ -81,6 +81,25 @@ def test_nlp_create_qkv_heads_prefill_per_device(mesh_shape):
         close(gkt, heads(rk, nkv).transpose(-1, -2))
 
 
+def test_nlp_create_qkv_heads_with_separate_kv():
+    """input_kv= (llama_cross_attention's call): q heads from ``input``, k then v from
+    ``input_kv`` ([B, 1, S, 2*nkv*d]: all k heads, then all v heads)."""
+    mesh = mesh_of((1, 2))
+    nh, nkv, s = 4, 2, 32
+    xq, xkv = torch.randn(1, 1, s, nh * D), torch.randn(1, 1, s, 2 * nkv * D)
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads(
+        from_torch(xq, mesh),
+        from_torch(xkv, mesh),
+        num_heads=nh,
+        num_kv_heads=nkv,
+        transpose_k_heads=False,
+    )
+    heads = lambda t, h: t.reshape(1, s, h, D).transpose(1, 2)  # noqa: E731
+    close(per_device(q)[0], heads(xq, nh), 0)
+    close(per_device(k)[1], heads(xkv[..., : nkv * D], nkv), 0)
+    close(per_device(v)[1], heads(xkv[..., nkv * D :], nkv), 0)
+
+
 def test_nlp_create_qkv_heads_decode_and_concat_decode():
     """Decode: [1, 1, batch, width] -> q [1, batch, nh, d], k/v [1, batch, nkv, d]; the
     attention output goes back through nlp_concat_heads_decode as [1, 1, 32, nh*d]."""
@@ -503,6 +522,8 @@ def test_fused_ops_reject_bad_inputs_with_a_fix():
         ttnn.ShapeMismatchError, match=r"not divisible by num_heads \+ 2\*num_kv_heads"
     ):
         ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=5, num_kv_heads=2)
+    with pytest.raises(ttnn.ShapeMismatchError, match=r"head_dim 28 .* is not a multiple of 32"):
+        ttnn.experimental.nlp_create_qkv_heads(qkv, num_heads=4, num_kv_heads=2)
     x = from_torch(torch.randn(1, 2, 32, D), mesh)
     cs = from_torch(torch.randn(1, 1, 32, D), mesh)
     with pytest.raises(
@@ -542,3 +563,46 @@ def test_fused_ops_reject_bad_inputs_with_a_fix():
     x4 = from_torch(torch.randn(1, 1, 32, 64), mesh)
     with pytest.raises(ttnn.ShapeMismatchError, match=r"(?s)stats has per-device shape.*fix:"):
         ttnn.rms_norm_post_all_gather(x4, from_torch(torch.randn(1, 1, 32, 20), mesh))
+
+
+def test_traced_paged_decode_step_replays_with_new_positions():
+    """The generator captures one paged decode step (paged_update_cache + paged SDPA decode with
+    cur_pos_tensor and page_table) and replays it after writing new positions and inputs: every
+    replay equals attention over the cache written so far."""
+    mesh = mesh_of((1, 2))
+    b, nh, nkv, block, blocks = 2, 2, 1, 8, 2
+    table = page_table_for(b, blocks, seed=11)
+    tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=mesh)
+    k_cache = ttnn.zeros((b * blocks, nkv, block, D), dtype=ttnn.float32, device=mesh)
+    pos = ttnn.from_torch(torch.zeros(b, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
+    q = from_torch(torch.zeros(1, b, nh, D), mesh)
+    k_new = from_torch(torch.zeros(1, b, nkv, D), mesh)
+
+    tid = ttnn.begin_trace_capture(mesh)
+    ttnn.experimental.paged_update_cache(
+        k_cache, k_new, update_idxs_tensor=pos, page_table=tt_table
+    )
+    out = ttnn.transformer.paged_scaled_dot_product_attention_decode(
+        q, k_cache, k_cache, cur_pos_tensor=pos, page_table_tensor=tt_table
+    )
+    ttnn.end_trace_capture(mesh, tid)
+
+    keys = torch.zeros(b, nkv, block * blocks, D)
+    for step in range(4):
+        qs, ks = torch.randn(1, b, nh, D), torch.randn(1, b, nkv, D)
+        ttnn.copy_host_to_device_tensor(
+            ttnn.from_torch(qs, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT), q
+        )
+        ttnn.copy_host_to_device_tensor(
+            ttnn.from_torch(ks, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT), k_new
+        )
+        positions = torch.tensor([step, 2 * step + 1], dtype=torch.int32)
+        ttnn.copy_host_to_device_tensor(ttnn.from_torch(positions, dtype=ttnn.int32), pos)
+        ttnn.execute_trace(mesh, tid)
+        mask = torch.full((b, 1, 1, block * blocks), float("-inf"))
+        for u, p in enumerate(positions.tolist()):
+            keys[u, :, p] = ks[0, u]
+            mask[u, ..., : p + 1] = 0
+        want = torch_gqa(qs.permute(1, 2, 0, 3), keys, keys, attn_mask=mask).permute(2, 0, 1, 3)
+        close(per_device(out)[0], want, 2e-5)
+    ttnn.release_trace(mesh, tid)

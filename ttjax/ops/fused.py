@@ -94,14 +94,19 @@ def nlp_create_qkv_heads(
         d = w // nh
     else:
         d = _head_dim(op, input, nh, nkv, w)
-    padded = -(-d // TILE_SIZE) * TILE_SIZE  # TT-NN pads head_dim up to a tile width
+    if d % TILE_SIZE:
+        # TT-NN's kernel copies whole 32-wide tiles per head; a head_dim that is not a multiple
+        # of 32 would split tiles between heads (its output spec pads head_dim, the values are
+        # not the heads), so it is refused here.
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: head_dim {d} (per-device shape {list(input._shape)}) is not "
+            f"a multiple of {TILE_SIZE}.\nfix: pad each head of the QKV weight to a multiple of "
+            f"{TILE_SIZE} columns."
+        )
     transpose_k = bool(transpose_k_heads)
 
     def heads(x: Any, n: int) -> Any:
-        h = jnp.transpose(x.reshape(b, s, n, d), (0, 2, 1, 3))
-        if padded != d:
-            h = jnp.pad(h, ((0, 0), (0, 0), (0, 0), (0, padded - d)))
-        return h
+        return jnp.transpose(x.reshape(b, s, n, d), (0, 2, 1, 3))
 
     def fn(x: Any, *kv: Any) -> Any:
         x = x[:, 0]

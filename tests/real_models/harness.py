@@ -484,7 +484,8 @@ def first_failing_call(exc: BaseException) -> str:
     home = str(Path(os.environ.get("TT_METAL_HOME", "/nonexistent")).resolve())
     frames = traceback.extract_tb(exc.__traceback__)
     inside = [f for f in frames if str(Path(f.filename).resolve()).startswith(home)]
-    where = inside[-1] if inside else (frames[-1] if frames else None)
+    ours = [f for f in frames if Path(f.filename).resolve().parent == Path(__file__).parent]
+    where = (inside or ours or frames or [None])[-1]
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     message = message.split(": ttjax does not provide")[0]  # the binding's own explanation
     message = message if len(message) <= 110 else message[:107] + "..."

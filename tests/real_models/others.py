@@ -8,10 +8,13 @@ what its own tests build first, and prints the step it reached or the first call
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import tempfile
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.real_models import harness
@@ -80,6 +83,38 @@ PROBES: list[tuple[str, Callable[[], str]]] = [
 ]
 
 
+def name_coverage(root: Path, top: int = 25) -> tuple[int, int, list[tuple[str, int]]]:
+    """How many ``ttnn.X`` / ``ttnn.X.Y`` / ``from ttnn.X import Y`` uses under ``root`` resolve
+    through the binding: (resolved, total, the most used names that do not)."""
+    import importlib
+    import re
+
+    ttnn = importlib.import_module("ttnn")
+    uses: collections.Counter[tuple[str, str | None]] = collections.Counter()
+    for f in root.rglob("*.py"):
+        text = f.read_text(errors="ignore")
+        for m in re.finditer(r"(?<![\w.])ttnn\.(\w+)(?:\.(\w+))?", text):
+            uses[(m.group(1), m.group(2))] += 1
+        for m in re.finditer(r"^\s*from (ttnn[.\w]*) import ([\w, ]+)", text, re.M):
+            for name in filter(None, (n.strip() for n in m.group(2).split(","))):
+                uses[("from " + m.group(1), name)] += 1
+    missing: collections.Counter[str] = collections.Counter()
+    for (a, b), count in uses.items():
+        if a.startswith("from "):
+            try:
+                getattr(importlib.import_module(a[5:]), str(b))
+            except (ImportError, AttributeError):
+                missing[f"{a[5:]}.{b}"] += count
+            continue
+        obj = getattr(ttnn, a, None)
+        if obj is None:
+            missing[f"ttnn.{a}"] += count
+        elif b and isinstance(obj, types.ModuleType) and not hasattr(obj, b):
+            missing[f"ttnn.{a}.{b}"] += count
+    total = sum(uses.values())
+    return total - sum(missing.values()), total, missing.most_common(top)
+
+
 def main() -> int:
     why = harness.missing_requirements()
     if why:
@@ -101,6 +136,11 @@ def main() -> int:
         except Exception as e:
             result = harness.first_failing_call(e)
         print(f"| {name} | {str(result).replace('|', '/')} |", flush=True)
+    resolved, total, missing = name_coverage(Path(os.environ["TT_METAL_HOME"]) / "models")
+    print(
+        f"\nTT-NN names used across models/: {resolved} of {total} uses resolve. Most used missing:"
+    )
+    print(", ".join(f"`{name}` ({count})" for name, count in missing))
     return 0
 
 

@@ -135,3 +135,47 @@ def test_compute_kernel_configs_share_ttnns_base_type():
     # Model code annotates with these types (`ttnn.DeviceComputeKernelConfig | None`).
     assert (ttnn.DeviceComputeKernelConfig | None) is not None
     assert (ttnn.UnaryOpType | None) is not None
+
+
+@pytest.mark.parametrize("n", [1, 3, 12, 30, 31, 35, 50])
+@pytest.mark.parametrize("row_wise", [True, False])
+@pytest.mark.parametrize("start", [(1, 0), (2, 3)])
+def test_num_cores_to_corerangeset_in_subcoregrids_walks_the_grids_in_order(n, row_wise, start):
+    # llama3_70b_galaxy's sub-core grids: columns 1-3 and 5-6 of a 10-row grid.
+    ranges = [
+        ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 9)),
+        ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 9)),
+    ]
+    grids = ttnn.CoreRangeSet(ranges)
+    order = []
+    for r in ranges:
+        cells = (
+            [(x, y) for y in range(r.start.y, r.end.y + 1) for x in range(r.start.x, r.end.x + 1)]
+            if row_wise
+            else [
+                (x, y) for x in range(r.start.x, r.end.x + 1) for y in range(r.start.y, r.end.y + 1)
+            ]
+        )
+        order += cells
+    walk = order[order.index(start) :]
+    if n > len(walk):
+        with pytest.raises(ttnn.MemoryConfigError, match="Failed to split"):
+            ttnn.num_cores_to_corerangeset_in_subcoregrids(
+                ttnn.CoreCoord(*start), n, grids, row_wise=row_wise
+            )
+        return
+    crs = ttnn.num_cores_to_corerangeset_in_subcoregrids(
+        ttnn.CoreCoord(*start), n, grids, row_wise=row_wise
+    )
+    assert _cores(crs) == set(walk[:n])
+    assert crs.num_cores() == n  # no core counted twice
+
+
+def test_num_cores_to_corerangeset_in_subcoregrids_errors():
+    grids = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 9))])
+    with pytest.raises(ttnn.MemoryConfigError, match="Start core must be contained"):
+        ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(0, 0), 4, grids)
+    with pytest.raises(
+        ttnn.MemoryConfigError, match="greater than total number of available cores 30"
+    ):
+        ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(1, 0), 31, grids)

@@ -307,3 +307,28 @@ def test_partial_write_of_per_device_slices_into_a_replicated_cache():
     for c in cache_want:
         cache_want[c][0, 0, 32:] = want[c][0, 0]
     check(cache, cache_want, exact=True)
+
+
+def test_reshard_and_reallocate():
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((1, 1, 64, 128)).astype(np.float32)
+    t, want = put(x, (1, 8), dtype=ttnn.float32)
+    width = ttnn.to_memory_config(t, _width_cfg(64, 128, 4))
+    height = ttnn.create_sharded_memory_config(
+        (64, 128), ttnn.CoreGrid(y=1, x=2), ttnn.ShardStrategy.HEIGHT
+    )
+    r = ttnn.reshard(width, height)
+    assert r.memory_config() == height and r.memory_config().shard_spec.shape == (32, 128)
+    check(r, want, exact=True)
+    dst = ttnn.to_memory_config(ttnn.zeros_like(t), height)
+    assert ttnn.reshard(width, height, dst) is dst
+    check(dst, want, exact=True)
+    with pytest.raises(ttnn.MemoryConfigError, match="interleaved"):
+        ttnn.reshard(width, ttnn.L1_MEMORY_CONFIG)
+    moved = ttnn.reallocate(r)
+    assert not r.is_allocated() and moved.memory_config() == height
+    check(moved, want, exact=True)
+    to_dram = ttnn.reallocate(moved, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+    assert to_dram.memory_config() == ttnn.DRAM_MEMORY_CONFIG
+    with pytest.raises(ttnn.DeallocatedTensorError):
+        ttnn.reallocate(moved)

@@ -346,3 +346,62 @@ def test_activation_strings_name_unary_op_types():
     check(y, {c: np.clip(v, 0, 6) for c, v in w.items()}, tol=(1e-6, 1e-6))
     with pytest.raises(ttnn.TTJaxError, match="not supported"):
         ttnn.matmul(t, eye, activation="swishy")
+
+
+def test_stack_expand_sub_and_reshape_on_device():
+    rng = np.random.default_rng(15)
+    a, wa = put(
+        rng.standard_normal((8, 1, 1, 32)).astype(np.float32),
+        (2, 4),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    b, wb = put(
+        rng.standard_normal((8, 1, 1, 32)).astype(np.float32),
+        (2, 4),
+        Layout("1d", (0, 0)),
+        ttnn.float32,
+    )
+    check(ttnn.stack([a, b], dim=1), {c: np.stack([wa[c], wb[c]], axis=1) for c in wa}, exact=True)
+    check(ttnn.sub(a, b), {c: wa[c] - wb[c] for c in wa}, tol=(1e-6, 1e-6))
+    check(
+        ttnn.expand(a, [1, 4, -1, 32]),
+        {c: np.broadcast_to(wa[c], (1, 4, 1, 32)) for c in wa},
+        exact=True,
+    )
+    check(
+        ttnn.reshape_on_device(a, 1, 1, 2, 16),
+        {c: wa[c].reshape(1, 1, 2, 16) for c in wa},
+        exact=True,
+    )
+    assert ttnn.get_memory_config(a) == ttnn.DRAM_MEMORY_CONFIG
+    assert ttnn.get_memory_config(ttnn.from_torch(np.ones(2, np.float32))) is None
+    with pytest.raises(ttnn.ShapeMismatchError, match="Only size 1 dimensions"):
+        ttnn.expand(a, [1, 1, 1, 64])
+
+
+def test_dump_and_load_tensor_round_trip(tmp_path):
+    mesh = mesh_of((2, 4))
+    x = np.random.default_rng(16).standard_normal((64, 128)).astype(np.float32)
+    t = ttnn.from_torch(
+        x,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensor2dMesh(mesh, dims=(0, 1), mesh_shape=(2, 4)),
+    )
+    path = tmp_path / "t.tensorbin"
+    ttnn.dump_tensor(path, t)
+    back = ttnn.load_tensor(path, device=mesh)
+    assert (
+        back.dtype == ttnn.bfloat16
+        and back.layout == ttnn.TILE_LAYOUT
+        and tuple(back.shape) == (32, 32)
+    )
+    check(back, device_arrays(t), exact=True)
+    with pytest.raises(ttnn.TTJaxError, match=r"must have \.tensorbin extension"):
+        ttnn.dump_tensor(tmp_path / "t.bin", t)
+    with pytest.raises(ttnn.TTJaxError, match="another mesh shape"):
+        ttnn.load_tensor(path, device=mesh_of((1, 8)))
+    with pytest.raises(ttnn.TTJaxError, match="does not exist"):
+        ttnn.load_tensor(tmp_path / "missing.tensorbin")

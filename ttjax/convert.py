@@ -387,6 +387,44 @@ def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | Non
     return Tensor(data, TensorSpec(mesh, placements, dt, lay, shape, StorageType.HOST))
 
 
+def _tensorbin_path(what: str, file_name: str | os.PathLike[str]) -> pathlib.Path:
+    path = pathlib.Path(file_name)
+    if not str(path).endswith(".tensorbin"):
+        raise TTJaxError(
+            f"{what}: File {path} must have .tensorbin extension.\nfix: name it e.g. w1.tensorbin."
+        )
+    return path
+
+
+def dump_tensor(file_name: str | os.PathLike[str], tensor: Tensor) -> None:
+    """Write ``tensor`` (read back to the host, shards and placements kept) to ``file_name``
+    (TT-NN's ``ttnn.dump_tensor``; ttjax's files are numpy .npz, not TT-NN's flatbuffers)."""
+    path = _tensorbin_path("dump_tensor", file_name)
+    host = from_device(tensor) if tensor._storage is StorageType.DEVICE else tensor
+    if host._data is None:
+        raise deallocated_error("dump_tensor", host)
+    _dump_tensorbin(path, host)
+
+
+def load_tensor(file_name: str | os.PathLike[str], *, device: MeshDevice | None = None) -> Tensor:
+    """Read a tensor written by :func:`dump_tensor` (or ``as_tensor``'s cache), onto ``device``
+    when given (TT-NN's ``ttnn.load_tensor``)."""
+    path = _tensorbin_path("load_tensor", file_name)
+    if not path.is_file():
+        raise TTJaxError(
+            f"Unable to load the tensor from {path}.  The file does not exist.\n"
+            "fix: check the path (ttnn.dump_tensor writes it)."
+        )
+    loaded = _load_tensorbin(path, device)
+    if loaded is None:
+        raise TTJaxError(
+            f"Unable to load the tensor from {path}: it is not a ttjax tensor file, or it holds "
+            f"shards of another mesh shape than {device!r}.\nfix: pass device= a mesh of the "
+            "shape it was written for, or write it again with ttnn.dump_tensor."
+        )
+    return to_device(loaded, device) if device is not None else loaded
+
+
 def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_: Any) -> Tensor:
     """Move a host tensor onto ``device`` (a tensor already there is returned as is)."""
     if not isinstance(device, MeshDevice):
@@ -745,9 +783,11 @@ __all__ = [
     "combine_device_tensors",
     "copy_device_to_host_tensor",
     "copy_host_to_device_tensor",
+    "dump_tensor",
     "from_device",
     "from_torch",
     "get_device_tensors",
+    "load_tensor",
     "to_device",
     "to_numpy",
     "to_torch",

@@ -111,6 +111,10 @@ class CoreRange:
 
     size = num_cores
 
+    def contains(self, core: Any) -> bool:
+        c = _coord(core)
+        return self.start.x <= c.x <= self.end.x and self.start.y <= c.y <= self.end.y
+
 
 class CoreRangeSet:
     """A set of core rectangles (TT-NN's ``CoreRangeSet``); compared and hashed by value."""
@@ -118,7 +122,15 @@ class CoreRangeSet:
     def __init__(self, ranges: Any = ()) -> None:
         if isinstance(ranges, CoreRange):
             ranges = (ranges,)
-        self.ranges_ = tuple(sorted(ranges, key=lambda r: (r.start.y, r.start.x, r.end.y, r.end.x)))
+        if isinstance(ranges, (set, frozenset)):
+            # A Python set becomes TT-Metal's std::set<CoreRange>: ordered by start, then end
+            # (CoreCoord order: x, then y); a list keeps its order, as TT-Metal's vector does.
+            ranges = sorted(ranges, key=lambda r: (r.start.x, r.start.y, r.end.x, r.end.y))
+        self.ranges_ = tuple(ranges)
+
+    def contains(self, core: Any) -> bool:
+        c = _coord(core)
+        return any(r.contains(c) for r in self.ranges_)
 
     def ranges(self) -> list[CoreRange]:
         return list(self.ranges_)
@@ -173,6 +185,79 @@ def num_cores_to_corerangeset(
         end = (rest - 1, full) if row_wise else (full, rest - 1)
         ranges.append(CoreRange(CoreCoord(*start), CoreCoord(*end)))
     return CoreRangeSet(ranges)
+
+
+def num_cores_to_corerangeset_in_subcoregrids(
+    start_core: Any, target_num_cores: int, sub_core_grids: CoreRangeSet, row_wise: bool = False
+) -> CoreRangeSet:
+    """``target_num_cores`` cores from ``start_core`` on, walking ``sub_core_grids``' ranges in
+    order (row by row when ``row_wise``, else column by column), split into CoreRanges exactly as
+    TT-Metal's ``num_cores_to_corerangeset_in_subcoregrids`` (tt_metal/common/work_split.cpp).
+
+    >>> grids = CoreRangeSet([CoreRange((1, 0), (3, 9)), CoreRange((5, 0), (6, 9))])
+    >>> num_cores_to_corerangeset_in_subcoregrids(CoreCoord(1, 0), 12, grids).num_cores()
+    12
+    """
+    n = int(target_num_cores)
+    start = _coord(start_core)
+    if n <= 0:
+        raise MemoryConfigError(
+            f"Target number of cores must be greater than 0 (got {n}).\nfix: ask for >= 1 core."
+        )
+    if n > sub_core_grids.num_cores():
+        raise MemoryConfigError(
+            f"Target number of cores {n} is greater than total number of available cores "
+            f"{sub_core_grids.num_cores()}.\nfix: ask for fewer cores or pass larger sub-core grids."
+        )
+    if not sub_core_grids.contains(start):
+        raise MemoryConfigError(
+            f"Start core must be contained within the input CoreRangeSet (start {start!r}, "
+            f"grids {sub_core_grids!r}).\nfix: start inside one of the sub-core grids."
+        )
+
+    # Row-wise walks rows (x along a row); column-wise is the same walk with x and y swapped.
+    def get(c: CoreCoord) -> tuple[int, int]:
+        return (c.x, c.y) if row_wise else (c.y, c.x)
+
+    def make(inner: int, outer: int) -> CoreCoord:
+        return CoreCoord(inner, outer) if row_wise else CoreCoord(outer, inner)
+
+    out: list[CoreRange] = []
+    cur_start, cur_end, remaining = start, start, n
+    found = False
+    for grid in sub_core_grids.ranges():
+        if grid.contains(start):
+            found = True
+        elif not found:
+            continue
+        else:
+            cur_start = cur_end = grid.start
+        g_start, g_end = get(grid.start), get(grid.end)
+        extent = g_end[0] - g_start[0] + 1
+        for outer in range(get(cur_start)[1], g_end[1] + 1):
+            if remaining == 0:
+                break
+            s_inner = get(cur_start)[0]
+            width = min(g_end[0] - s_inner + 1, remaining)
+            if width < extent:
+                if cur_start != cur_end:
+                    out.append(CoreRange(cur_start, cur_end))
+                cur_end = make(s_inner + width - 1, outer)
+                remaining -= width
+                out.append(CoreRange(make(s_inner, outer), make(get(cur_end)[0], outer)))
+                cur_start = make(g_start[0], outer + 1)
+                cur_end = cur_start
+            else:
+                cur_end = make(g_end[0], outer)
+                remaining -= width
+        if cur_start != cur_end:
+            out.append(CoreRange(cur_start, cur_end))
+    if remaining:
+        raise MemoryConfigError(
+            "Failed to split target number of cores into CoreRangeSet.\n"
+            "fix: check start_core and sub_core_grids."
+        )
+    return CoreRangeSet(out)
 
 
 @dataclass(frozen=True)
@@ -540,8 +625,34 @@ class SoftmaxDefaultProgramConfig(_KernelConfig):
     pass
 
 
+class DispatchCoreType(enum.Enum):
+    """Which cores run TT-Metal's dispatch (``ttnn.DispatchCoreType``)."""
+
+    WORKER = 0
+    ETH = 1
+
+
+class DispatchCoreAxis(enum.Enum):
+    """Whether dispatch takes a row or a column of cores (``ttnn.DispatchCoreAxis``)."""
+
+    ROW = 0
+    COL = 1
+
+
 class DispatchCoreConfig(_KernelConfig):
-    pass
+    """``DispatchCoreConfig(type=None, axis=None)``: where dispatch runs (scheduling only)."""
+
+    _fields = ("type", "axis")
+
+
+def divup(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints (TT-NN's ``ttnn.core.divup``)."""
+    return (a + b - 1) // b
+
+
+def roundup(a: int, b: int) -> int:
+    """``a`` rounded up to a multiple of ``b`` (TT-NN's ``ttnn.core.roundup``)."""
+    return divup(a, b) * b
 
 
 def init_device_compute_kernel_config(
@@ -564,7 +675,9 @@ __all__ = [
     "CoreRange",
     "CoreRangeSet",
     "DeviceComputeKernelConfig",
+    "DispatchCoreAxis",
     "DispatchCoreConfig",
+    "DispatchCoreType",
     "GrayskullComputeKernelConfig",
     "LayerNormDefaultProgramConfig",
     "LayerNormShardedMultiCoreProgramConfig",
@@ -583,7 +696,10 @@ __all__ = [
     "TensorMemoryLayout",
     "WormholeComputeKernelConfig",
     "create_sharded_memory_config",
+    "divup",
     "init_device_compute_kernel_config",
     "num_cores_to_corerangeset",
+    "num_cores_to_corerangeset_in_subcoregrids",
+    "roundup",
     "validate_memory_config",
 ]

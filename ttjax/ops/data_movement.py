@@ -247,6 +247,63 @@ def concat(
     return write_output(out, output_tensor)
 
 
+def stack(input_tensors: Sequence[Tensor], dim: int) -> Tensor:
+    """Stack each device's tensors along a new dim ``dim`` (torch.stack), per device."""
+    tensors = list(input_tensors)
+    if not tensors:
+        raise TTJaxError("ttnn.stack needs at least one tensor.\nfix: pass a non-empty list.")
+    rank = len(tensors[0]._shape)
+    d = dim + rank + 1 if dim < 0 else dim
+    if not 0 <= d <= rank:
+        raise ShapeMismatchError(
+            f"ttnn.stack: dim={dim} is out of range for rank-{rank} inputs.\n"
+            f"fix: use dim in [{-rank - 1}, {rank}]."
+        )
+    return run_op("stack", lambda *xs: jnp.stack(xs, axis=d), tensors, static=(d, len(tensors)))
+
+
+def expand(
+    input_tensor: Tensor, output_shape: Sequence[int], *, memory_config: Any = None
+) -> Tensor:
+    """Repeat size-1 dims up to ``output_shape`` (-1 keeps a dim), per device, with TT-NN's rule
+    (ttnn/cpp/.../expand/expand.cpp): dims are matched from the left and become a repeat."""
+    shape = input_tensor._shape
+    target = [int(s) for s in output_shape]
+    if len(shape) > len(target):
+        raise ShapeMismatchError(
+            f"ttnn.expand: Only size 1 dimensions can be expanded in the output shape (per-device "
+            f"shape {list(shape)} has more dims than {target}).\nfix: give one size per dim."
+        )
+    reps = []
+    for i, t in enumerate(target):
+        if i >= len(shape):
+            reps.append(t)
+        elif t in (-1, shape[i]):
+            reps.append(1)
+        elif shape[i] == 1:
+            reps.append(t)
+        else:
+            raise ShapeMismatchError(
+                f"ttnn.expand: Only size 1 dimensions can be expanded in the output shape: dim {i} "
+                f"of per-device shape {list(shape)} is {shape[i]}, asked for {t}.\n"
+                "fix: expand only size-1 dims (or pass -1 to keep one)."
+            )
+    return repeat(input_tensor, reps, memory_config=memory_config)
+
+
+def reshape_on_device(
+    input_tensor: Tensor,
+    W: int,
+    Z: int,
+    Y: int,
+    X: int,
+    *,
+    memory_config: Any = None,
+) -> Tensor:
+    """TT-NN's legacy 4-D reshape: ``reshape(t, (W, Z, Y, X))`` per device."""
+    return reshape(input_tensor, (W, Z, Y, X), memory_config=memory_config)
+
+
 def _index_key(index: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
     """A hashable, validated form of a Python index (ints, slices, Ellipsis, None)."""
     if not isinstance(index, tuple):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, Layout
+from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import MemoryConfigError, ShapeMismatchError, TTJaxError
 from ttjax.hardware import (
     DRAM_MEMORY_CONFIG,
@@ -34,7 +34,7 @@ from ttjax.hardware import (
     TensorMemoryLayout,
     num_cores_to_corerangeset,
 )
-from ttjax.ops._common import check_dtype
+from ttjax.ops._common import check_dtype, write_output
 from ttjax.tensor import Tensor, tile_padded
 
 
@@ -305,6 +305,38 @@ def sharded_to_interleaved_partial(
     return cache_tensor.assign(out)
 
 
+def reshard(
+    input_tensor: Tensor, output_memory_config: MemoryConfig, output_tensor: Tensor | None = None
+) -> Tensor:
+    """The tensor under another sharded memory config (TT-NN's ``ttnn.reshard``); with
+    ``output_tensor`` the result is written there and that tensor is returned."""
+    op = "reshard"
+    _need_shard_spec(op, output_memory_config)
+    if not output_memory_config.is_sharded():
+        raise MemoryConfigError(
+            f"ttnn.{op}: output_memory_config {output_memory_config!r} is interleaved.\n"
+            "fix: use ttnn.sharded_to_interleaved for an interleaved result."
+        )
+    return write_output(_convert(op, input_tensor, output_memory_config, None), output_tensor)
+
+
+def reallocate(tensor: Tensor, memory_config: MemoryConfig | None = None) -> Tensor:
+    """A fresh copy of ``tensor`` (in ``memory_config``, default its own), the input being
+    deallocated, as TT-NN's ``ttnn.reallocate`` (a ``move``) does to defragment memory."""
+    op = "reallocate"
+    mc = tensor.memory_config() if memory_config is None else memory_config
+    _need_shard_spec(op, mc)
+    out = _convert(op, tensor, mc, None)
+    tensor.deallocate(True)
+    return out
+
+
+def get_memory_config(tensor: Tensor) -> MemoryConfig | None:
+    """The memory config of a device tensor, None for a host tensor (TT-NN's
+    ``ttnn.get_memory_config``)."""
+    return tensor.memory_config() if tensor.storage_type() is StorageType.DEVICE else None
+
+
 def deallocate(tensor: Tensor, force: bool = True) -> None:
     """Free ``tensor``'s buffers (TT-NN's ``ttnn.deallocate``); later use raises
     ``DeallocatedTensorError``."""
@@ -318,8 +350,11 @@ def deallocate(tensor: Tensor, force: bool = True) -> None:
 
 __all__ = [
     "deallocate",
+    "get_memory_config",
     "interleaved_to_sharded",
     "interleaved_to_sharded_partial",
+    "reallocate",
+    "reshard",
     "sharded_to_interleaved",
     "sharded_to_interleaved_partial",
     "to_memory_config",

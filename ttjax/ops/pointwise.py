@@ -304,6 +304,7 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[...,
 
 add = _binary("add", jnp.add, "a + b per device (tensor or scalar operands).")
 subtract = _binary("subtract", jnp.subtract, "a - b per device.")
+sub = subtract
 multiply = _binary("multiply", jnp.multiply, "a * b per device.")
 divide = _binary("divide", jnp.true_divide, "a / b per device.")
 rsub = _binary("rsub", lambda x, y: jnp.subtract(y, x), "b - a per device.")

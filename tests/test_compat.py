@@ -27,6 +27,7 @@ def test_names_are_ttjax_objects(ttnn) -> None:
     assert ttnn._ttnn.tensor.Tensor is ttjax.Tensor
     assert ttnn.experimental.all_gather_async is ttjax.experimental.all_gather_async
     assert ttnn._ttnn.global_semaphore.global_semaphore is ttjax.GlobalSemaphore
+    assert ttnn.core.divup(65, 32) == 3  # TT-NN's python helpers, from ttjax.hardware
 
 
 def test_import_forms_of_tt_metal_files(ttnn) -> None:

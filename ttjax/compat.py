@@ -49,7 +49,7 @@ TTNN_MODULES: dict[str, Alias] = {
     "ttnn.distributed.distributed": Alias(("ttjax.distribute", "ttjax")),
     "ttnn.device": Alias(("ttjax.hardware", "ttjax")),
     "ttnn.types": Alias(("ttjax.enums", "ttjax.hardware", "ttjax")),
-    "ttnn.core": Alias(("ttjax",)),
+    "ttnn.core": Alias(("ttjax.hardware", "ttjax")),
     "ttnn.operations": Alias(("ttjax",)),
     "ttnn.operations.ccl": Alias(("ttjax",)),
     "ttnn.operations.transformer": Alias(("ttjax.transformer", "ttjax")),

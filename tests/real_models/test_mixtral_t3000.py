@@ -49,3 +49,8 @@ def test_expert_mlp(tiny_mixtral: mixtral.MixtralSetup) -> None:
 def test_moe_layer(tiny_mixtral: mixtral.MixtralSetup) -> None:
     assert mixtral.run_moe(tiny_mixtral) >= 0.999
     assert mixtral.run_moe(tiny_mixtral, rounded=False) >= harness.PCC_REQUIRED
+
+
+def test_model_decode(tiny_mixtral: mixtral.MixtralSetup) -> None:
+    """TtTransformer (1 layer), 32 users, 3 teacher-forced decode steps: logits vs reference."""
+    assert mixtral.run_model(tiny_mixtral) >= harness.PCC_REQUIRED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import types
@@ -28,6 +29,23 @@ def test_names_are_ttjax_objects(ttnn) -> None:
     assert ttnn.experimental.all_gather_async is ttjax.experimental.all_gather_async
     assert ttnn._ttnn.global_semaphore.global_semaphore is ttjax.GlobalSemaphore
     assert ttnn.core.divup(65, 32) == 3  # TT-NN's python helpers, from ttjax.hardware
+
+
+def test_every_module_of_the_tree_reaches_ttjax(ttnn) -> None:
+    """One name per ``ttnn.X`` module tt-metal's model files reach (see TTNN_MODULES)."""
+    import ttjax.cluster
+    import ttjax.kv_cache
+
+    assert ttnn.kv_cache.fill_cache_for_user_ is ttjax.kv_cache.fill_cache_for_user_
+    assert ttnn.cluster.ClusterType is ttnn._ttnn.cluster.ClusterType is ttjax.cluster.ClusterType
+    assert ttnn.device.Arch is ttjax.Arch
+    assert ttnn.types.TensorMemoryLayout is ttjax.TensorMemoryLayout
+    assert ttnn._ttnn.operations.ccl.Topology is ttjax.Topology
+    assert ttnn._ttnn.device.SubDeviceId is ttjax.SubDeviceId
+    exp = ttnn._ttnn.operations.experimental.ccl_experimental
+    assert exp.GlobalSemaphoreArg is ttjax.experimental.GlobalSemaphoreArg
+    for name in ttjax.compat.TTNN_MODULES:
+        assert isinstance(importlib.import_module(name), ttjax.compat.TTNNModule), name
 
 
 def test_import_forms_of_tt_metal_files(ttnn) -> None:

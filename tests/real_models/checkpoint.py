@@ -23,7 +23,7 @@ class TinyLlama:
     num_attention_heads: int = 8
     num_key_value_heads: int = 8
     head_dim: int = 64
-    max_position_embeddings: int = 256
+    max_position_embeddings: int = 4096
     rms_norm_eps: float = 1e-5
     rope_theta: float = 500000.0
 

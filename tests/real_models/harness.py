@@ -525,6 +525,37 @@ def run_generator_decode(s: Setup, paged: bool = False, trace: bool = False) -> 
     return r.decode_pcc
 
 
+# ModelArgs reads MAX_PREFILL_CHUNK_SIZE (in units of 1024 tokens) when it is built.
+CHUNKED_SEQ_LEN = 4096
+
+
+def setup_chunked(mesh: Any) -> Setup:
+    """A 2-layer set-up whose prefill goes in chunks of 2048 tokens (tt-metal's smallest chunk),
+    max_seq_len 4096."""
+    saved = os.environ.get("MAX_PREFILL_CHUNK_SIZE")
+    os.environ["MAX_PREFILL_CHUNK_SIZE"] = "2"
+    try:
+        return setup(mesh, n_layers=2, max_seq_len=CHUNKED_SEQ_LEN)
+    finally:
+        if saved is None:
+            os.environ.pop("MAX_PREFILL_CHUNK_SIZE")
+        else:
+            os.environ["MAX_PREFILL_CHUNK_SIZE"] = saved
+
+
+def run_generator_chunked(s: Setup) -> float:
+    """Generator prefill of a 2100-token prompt (padded to 4096) in two chunks of 2048 (chunked
+    SDPA over the paged cache), then 2 greedy decode steps; the worst PCC, tokens identical to
+    transformers'."""
+    r = generate(s, prompt_len=2100, new_tokens=2, paged=True)
+    if r.decode_error is not None:
+        raise r.decode_error
+    if r.tokens != r.reference_tokens:
+        raise AssertionError(f"greedy tokens {r.tokens} != transformers' {r.reference_tokens}")
+    assert r.decode_pcc is not None
+    return min(r.prefill_pcc, r.decode_pcc)
+
+
 def generate(
     s: Setup, prompt_len: int = 40, new_tokens: int = 4, paged: bool = False, trace: bool = False
 ) -> GenerationResult:
@@ -533,9 +564,9 @@ def generate(
     every step compares logits over the same context; the tokens compared are each step's own
     argmax. ``paged``: paged KV cache and page table (the demo's default); ``trace``: decode
     through the Generator's captured trace (``enable_trace=True``, the demo's default)."""
-    cache: dict[tuple[bool, bool], GenerationResult] = s.__dict__.setdefault("_generation", {})
-    if (paged, trace) in cache:
-        return cache[(paged, trace)]
+    cache: dict[tuple[int, bool, bool], GenerationResult] = s.__dict__.setdefault("_generation", {})
+    if (prompt_len, paged, trace) in cache:
+        return cache[(prompt_len, paged, trace)]
     import torch
 
     from models.tt_transformers.tt.generator import Generator
@@ -589,5 +620,5 @@ def generate(
         result = GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e)
     else:
         result = GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens)
-    cache[(paged, trace)] = result
+    cache[(prompt_len, paged, trace)] = result
     return result

@@ -56,7 +56,21 @@ def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
             2,
             lambda s: h.run_generator_decode(s, paged=True, trace=True),
         ),
+        (
+            "model + generator, chunked prefill (2 x 2048) + decode",
+            "chunked",
+            h.run_generator_chunked,
+        ),
     ]
+
+
+def _setup(mesh: Any, key: int | str) -> Any:
+    """The set-up a case names: a layer count, "chunked" or "mixtral"."""
+    if key == "mixtral":
+        return mixtral.setup(mesh)
+    if key == "chunked":
+        return harness.setup_chunked(mesh)
+    return harness.setup(mesh, int(key))
 
 
 def run(meshes: list[str], only: str | None = None) -> list[tuple[str, str, str]]:
@@ -76,11 +90,7 @@ def run(meshes: list[str], only: str | None = None) -> list[tuple[str, str, str]
             try:
                 if layers not in setups:
                     try:
-                        setups[layers] = (
-                            mixtral.setup(mesh)
-                            if layers == "mixtral"
-                            else harness.setup(mesh, layers)
-                        )
+                        setups[layers] = _setup(mesh, layers)
                     except Exception as e:
                         setups[layers] = e
                 if isinstance(setups[layers], Exception):

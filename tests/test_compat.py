@@ -138,3 +138,31 @@ def test_ttnn_run_without_program_prints_usage() -> None:
     from ttjax import ttnn_run
 
     assert ttnn_run.main([]) == 2
+
+
+def test_ttnn_run_pytest_shorthand_runs_pytest_with_ttnn_bound(tmp_path: Path) -> None:
+    (tmp_path / "test_bound.py").write_text(
+        "import ttnn\n"
+        "import ttjax\n"
+        "def test_bound():\n"
+        "    assert ttnn._ttnn.multi_device.MeshDevice is ttjax.MeshDevice\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ttjax.ttnn_run",
+            "pytest",
+            str(tmp_path),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+    assert "1 passed" in out.stdout

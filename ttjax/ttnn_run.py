@@ -1,10 +1,12 @@
-"""Run a TT-NN program unchanged on ttjax: ``python -m ttjax.ttnn_run script.py | -m module [args]``.
+"""Run a TT-NN program unchanged on ttjax: ``python -m ttjax.ttnn_run script.py | -m module | pytest``.
 
 ``ttnn`` (and its submodules) is bound to ttjax first (:func:`ttjax.compat.install_as_ttnn`), and
 ``$TT_METAL_HOME``'s ``models/`` becomes importable, so a tt-metal checkout runs as is:
 
     TT_METAL_HOME=~/tt-metal python -m ttjax.ttnn_run my_tt_program.py --flag
-    TT_METAL_HOME=~/tt-metal python -m ttjax.ttnn_run -m pytest tests/real_models -q
+    TT_METAL_HOME=~/tt-metal python -m ttjax.ttnn_run pytest models/tt_transformers/tests -k mlp
+
+``pytest [args]`` is short for ``-m pytest [args]``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 
 from ttjax.compat import install_as_ttnn
 
-USAGE = "usage: python -m ttjax.ttnn_run (script.py | -m module) [args...]"
+USAGE = "usage: python -m ttjax.ttnn_run (script.py | -m module | pytest) [args...]"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,6 +27,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE + "\n\n" + (__doc__ or "").strip(), file=sys.stderr if not args else sys.stdout)
         return 2 if not args else 0
     install_as_ttnn()
+    if args[0] == "pytest":
+        args = ["-m", *args]
     if args[0] == "-m":
         if len(args) < 2:
             print(USAGE, file=sys.stderr)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import mesh_of
 
-from tests.conftest import mesh_of
 from tests.real_models import harness
 
 

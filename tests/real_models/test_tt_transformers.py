@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import mesh_of
 
-from tests.conftest import mesh_of
 from tests.real_models import harness
 
 PCC = harness.PCC_REQUIRED

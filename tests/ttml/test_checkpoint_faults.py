@@ -59,9 +59,19 @@ def _copy(saved_dir: Path, tmp_path: Path) -> Path:
     return tmp_path / "ckpt"
 
 
-def _largest_chunk(ckpt: Path, step: int) -> Path:
-    chunks = [p for p in (ckpt / str(step) / "state").rglob("d/*") if p.is_file()]
-    return max(chunks, key=lambda p: p.stat().st_size)
+def _data_chunks(ckpt: Path, step: int) -> list[Path]:
+    """The files holding the arrays' values (each process's OCDBT data files).
+
+    Not one file alone: a data folder also keeps b-tree nodes that the merged root manifest
+    superseded, and damaging one of those loses nothing (restore still verifies, rightly).
+    """
+    chunks = sorted((ckpt / str(step) / "state").glob("ocdbt.process_*/d/*"))
+    assert chunks, f"no OCDBT data files under {ckpt / str(step)}"
+    return chunks
+
+
+def _each(harm):
+    return lambda c: [harm(p) for p in _data_chunks(c, 6)]
 
 
 def _flip(path: Path) -> None:
@@ -82,16 +92,16 @@ def _truncate(path: Path) -> None:
 
 DAMAGE = {
     "flipped_bytes": (
-        lambda c: _flip(_largest_chunk(c, 6)),
-        r"^(corrupt bytes: the values of \S+|missing or truncated chunk)",
+        _each(_flip),
+        r"^(corrupt bytes: the values of \S+|missing or truncated chunk|missing file)",
     ),
     "truncated_chunk": (
-        lambda c: _truncate(_largest_chunk(c, 6)),
-        r"^missing or truncated chunk: .*OCDBT",
+        _each(_truncate),
+        r"^(missing or truncated chunk|missing file): .*OCDBT",
     ),
     "deleted_chunk": (
-        lambda c: _largest_chunk(c, 6).unlink(),
-        r"^missing or truncated chunk: .*OCDBT",
+        _each(Path.unlink),
+        r"^(missing or truncated chunk|missing file): .*OCDBT",
     ),
     "corrupt_metadata": (
         lambda c: _truncate(c / "6" / "state" / "_METADATA"),
@@ -130,7 +140,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path, saved, d
 def test_no_checkpoint_verifies_names_every_step(tmp_path, saved):
     ckpt = _copy(saved[0], tmp_path)
     _truncate(ckpt / "6" / "state" / "_METADATA")
-    _largest_chunk(ckpt, 3).unlink()
+    [p.unlink() for p in _data_chunks(ckpt, 3)]
     trainer = _trainer(train_step("tp_ddp"), tmp_path, 6)
     with pytest.raises(CheckpointError, match=r"no checkpoint in .* verifies") as info:
         trainer.resume(params())
@@ -212,7 +222,7 @@ class _RottingCheckpointer(Checkpointer):
     def save(self, step, state, meta=None):
         super().save(step, state, meta)
         self.wait()
-        _largest_chunk(self.directory, step).unlink()
+        [p.unlink() for p in _data_chunks(self.directory, step)]
 
 
 def test_divergence_never_calls_an_unverified_checkpoint_good(tmp_path):

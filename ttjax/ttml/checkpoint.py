@@ -21,8 +21,10 @@ checkpoint that verifies.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
+import logging
 import os
 import shutil
 import sys
@@ -231,6 +233,7 @@ class Checkpointer:
         reason = _agree(reason)
         if reason is not None:
             raise _Unverified(reason)
+        _quiet_leftover_reads()
         try:
             state = self.manager.restore(
                 step,
@@ -457,18 +460,54 @@ def _reason(e: BaseException) -> str:
     return f"{kind}: {text}"
 
 
-def _collect_pending_reads() -> None:
-    """Orbax leaves the other arrays' reads pending when one fails; collect them quietly.
+class _LeftoverReads(logging.Filter):
+    """Drops asyncio's "<Future/Task> exception was never retrieved" for orbax's abandoned reads."""
 
-    Otherwise each prints "Exception ignored in: <coroutine ...>" whenever Python next collects
-    garbage: one damaged checkpoint would print dozens of TensorStore tracebacks beside its reason.
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        first = text.split("\n", 1)[0]
+        return not (
+            first.endswith("exception was never retrieved")
+            and any(word in text for word in ("OCDBT", "orbax", "TensorStore"))
+        )
+
+
+_QUIET = {"installed": False}
+
+
+def _is_leftover(u: Any) -> bool:
+    """An unraisable left by a read orbax abandoned: its coroutine, or its late callback."""
+    if isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed":
+        return True
+    return asyncio.iscoroutine(u.object) or isinstance(u.object, asyncio.Future)
+
+
+def _quiet_leftover_reads() -> None:
+    """Drop (only) what orbax's abandoned reads leave behind after a failed restore.
+
+    When one array's read fails, orbax abandons the others: each later prints "Exception ignored
+    in: <coroutine ...>", or "Event loop is closed" when TensorStore finishes a read after
+    orbax's event loop closed, and asyncio logs "... exception was never retrieved": one damaged
+    checkpoint would print dozens of TensorStore tracebacks beside its one-line reason. Installed
+    before the first restore (the leftovers can arrive before the failure is handled); every
+    other unraisable still reaches the previous hook.
     """
-    hook = sys.unraisablehook
-    sys.unraisablehook = lambda _: None
-    try:
-        gc.collect()
-    finally:
-        sys.unraisablehook = hook
+    if _QUIET["installed"]:
+        return
+    _QUIET["installed"] = True
+    previous = sys.unraisablehook
+
+    def hook(u: Any) -> None:
+        if not _is_leftover(u):
+            previous(u)
+
+    sys.unraisablehook = hook
+    logging.getLogger("asyncio").addFilter(_LeftoverReads())
+
+
+def _collect_pending_reads() -> None:
+    """Collect the abandoned reads of a failed restore now (see ``_quiet_leftover_reads``)."""
+    gc.collect()
 
 
 def _agree(reason: str | None) -> str | None:

@@ -1,0 +1,67 @@
+"""A tiny random-weight Llama as a local Hugging Face folder (what ``HF_MODEL`` names).
+
+Written with transformers' own ``LlamaConfig``/``LlamaForCausalLM.save_pretrained`` and a
+word-level ``tokenizers`` tokenizer, so tt-metal's ``ModelArgs`` reads it as it reads a real
+checkpoint, with no download.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class TinyLlama:
+    """Sizes that divide over 8 devices in tiles of 32 (heads and kv heads: 8 per mesh row)."""
+
+    vocab_size: int = 2048
+    hidden_size: int = 512
+    intermediate_size: int = 1024
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 8
+    head_dim: int = 64
+    max_position_embeddings: int = 256
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 500000.0
+
+
+def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: int = 0) -> Path:
+    """Write config.json, model.safetensors and tokenizer files for ``sizes`` into ``folder``."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = LlamaConfig(**asdict(sizes), bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+    config._name_or_path = folder.name
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # HF's init (std 0.02) leaves norms at 1; spread them so they matter
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+        # Embeddings 10x HF's init (std 0.2) so each token stays a large part of its residual
+        # stream next to the layers' outputs, and the LM head reads a shuffled copy of them:
+        # after token t the logits peak at perm[t] by a wide margin, so greedy decoding walks a
+        # cycle of distinct tokens that bfloat8_b rounding cannot flip (a random head gives
+        # near-ties, where any rounding may pick another token).
+        model.model.embed_tokens.weight.mul_(10.0)
+        perm = torch.randperm(sizes.vocab_size)
+        model.lm_head.weight.copy_(model.model.embed_tokens.weight[torch.argsort(perm)])
+    model.save_pretrained(folder, safe_serialization=True)
+    # transformers 5 writes rope_theta under rope_parameters only; 4.x (tt-metal's) reads the key
+    raw = json.loads((folder / "config.json").read_text())
+    raw["rope_theta"] = sizes.rope_theta
+    (folder / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({f"w{i}": i for i in range(3, sizes.vocab_size)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    ).save_pretrained(folder)
+    return folder

@@ -1,0 +1,122 @@
+"""ttjax.compat / python -m ttjax.ttnn_run: ``import ttnn`` gives ttjax, tt-metal's tree mounts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ttjax
+import ttjax.compat
+from ttjax.errors import ConfigError
+
+
+@pytest.fixture
+def ttnn():
+    yield ttjax.compat.install_as_ttnn(tt_metal_home=None)
+    ttjax.compat.uninstall_ttnn()
+
+
+def test_names_are_ttjax_objects(ttnn) -> None:
+    assert ttnn.open_mesh_device is ttjax.open_mesh_device
+    assert ttnn._ttnn.multi_device.MeshDevice is ttjax.MeshDevice
+    assert ttnn._ttnn.tensor.Tensor is ttjax.Tensor
+    assert ttnn.experimental.all_gather_async is ttjax.experimental.all_gather_async
+    assert ttnn._ttnn.global_semaphore.global_semaphore is ttjax.GlobalSemaphore
+    assert ttnn.core.divup(65, 32) == 3  # TT-NN's python helpers, from ttjax.hardware
+
+
+def test_import_forms_of_tt_metal_files(ttnn) -> None:
+    from ttnn import ReplicateTensorToMesh, ShardTensor2dMesh
+    from ttnn.distributed.distributed import ConcatMeshToTensor
+    from ttnn.model_preprocessing import preprocess_model_parameters
+
+    assert ConcatMeshToTensor is ttjax.ConcatMeshToTensor
+    assert (ReplicateTensorToMesh, ShardTensor2dMesh) == (
+        ttjax.ReplicateTensorToMesh,
+        ttjax.ShardTensor2dMesh,
+    )
+    assert preprocess_model_parameters is ttjax.model_preprocessing.preprocess_model_parameters
+    import ttnn.experimental as exp
+
+    assert exp is ttnn.experimental
+
+
+def test_bound_ttnn_computes_like_ttjax(ttnn, t3000) -> None:
+    x = np.arange(2 * 32 * 64, dtype=np.float32).reshape(1, 2, 32, 64) / 100
+    t = ttnn.from_torch(
+        x, device=t3000, layout=ttnn.TILE_LAYOUT, mesh_mapper=ttnn.ShardTensorToMesh(t3000, dim=3)
+    )
+    got = ttnn.to_torch(
+        ttnn.all_gather(ttnn.relu(t), dim=3), mesh_composer=ttnn.ConcatMeshToTensor(t3000, dim=0)
+    )
+    np.testing.assert_allclose(np.asarray(got)[:1], np.maximum(x, 0), rtol=1e-2)
+
+
+def test_missing_name_says_which_and_how_to_fix(ttnn) -> None:
+    with pytest.raises(AttributeError, match=r"ttnn.device.no_such_call(.|\n)*fix:"):
+        ttnn.device.no_such_call  # noqa: B018
+    with pytest.raises(ModuleNotFoundError):
+        import ttnn.no_such_module
+
+
+def test_refuses_when_real_ttnn_already_imported() -> None:
+    ttjax.compat.uninstall_ttnn()
+    sys.modules["ttnn"] = types.ModuleType("ttnn")
+    try:
+        with pytest.raises(ConfigError, match="already imported"):
+            ttjax.compat.install_as_ttnn(tt_metal_home=None)
+    finally:
+        del sys.modules["ttnn"]
+
+
+def test_mount_adds_checkout_models_beside_project_models(tmp_path: Path) -> None:
+    pkg = tmp_path / "models" / "fake_tt_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "mod.py").write_text("import ttnn\nVALUE = ttnn.TILE_SIZE\n")
+    ttjax.compat.install_as_ttnn(tt_metal_home=tmp_path)
+    try:
+        import models.llama  # the project's own models package still imports
+        from models.fake_tt_pkg.mod import VALUE  # type: ignore[import-not-found]
+
+        assert VALUE == ttjax.TILE_SIZE == 32
+        assert models.llama.__name__ == "models.llama"
+    finally:
+        ttjax.compat.uninstall_ttnn()
+        sys.path.remove(str(tmp_path.resolve()))
+        sys.modules.pop("models.fake_tt_pkg.mod", None)
+        sys.modules.pop("models.fake_tt_pkg", None)
+
+
+def test_mount_refuses_a_folder_without_models(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="fix:"):
+        ttjax.compat.mount_tt_metal(tmp_path)
+
+
+def test_ttnn_run_runs_a_script_with_ttnn_bound(tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import sys, ttnn\n"
+        "from ttnn._ttnn.multi_device import MeshDevice\n"
+        "mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))\n"
+        "print(type(mesh).__name__, isinstance(mesh, MeshDevice), sys.argv[1:])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "ttjax.ttnn_run", str(script), "--flag"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "MeshDevice True ['--flag']"
+
+
+def test_ttnn_run_without_program_prints_usage() -> None:
+    from ttjax import ttnn_run
+
+    assert ttnn_run.main([]) == 2

@@ -37,6 +37,7 @@ _config.configure_virtual_devices()
 from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
     cluster,
+    device,
     distributed,
     experimental,
     kernels,
@@ -63,6 +64,20 @@ from ttjax.cluster import (  # noqa: E402
     GetNumAvailableDevices,
     GetNumPCIeDevices,
     get_arch_name,
+)
+from ttjax.device import (  # noqa: E402
+    DispatchCoreConfig,
+    GetDefaultDevice,
+    ReadDeviceProfiler,
+    SetDefaultDevice,
+    using_distributed_env,
+)
+from ttjax.fabric import (  # noqa: E402
+    FabricConfig,
+    FabricReliabilityMode,
+    FabricTensixConfig,
+    get_fabric_config,
+    set_fabric_config,
 )
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
@@ -152,7 +167,6 @@ from ttjax.hardware import (  # noqa: E402
     CoreRangeSet,
     DeviceComputeKernelConfig,
     DispatchCoreAxis,
-    DispatchCoreConfig,
     DispatchCoreType,
     GrayskullComputeKernelConfig,
     LayerNormDefaultProgramConfig,
@@ -422,6 +436,16 @@ __all__ = [
     "dump_tensor",
     "load_tensor",
     "cluster",
+    "device",
+    "FabricConfig",
+    "FabricReliabilityMode",
+    "FabricTensixConfig",
+    "GetDefaultDevice",
+    "ReadDeviceProfiler",
+    "SetDefaultDevice",
+    "get_fabric_config",
+    "set_fabric_config",
+    "using_distributed_env",
     "GetNumAvailableDevices",
     "GetNumPCIeDevices",
     "get_arch_name",

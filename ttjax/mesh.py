@@ -27,6 +27,7 @@ from jax.sharding import AxisType
 from jax.sharding import Mesh as JaxMesh
 
 from ttjax import _config
+from ttjax import fabric as _fabric
 from ttjax.errors import DeviceClosedError, MeshShapeError
 from ttjax.hardware import CoreCoord, CoreGrid
 from ttjax.subdevice import SubDeviceId, SubDeviceManagerId, SubDeviceManagerTracker
@@ -422,6 +423,7 @@ class MeshDevice:
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
+        self._fabric: _fabric.FabricSetting | None = None  # set by open_mesh_device
         self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
 
     # -- TT-NN API ------------------------------------------------------------------------------
@@ -726,8 +728,19 @@ def open_mesh_device(
     """
     shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
     mesh = MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    mesh._fabric = _fabric.current_setting()
     _opened.append(weakref.ref(mesh))
     return mesh
+
+
+def fabric_setting(mesh_device: MeshDevice) -> _fabric.FabricSetting:
+    """The fabric setting in effect when ``mesh_device`` (or the mesh it was carved from) opened."""
+    mesh: MeshDevice | None = mesh_device
+    while mesh is not None:
+        if mesh._fabric is not None:
+            return mesh._fabric
+        mesh = mesh._parent
+    return _fabric.FabricSetting()
 
 
 _opened: list[weakref.ref[MeshDevice]] = []
@@ -860,6 +873,7 @@ __all__ = [
     "get_pcie_device_ids",
     "last_opened_mesh",
     "open_device",
+    "fabric_setting",
     "open_mesh_device",
     "parse_mesh_shape",
     "record_event",

@@ -1,0 +1,181 @@
+"""TT-NN's device-level python API (``ttnn/ttnn/device.py``): the user-facing
+``DispatchCoreConfig``, the default-device slot, the architecture tests and the profiler read.
+
+What tt-metal's own test fixtures (its top-level ``conftest.py``) call before opening a mesh.
+Dispatch cores only place TT-Metal's command processors, so the config is validated and recorded,
+as TT-NN does, and changes no numbers.
+
+>>> import ttjax as ttnn
+>>> ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER)
+DispatchCoreConfig(type=DispatchCoreType.WORKER, axis=DispatchCoreAxis.ROW)
+>>> ttnn.device.is_wormhole_b0()
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ttjax import cluster as _cluster
+from ttjax.errors import ConfigError, DeviceClosedError
+from ttjax.fabric import FabricTensixConfig
+from ttjax.hardware import DispatchCoreAxis, DispatchCoreType
+from ttjax.mesh import Arch, MeshDevice, synchronize_device
+
+# Clusters whose dispatch runs on Ethernet cores by default (TT-NN's get_default_dispatch_core_type)
+_ETH_DISPATCH = (_cluster.ClusterType.N300, _cluster.ClusterType.T3K, _cluster.ClusterType.N300_2x2)
+
+
+def is_wormhole_b0(device: Any = None) -> bool:
+    """Whether ``device`` (default: the system) is a Wormhole B0; ttjax emulates Wormhole B0."""
+    if device is not None:
+        return bool(device.arch() == Arch.WORMHOLE_B0)
+    return "wormhole_b0" in _cluster.get_arch_name()
+
+
+def is_grayskull(device: Any = None) -> bool:
+    """Whether ``device`` (default: the system) is a Grayskull."""
+    if device is not None:
+        return bool(device.arch() == Arch.GRAYSKULL)
+    return "grayskull" in _cluster.get_arch_name()
+
+
+def is_blackhole(device: Any = None) -> bool:
+    """Whether ``device`` (default: the system) is a Blackhole."""
+    if device is not None:
+        return bool(device.arch() == Arch.BLACKHOLE)
+    return "blackhole" in _cluster.get_arch_name()
+
+
+def get_default_dispatch_core_type() -> DispatchCoreType:
+    """ETH on N300, T3K and N300_2x2 clusters, WORKER elsewhere (TT-NN's rule)."""
+    if _cluster.get_cluster_type() in _ETH_DISPATCH:
+        return DispatchCoreType.ETH
+    return DispatchCoreType.WORKER
+
+
+def get_default_dispatch_core_axis(fabric_tensix_config: Any = None) -> DispatchCoreAxis:
+    """COL on Blackhole unless the fabric uses the tensix MUX (then ROW); ROW elsewhere."""
+    if is_blackhole():
+        if fabric_tensix_config == FabricTensixConfig.MUX:
+            return DispatchCoreAxis.ROW
+        return DispatchCoreAxis.COL
+    return DispatchCoreAxis.ROW
+
+
+def _bad(what: str, value: Any, enum_type: type[Any]) -> ConfigError:
+    valid = [f"{enum_type.__name__}.{m.name}" for m in enum_type]
+    return ConfigError(
+        f"Invalid dispatch core {what}: {value!r}. Valid values are: {valid}\n"
+        f"fix: pass a ttnn.{enum_type.__name__} member (or None for the system's default)."
+    )
+
+
+class DispatchCoreConfig:
+    """Where TT-Metal's dispatch runs: ``DispatchCoreConfig(type=None, axis=None,
+    fabric_tensix_config=None)``, positional or keyword. Validates as TT-NN does and fills a
+    missing type/axis with the system's default (T3K: ETH, ROW)."""
+
+    __slots__ = ("axis", "type")
+
+    def __init__(
+        self,
+        type: DispatchCoreType | None = None,  # noqa: A002 - TT-NN's argument name
+        axis: DispatchCoreAxis | None = None,
+        fabric_tensix_config: Any = None,
+    ) -> None:
+        if type is not None and not isinstance(type, DispatchCoreType):
+            raise _bad("type", type, DispatchCoreType)
+        if axis is not None and not isinstance(axis, DispatchCoreAxis):
+            raise _bad("axis", axis, DispatchCoreAxis)
+        if type is DispatchCoreType.ETH and axis is DispatchCoreAxis.COL:
+            raise ConfigError(
+                "COL axis is not supported for ETH dispatch core type\n"
+                "fix: use DispatchCoreAxis.ROW with ETH, or DispatchCoreType.WORKER with COL."
+            )
+        if (
+            axis is DispatchCoreAxis.ROW
+            and is_blackhole()
+            and fabric_tensix_config != FabricTensixConfig.MUX
+        ):
+            raise ConfigError(
+                "ROW dispatch core axis is not supported for blackhole arch unless fabric tensix "
+                "MUX is enabled\nfix: use DispatchCoreAxis.COL, or FabricTensixConfig.MUX."
+            )
+        if type is None and axis is DispatchCoreAxis.COL:
+            type = DispatchCoreType.WORKER  # COL is only supported on WORKER dispatch cores
+        elif type is None:
+            type = get_default_dispatch_core_type()
+        if axis is None:
+            axis = get_default_dispatch_core_axis(fabric_tensix_config)
+        self.type: DispatchCoreType = type
+        self.axis: DispatchCoreAxis = axis
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DispatchCoreConfig):
+            return NotImplemented
+        return (self.type, self.axis) == (other.type, other.axis)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.axis))
+
+    def __repr__(self) -> str:
+        return f"DispatchCoreConfig(type={self.type}, axis={self.axis})"
+
+
+_default_device: MeshDevice | None = None
+
+
+def SetDefaultDevice(device: MeshDevice | None) -> None:
+    """Set the device TT-NN's auto-format path uses for inputs not on a device (None clears it)."""
+    global _default_device
+    if device is not None and not isinstance(device, MeshDevice):
+        raise ConfigError(
+            f"SetDefaultDevice: {device!r} is not a ttnn.MeshDevice.\n"
+            "fix: pass a mesh from ttnn.open_mesh_device / ttnn.open_device, or None."
+        )
+    _default_device = device
+
+
+def GetDefaultDevice() -> MeshDevice | None:
+    """The device set by ``SetDefaultDevice`` (None until one is set, as TT-NN)."""
+    return _default_device
+
+
+def using_distributed_env() -> bool:
+    """Whether this program is one of several processes of a distributed (multi-host) run."""
+    return jax.process_count() > 1
+
+
+def ReadDeviceProfiler(device: MeshDevice) -> None:
+    """TT-NN reads the device-side profiler buffers into its host profiler log (a dump, with
+    nothing to dump unless TT-Metal is built with its profiler). ttjax has no device-side
+    profiler buffers: this waits for the device's queued work, as the read does, and returns.
+    Timings come from JAX's profiler (``jax.profiler``)."""
+    if not isinstance(device, MeshDevice):
+        raise ConfigError(
+            f"ReadDeviceProfiler: device={device!r} is not a ttnn.MeshDevice.\n"
+            "fix: pass the mesh whose profile to read."
+        )
+    if device._closed:
+        raise DeviceClosedError(
+            f"ReadDeviceProfiler: mesh {device.shape} is closed.\n"
+            "fix: read the profiler before ttnn.close_mesh_device."
+        )
+    synchronize_device(device)
+
+
+__all__ = [
+    "DispatchCoreConfig",
+    "GetDefaultDevice",
+    "ReadDeviceProfiler",
+    "SetDefaultDevice",
+    "get_default_dispatch_core_axis",
+    "get_default_dispatch_core_type",
+    "is_blackhole",
+    "is_grayskull",
+    "is_wormhole_b0",
+    "using_distributed_env",
+]

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import ttjax as ttnn
+from tests.conftest import mesh_of
 from ttjax import fabric
 from ttjax.errors import CCLError, ConfigError, DeviceClosedError, LayoutError, ShapeMismatchError
-from tests.conftest import mesh_of
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_arch_checks_and_default_device() -> None:
     try:
         ttnn.SetDefaultDevice(mesh)
         assert ttnn.GetDefaultDevice() is mesh
-        with pytest.raises(ConfigError, match="not a ttnn.MeshDevice"):
+        with pytest.raises(ConfigError, match=r"not a ttnn\.MeshDevice"):
             ttnn.SetDefaultDevice("device 0")
     finally:
         ttnn.SetDefaultDevice(before)

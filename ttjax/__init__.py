@@ -65,20 +65,6 @@ from ttjax.cluster import (  # noqa: E402
     GetNumPCIeDevices,
     get_arch_name,
 )
-from ttjax.device import (  # noqa: E402
-    DispatchCoreConfig,
-    GetDefaultDevice,
-    ReadDeviceProfiler,
-    SetDefaultDevice,
-    using_distributed_env,
-)
-from ttjax.fabric import (  # noqa: E402
-    FabricConfig,
-    FabricReliabilityMode,
-    FabricTensixConfig,
-    get_fabric_config,
-    set_fabric_config,
-)
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
     allocate_tensor_on_device,
@@ -94,6 +80,13 @@ from ttjax.convert import (  # noqa: E402
     to_device,
     to_numpy,
     to_torch,
+)
+from ttjax.device import (  # noqa: E402
+    DispatchCoreConfig,
+    GetDefaultDevice,
+    ReadDeviceProfiler,
+    SetDefaultDevice,
+    using_distributed_env,
 )
 from ttjax.distribute import (  # noqa: E402
     ConcatMesh2dToTensor,
@@ -152,6 +145,13 @@ from ttjax.errors import (  # noqa: E402
     TraceError,
     TTJaxError,
     UnsupportedDTypeError,
+)
+from ttjax.fabric import (  # noqa: E402
+    FabricConfig,
+    FabricReliabilityMode,
+    FabricTensixConfig,
+    get_fabric_config,
+    set_fabric_config,
 )
 from ttjax.hardware import (  # noqa: E402
     DRAM_MEMORY_CONFIG,

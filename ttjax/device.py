@@ -82,7 +82,7 @@ class DispatchCoreConfig:
 
     def __init__(
         self,
-        type: DispatchCoreType | None = None,  # noqa: A002 - TT-NN's argument name
+        type: DispatchCoreType | None = None,
         axis: DispatchCoreAxis | None = None,
         fabric_tensix_config: Any = None,
     ) -> None:

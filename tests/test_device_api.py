@@ -205,3 +205,28 @@ def test_head_ops_refuse_what_tt_nn_refuses() -> None:
     h = ttnn.from_torch(torch.randn(1, 2, 32, 48), device=mesh, layout=ttnn.TILE_LAYOUT)
     with pytest.raises(ShapeMismatchError, match="multiple of 32 but was found to be 48"):
         ttnn.transformer.concatenate_heads(h)
+
+
+def test_split_of_a_sharded_input_reads_interleaved_heads() -> None:
+    """TT-NN's sharded kernel reads q1 k1 v1 ... qn kn vn (its docstring)."""
+    mesh = mesh_of((1, 8))
+    x = torch.randn(1, 32, 3 * 2 * 32)
+    t = ttnn.from_torch(x, device=mesh, layout=ttnn.TILE_LAYOUT)
+    sharded = ttnn.create_sharded_memory_config(
+        (32, 192),
+        core_grid=ttnn.CoreGrid(y=1, x=1),
+        strategy=ttnn.ShardStrategy.HEIGHT,
+        use_height_and_width_as_shard_shape=True,
+    )
+    ts = ttnn.to_memory_config(t, sharded)
+    assert ts.is_sharded()
+    outs = ttnn.transformer.split_query_key_value_and_split_heads(ts, num_heads=2)
+    r = x.reshape(1, 32, 2, 3, 32)
+    refs = [r[..., i, :].permute(0, 2, 1, 3) for i in range(3)]
+    refs[1] = refs[1].transpose(-1, -2)
+    for out, ref in zip(outs, refs):
+        for got in ttnn.get_device_tensors(out):
+            np.testing.assert_allclose(ttnn.to_numpy(got), ref.numpy(), rtol=1e-2, atol=1e-2)
+    with pytest.raises(ShapeMismatchError, match="should not be provided when the input tensor"):
+        kv = ttnn.from_torch(torch.randn(1, 32, 384), device=mesh, layout=ttnn.TILE_LAYOUT)
+        ttnn.transformer.split_query_key_value_and_split_heads(ts, kv, num_heads=2)

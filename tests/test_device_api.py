@@ -230,3 +230,36 @@ def test_split_of_a_sharded_input_reads_interleaved_heads() -> None:
     with pytest.raises(ShapeMismatchError, match="should not be provided when the input tensor"):
         kv = ttnn.from_torch(torch.randn(1, 32, 384), device=mesh, layout=ttnn.TILE_LAYOUT)
         ttnn.transformer.split_query_key_value_and_split_heads(ts, kv, num_heads=2)
+
+
+# --- from_host_shards ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "bfloat8_b"])
+def test_from_host_shards_gives_each_device_its_shard(dtype: str) -> None:
+    mesh = mesh_of((2, 4))
+    dt = getattr(ttnn, dtype)
+    src = [torch.randn(1, 1, 32, 64) for _ in range(8)]
+    shards = [ttnn.from_torch(s, dtype=dt, layout=ttnn.TILE_LAYOUT) for s in src]
+    host = ttnn.from_host_shards(shards, ttnn.MeshShape(2, 4))
+    on_dev = ttnn.to_device(host, mesh)
+    for s, shard, got in zip(src, shards, ttnn.get_device_tensors(on_dev)):
+        np.testing.assert_array_equal(ttnn.to_numpy(got), ttnn.to_numpy(shard))
+        np.testing.assert_allclose(ttnn.to_numpy(got), s.numpy(), rtol=0.1, atol=0.1)
+    with pytest.raises(ShapeMismatchError, match="Number of tensor shards must match mesh size"):
+        ttnn.from_host_shards(shards[:7], ttnn.MeshShape(2, 4))
+    with pytest.raises(ShapeMismatchError, match="same tensor spec"):
+        ttnn.from_host_shards([*shards[:7], ttnn.from_torch(src[0])], ttnn.MeshShape(2, 4))
+    with pytest.raises(ttnn.errors.TTJaxError, match="must be on host"):
+        ttnn.from_host_shards([*shards[:7], on_dev], ttnn.MeshShape(2, 4))
+
+
+def test_system_mesh_descriptor_describes_the_system() -> None:
+    desc = ttnn.SystemMeshDescriptor()
+    assert desc.shape() == ttnn.system_mesh_shape() == ttnn.MeshShape(8, 4)
+    assert desc.shape().mesh_size() == ttnn.get_num_devices() == 32
+    assert desc.local_shape() == desc.shape() and desc.all_local()
+    assert desc.get_device_id(ttnn.MeshCoordinate(1, 2)) == ttnn.get_device_ids()[1 * 4 + 2]
+    assert desc.is_local(ttnn.MeshCoordinate(7, 3))
+    with pytest.raises(ttnn.errors.MeshShapeError, match="outside the system mesh"):
+        desc.get_device_id(ttnn.MeshCoordinate(8, 0))

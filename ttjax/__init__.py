@@ -74,6 +74,7 @@ from ttjax.convert import (  # noqa: E402
     copy_host_to_device_tensor,
     dump_tensor,
     from_device,
+    from_host_shards,
     from_torch,
     get_device_tensors,
     load_tensor,
@@ -86,6 +87,7 @@ from ttjax.device import (  # noqa: E402
     GetDefaultDevice,
     ReadDeviceProfiler,
     SetDefaultDevice,
+    SystemMeshDescriptor,
     using_distributed_env,
 )
 from ttjax.distribute import (  # noqa: E402
@@ -394,6 +396,7 @@ __all__ = [
     "experimental",
     "float32",
     "from_device",
+    "from_host_shards",
     "from_torch",
     "get_device_ids",
     "get_device_tensors",
@@ -443,6 +446,7 @@ __all__ = [
     "GetDefaultDevice",
     "ReadDeviceProfiler",
     "SetDefaultDevice",
+    "SystemMeshDescriptor",
     "get_fabric_config",
     "set_fabric_config",
     "using_distributed_env",

@@ -17,12 +17,21 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
 from ttjax import cluster as _cluster
-from ttjax.errors import ConfigError, DeviceClosedError
+from ttjax.errors import ConfigError, DeviceClosedError, MeshShapeError
 from ttjax.fabric import FabricTensixConfig
 from ttjax.hardware import DispatchCoreAxis, DispatchCoreType
-from ttjax.mesh import Arch, MeshDevice, synchronize_device
+from ttjax.mesh import (
+    Arch,
+    MeshCoordinate,
+    MeshDevice,
+    MeshShape,
+    available_devices,
+    synchronize_device,
+    system_mesh_shape,
+)
 
 # Clusters whose dispatch runs on Ethernet cores by default (TT-NN's get_default_dispatch_core_type)
 _ETH_DISPATCH = (_cluster.ClusterType.N300, _cluster.ClusterType.T3K, _cluster.ClusterType.N300_2x2)
@@ -125,6 +134,54 @@ class DispatchCoreConfig:
         return f"DispatchCoreConfig(type={self.type}, axis={self.axis})"
 
 
+class SystemMeshDescriptor:
+    """The whole system's mesh (TT-NN's ``ttnn._ttnn.multi_device.SystemMeshDescriptor``): its
+    shape, this host's part of it, and which device sits at a coordinate."""
+
+    __slots__ = ("_shape",)
+
+    def __init__(self) -> None:
+        self._shape = system_mesh_shape()
+
+    def shape(self) -> MeshShape:
+        """The system mesh's shape (T3000: 2x4, Galaxy: 8x4)."""
+        return self._shape
+
+    def local_shape(self) -> MeshShape:
+        """This host's part of the system mesh: all of it unless the run spans several hosts."""
+        dims = tuple(self._shape)
+        devices = available_devices()[: int(np.prod(dims))]
+        local = [i for i, d in enumerate(devices) if d.process_index == jax.process_index()]
+        coords = np.array(np.unravel_index(local, dims)).T
+        return MeshShape(*(int(n) for n in coords.max(axis=0) - coords.min(axis=0) + 1))
+
+    def all_local(self) -> bool:
+        """Whether every device of the system is driven by this host."""
+        return bool(jax.process_count() == 1)
+
+    def is_local(self, coord: Any) -> bool:
+        """Whether the device at ``coord`` is driven by this host."""
+        return bool(self._device_at(coord).process_index == jax.process_index())
+
+    def get_device_id(self, coord: Any) -> int:
+        """The device id at ``coord`` of the system mesh (row-major)."""
+        return int(self._device_at(coord).id)
+
+    def _device_at(self, coord: Any) -> Any:
+        c = tuple(MeshCoordinate(coord)) if not isinstance(coord, MeshCoordinate) else tuple(coord)
+        dims = tuple(self._shape)
+        if len(c) != len(dims) or any(not 0 <= i < n for i, n in zip(c, dims)):
+            raise MeshShapeError(
+                f"SystemMeshDescriptor: coordinate {list(c)} is outside the system mesh "
+                f"{self._shape!r}.\nfix: pass a coordinate within the system mesh shape."
+            )
+        flat = int(np.ravel_multi_index(c, dims))
+        return available_devices()[flat]
+
+    def __repr__(self) -> str:
+        return f"SystemMeshDescriptor(shape={self._shape!r})"
+
+
 _default_device: MeshDevice | None = None
 
 
@@ -172,6 +229,7 @@ __all__ = [
     "GetDefaultDevice",
     "ReadDeviceProfiler",
     "SetDefaultDevice",
+    "SystemMeshDescriptor",
     "get_default_dispatch_core_axis",
     "get_default_dispatch_core_type",
     "is_blackhole",

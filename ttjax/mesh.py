@@ -756,6 +756,15 @@ def last_opened_mesh() -> MeshDevice | None:
     return None
 
 
+def open_mesh_of_shape(shape: MeshShape) -> MeshDevice | None:
+    """The most recently opened root mesh of ``shape`` that is still open (None if none is)."""
+    for ref in reversed(_opened):
+        mesh = ref()
+        if mesh is not None and not mesh._closed and tuple(mesh.shape) == tuple(shape):
+            return mesh
+    return None
+
+
 def close_mesh_device(mesh_device: MeshDevice) -> None:
     """Close a mesh and its submeshes; later use of their tensors raises ``DeviceClosedError``."""
     for sub in mesh_device._submeshes:
@@ -875,6 +884,7 @@ __all__ = [
     "last_opened_mesh",
     "open_device",
     "open_mesh_device",
+    "open_mesh_of_shape",
     "parse_mesh_shape",
     "record_event",
     "set_device_source",

@@ -26,7 +26,7 @@ def fabric_restored() -> Iterator[None]:
 
 
 def test_dispatch_core_config_defaults_follow_the_open_system() -> None:
-    t3k = mesh_of((2, 4))  # the last opened mesh decides the cluster type
+    t3k = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))  # the last opened mesh: the cluster type
     assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.T3K
     cfg = ttnn.DispatchCoreConfig()
     assert (cfg.type, cfg.axis) == (ttnn.DispatchCoreType.ETH, ttnn.DispatchCoreAxis.ROW)
@@ -35,7 +35,10 @@ def test_dispatch_core_config_defaults_follow_the_open_system() -> None:
     assert (cfg.type, cfg.axis) == (ttnn.DispatchCoreType.WORKER, ttnn.DispatchCoreAxis.COL)
     cfg = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER)
     assert cfg == ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER, ttnn.DispatchCoreAxis.ROW)
-    assert ttnn.open_mesh_device(t3k.shape, dispatch_core_config=cfg).get_num_devices() == 8
+    ttnn.close_mesh_device(t3k)
+    t3k = ttnn.open_mesh_device(ttnn.MeshShape(2, 4), dispatch_core_config=cfg)
+    assert t3k.get_num_devices() == 8
+    ttnn.close_mesh_device(t3k)
 
 
 def test_dispatch_core_config_refuses_what_tt_nn_refuses() -> None:
@@ -263,3 +266,23 @@ def test_system_mesh_descriptor_describes_the_system() -> None:
     assert desc.is_local(ttnn.MeshCoordinate(7, 3))
     with pytest.raises(ttnn.errors.MeshShapeError, match="outside the system mesh"):
         desc.get_device_id(ttnn.MeshCoordinate(8, 0))
+
+
+def test_create_device_opens_one_device() -> None:
+    dev = ttnn.CreateDevice(3, 2, 0, 0, ttnn.DispatchCoreConfig(), worker_l1_size=0)
+    assert dev.get_device_ids() == [ttnn.get_device_ids()[3]] and dev.get_num_devices() == 1
+    x = ttnn.from_torch(torch.arange(32.0).reshape(1, 32), device=dev)
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.add(x, x)), 2 * np.arange(32.0).reshape(1, 32))
+    ttnn.close_device(dev)
+    with pytest.raises(ConfigError, match="num_command_queues=3"):
+        ttnn.CreateDevice(0, 3)
+    with pytest.raises(ConfigError, match=r"is not a ttnn\.DispatchCoreConfig"):
+        ttnn.CreateDevice(0, dispatch_core_config=ttnn.DispatchCoreType.ETH)
+
+
+def test_pcie_device_id_of_a_t3000_chip_is_its_card_partner() -> None:
+    t3k = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))  # a T3K is open: 4 PCIe chips
+    assert [ttnn.GetPCIeDeviceID(i) for i in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    ttnn.close_mesh_device(t3k)
+    with pytest.raises(ConfigError, match="device_id=99"):
+        ttnn.GetPCIeDeviceID(99)

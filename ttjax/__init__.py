@@ -83,8 +83,10 @@ from ttjax.convert import (  # noqa: E402
     to_torch,
 )
 from ttjax.device import (  # noqa: E402
+    CreateDevice,
     DispatchCoreConfig,
     GetDefaultDevice,
+    GetPCIeDeviceID,
     ReadDeviceProfiler,
     SetDefaultDevice,
     SystemMeshDescriptor,
@@ -446,6 +448,8 @@ __all__ = [
     "GetDefaultDevice",
     "ReadDeviceProfiler",
     "SetDefaultDevice",
+    "CreateDevice",
+    "GetPCIeDeviceID",
     "SystemMeshDescriptor",
     "get_fabric_config",
     "set_fabric_config",

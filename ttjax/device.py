@@ -29,9 +29,17 @@ from ttjax.mesh import (
     MeshDevice,
     MeshShape,
     available_devices,
+    get_device_ids,
+    open_mesh_device,
     synchronize_device,
     system_mesh_shape,
 )
+
+# TT-Metal's defaults (tt_metal/hostdevcommon/.../common_values.hpp): bytes of L1 for small
+# buffers, of DRAM for traces, and of worker L1 (0: the whole unreserved L1)
+DEFAULT_L1_SMALL_SIZE = 0
+DEFAULT_TRACE_REGION_SIZE = 0
+DEFAULT_WORKER_L1_SIZE = 0
 
 # Clusters whose dispatch runs on Ethernet cores by default (TT-NN's get_default_dispatch_core_type)
 _ETH_DISPATCH = (_cluster.ClusterType.N300, _cluster.ClusterType.T3K, _cluster.ClusterType.N300_2x2)
@@ -182,6 +190,56 @@ class SystemMeshDescriptor:
         return f"SystemMeshDescriptor(shape={self._shape!r})"
 
 
+def GetPCIeDeviceID(device_id: int) -> int:
+    """The PCIe-attached chip through which ``device_id`` is reached: itself for a PCIe chip,
+    else its card partner (TT-Metal numbers a T3000's N300 cards so chips i and i + 4 share one;
+    every Galaxy chip has its own link)."""
+    ids = get_device_ids()
+    if device_id not in ids:
+        raise ConfigError(
+            f"GetPCIeDeviceID: device_id={device_id!r} is not a device of this system "
+            f"(device ids {ids}).\nfix: pass one of ttnn.get_device_ids()."
+        )
+    return int(device_id) % _cluster.GetNumPCIeDevices()
+
+
+def CreateDevice(
+    device_id: int,
+    num_command_queues: int = 1,
+    l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
+    trace_region_size: int = DEFAULT_TRACE_REGION_SIZE,
+    dispatch_core_config: DispatchCoreConfig | None = None,
+    *,
+    worker_l1_size: int = DEFAULT_WORKER_L1_SIZE,
+) -> MeshDevice:
+    """Open one device (TT-NN's ``ttnn.CreateDevice``): a 1x1 mesh, as ``ttnn.open_device``.
+
+    L1 sizes, the trace region and the dispatch cores place TT-Metal's buffers and kernels on
+    the chip; they are checked for type and change no numbers here.
+    """
+    if num_command_queues not in (1, 2):
+        raise ConfigError(
+            f"CreateDevice: num_command_queues={num_command_queues!r}; TT-Metal has 1 or 2 "
+            "hardware command queues.\nfix: pass 1 or 2."
+        )
+    if dispatch_core_config is not None and not isinstance(
+        dispatch_core_config, DispatchCoreConfig
+    ):
+        raise ConfigError(
+            f"CreateDevice: dispatch_core_config={dispatch_core_config!r} is not a "
+            "ttnn.DispatchCoreConfig.\nfix: pass ttnn.DispatchCoreConfig(type, axis) or None."
+        )
+    return open_mesh_device(
+        MeshShape(1, 1),
+        l1_small_size=l1_small_size,
+        trace_region_size=trace_region_size,
+        num_command_queues=num_command_queues,
+        dispatch_core_config=dispatch_core_config or DispatchCoreConfig(),
+        physical_device_ids=[device_id],
+        worker_l1_size=worker_l1_size,
+    )
+
+
 _default_device: MeshDevice | None = None
 
 
@@ -225,8 +283,13 @@ def ReadDeviceProfiler(device: MeshDevice) -> None:
 
 
 __all__ = [
+    "DEFAULT_L1_SMALL_SIZE",
+    "DEFAULT_TRACE_REGION_SIZE",
+    "DEFAULT_WORKER_L1_SIZE",
+    "CreateDevice",
     "DispatchCoreConfig",
     "GetDefaultDevice",
+    "GetPCIeDeviceID",
     "ReadDeviceProfiler",
     "SetDefaultDevice",
     "SystemMeshDescriptor",

@@ -286,3 +286,19 @@ def test_pcie_device_id_of_a_t3000_chip_is_its_card_partner() -> None:
     ttnn.close_mesh_device(t3k)
     with pytest.raises(ConfigError, match="device_id=99"):
         ttnn.GetPCIeDeviceID(99)
+
+
+def test_the_binding_reads_device_and_fabric_names_from_ttjax() -> None:
+    import ttjax.compat
+
+    bound = ttjax.compat.install_as_ttnn(tt_metal_home=None)
+    try:
+        assert bound.device.is_blackhole is ttnn.device.is_blackhole
+        assert bound.device.DispatchCoreConfig is ttnn.DispatchCoreConfig
+        assert bound._ttnn.device.SetDefaultDevice is ttnn.SetDefaultDevice
+        assert bound.device.Arch.WORMHOLE_B0 is ttnn.Arch.WORMHOLE_B0
+        assert bound.FabricConfig.FABRIC_1D is ttnn.fabric.FabricConfig.FABRIC_1D
+        assert bound.transformer.concatenate_heads is ttnn.transformer.concatenate_heads
+        assert bound._ttnn.multi_device.SystemMeshDescriptor is ttnn.SystemMeshDescriptor
+    finally:
+        ttjax.compat.uninstall_ttnn()

@@ -2,7 +2,7 @@
 ``DispatchCoreConfig``, the default-device slot, the architecture tests and the profiler read.
 
 What tt-metal's own test fixtures (its top-level ``conftest.py``) call before opening a mesh.
-Dispatch cores only place TT-Metal's command processors, so the config is validated and recorded,
+Dispatch cores only place TT-Metal's command processors, so the config is validated and defaulted
 as TT-NN does, and changes no numbers.
 
 >>> import ttjax as ttnn

@@ -775,7 +775,9 @@ def split_query_key_value_and_split_heads(
     The width holds all query heads, then all key heads, then all value heads; with
     ``kv_input_tensor`` ([batch, seq, 2 * width]) the keys and values come from there. A sharded
     input (and no ``num_kv_heads``) holds the heads interleaved, q1 k1 v1 ... qn kn vn, as
-    TT-NN's sharded kernel reads them.
+    TT-NN's sharded kernel reads them. With ``num_kv_heads`` TT-NN runs its Falcon-7B kernel;
+    the split here is its docstring's reference for any head counts. Outputs are interleaved
+    (``memory_config`` when given); TT-NN's sharded kernels would re-shard them per head.
     """
     op = "split_query_key_value_and_split_heads"
     shape = input_tensor._shape

@@ -37,6 +37,7 @@ _config.configure_virtual_devices()
 from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
     cluster,
+    device,
     distributed,
     experimental,
     kernels,
@@ -73,12 +74,23 @@ from ttjax.convert import (  # noqa: E402
     copy_host_to_device_tensor,
     dump_tensor,
     from_device,
+    from_host_shards,
     from_torch,
     get_device_tensors,
     load_tensor,
     to_device,
     to_numpy,
     to_torch,
+)
+from ttjax.device import (  # noqa: E402
+    CreateDevice,
+    DispatchCoreConfig,
+    GetDefaultDevice,
+    GetPCIeDeviceID,
+    ReadDeviceProfiler,
+    SetDefaultDevice,
+    SystemMeshDescriptor,
+    using_distributed_env,
 )
 from ttjax.distribute import (  # noqa: E402
     ConcatMesh2dToTensor,
@@ -138,6 +150,13 @@ from ttjax.errors import (  # noqa: E402
     TTJaxError,
     UnsupportedDTypeError,
 )
+from ttjax.fabric import (  # noqa: E402
+    FabricConfig,
+    FabricReliabilityMode,
+    FabricTensixConfig,
+    get_fabric_config,
+    set_fabric_config,
+)
 from ttjax.hardware import (  # noqa: E402
     DRAM_MEMORY_CONFIG,
     L1_BLOCK_SHARDED_MEMORY_CONFIG,
@@ -152,7 +171,6 @@ from ttjax.hardware import (  # noqa: E402
     CoreRangeSet,
     DeviceComputeKernelConfig,
     DispatchCoreAxis,
-    DispatchCoreConfig,
     DispatchCoreType,
     GrayskullComputeKernelConfig,
     LayerNormDefaultProgramConfig,
@@ -380,6 +398,7 @@ __all__ = [
     "experimental",
     "float32",
     "from_device",
+    "from_host_shards",
     "from_torch",
     "get_device_ids",
     "get_device_tensors",
@@ -422,6 +441,19 @@ __all__ = [
     "dump_tensor",
     "load_tensor",
     "cluster",
+    "device",
+    "FabricConfig",
+    "FabricReliabilityMode",
+    "FabricTensixConfig",
+    "GetDefaultDevice",
+    "ReadDeviceProfiler",
+    "SetDefaultDevice",
+    "CreateDevice",
+    "GetPCIeDeviceID",
+    "SystemMeshDescriptor",
+    "get_fabric_config",
+    "set_fabric_config",
+    "using_distributed_env",
     "GetNumAvailableDevices",
     "GetNumPCIeDevices",
     "get_arch_name",

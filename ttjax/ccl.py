@@ -41,7 +41,8 @@ from ttjax import _specs, numerics
 from ttjax._dispatch import run_op
 from ttjax.enums import ReduceType, Topology
 from ttjax.errors import CCLError, MeshMismatchError
-from ttjax.mesh import MeshCoordinate, MeshDevice
+from ttjax.fabric import FabricConfig
+from ttjax.mesh import MeshCoordinate, MeshDevice, fabric_setting
 from ttjax.ops._common import check_hw_kwargs, write_output
 from ttjax.placements import (
     LOCAL,
@@ -204,6 +205,20 @@ def _check_fabric_tuning(op: str, *values: Any) -> None:
             )
 
 
+def _check_fabric(op: str, mesh: MeshDevice, axes: Sequence[int]) -> None:
+    """TT-Metal's CCLs move data over the fabric; on a mesh opened after an explicit
+    ``set_fabric_config(FabricConfig.DISABLED)`` there is none, and TT-Metal fails."""
+    setting = fabric_setting(mesh)
+    if setting.explicit and setting.config is FabricConfig.DISABLED and _size(mesh, axes) > 1:
+        raise CCLError(
+            f"ttnn.{op}: Trying to get un-initialized fabric context: the mesh "
+            f"{mesh.shape} was opened with set_fabric_config(FabricConfig.DISABLED), and "
+            "collectives between its devices run over the fabric.\n"
+            "fix: call ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D) (or FABRIC_1D_RING / "
+            "FABRIC_2D) before ttnn.open_mesh_device."
+        )
+
+
 def _prepare(
     op: str,
     input_tensor: Any,
@@ -221,6 +236,7 @@ def _prepare(
     if kwargs.get("subdevice_id") is not None:  # must exist in the loaded sub-device manager
         mesh._sub_devices.check_id(op, kwargs["subdevice_id"])
     axes = _group(op, mesh, cluster_axis)
+    _check_fabric(op, mesh, axes)
     ring = _ring(op, topology)
     mode = _lowering(op, lowering)
     return _Call(t, mesh, axes, _size(mesh, axes), _names(mesh, axes), ring, mode)

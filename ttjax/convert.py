@@ -32,12 +32,13 @@ from ttjax.errors import (
     ComposerRequiredError,
     LayoutError,
     MeshMismatchError,
+    MeshShapeError,
     ShapeMismatchError,
     TTJaxError,
     UnsupportedDTypeError,
 )
 from ttjax.hardware import DRAM_MEMORY_CONFIG, validate_memory_config
-from ttjax.mesh import MeshDevice
+from ttjax.mesh import MeshDevice, MeshShape, open_mesh_of_shape
 from ttjax.ops import typecast
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import (
@@ -693,6 +694,47 @@ def combine_device_tensors(tensors: Sequence[Tensor] | None = None, **kwargs: An
 
 
 aggregate_as_tensor = combine_device_tensors
+
+
+def from_host_shards(tensors: Sequence[Tensor], mesh_shape: Any) -> Tensor:
+    """One multi-device host tensor from per-device host tensors, in row-major device order
+    (TT-NN's ``ttnn.from_host_shards``). ttjax's multi-device tensors belong to a mesh: the
+    result belongs to the most recently opened mesh of ``mesh_shape`` still open."""
+    shape = MeshShape(mesh_shape)
+    shards = list(tensors)
+    if len(shards) != shape.mesh_size():
+        raise ShapeMismatchError(
+            f"from_host_shards: Number of tensor shards must match mesh size: got {len(shards)} "
+            f"tensors for mesh shape {shape!r} ({shape.mesh_size()} devices).\n"
+            "fix: pass one host tensor per device, in row-major order."
+        )
+    first = shards[0]
+    for t in shards:
+        if not isinstance(t, Tensor) or t._storage is not StorageType.HOST or t._mesh is not None:
+            raise TTJaxError(
+                f"from_host_shards: All tensor shards must be on host: got {t!r}.\n"
+                "fix: pass single host tensors (ttnn.from_torch without device= or mesh_mapper=)."
+            )
+        if (t._shape, t._dtype, t._layout) != (first._shape, first._dtype, first._layout):
+            raise ShapeMismatchError(
+                "from_host_shards: All tensor shards must have the same tensor spec: got "
+                f"{Shape(t._shape)!r} {t._dtype!r} {t._layout!r} and {Shape(first._shape)!r} "
+                f"{first._dtype!r} {first._layout!r}.\nfix: give every shard one shape, dtype "
+                "and layout."
+            )
+    mesh = open_mesh_of_shape(shape)
+    if mesh is None:
+        raise MeshShapeError(
+            f"from_host_shards: no open mesh has shape {shape!r}; a ttjax multi-device host "
+            "tensor belongs to a mesh.\nfix: ttnn.open_mesh_device(mesh_shape) before "
+            "ttnn.from_host_shards."
+        )
+    data = np.stack([np.asarray(t._data) for t in shards]).reshape(
+        tuple(shape) + tuple(first._shape)
+    )
+    placements = (PlacementLocal(),) * shape.dims()
+    spec = TensorSpec(mesh, placements, first._dtype, first._layout, first._shape, StorageType.HOST)
+    return Tensor(data, spec)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -639,12 +639,6 @@ class DispatchCoreAxis(enum.Enum):
     COL = 1
 
 
-class DispatchCoreConfig(_KernelConfig):
-    """``DispatchCoreConfig(type=None, axis=None)``: where dispatch runs (scheduling only)."""
-
-    _fields = ("type", "axis")
-
-
 def divup(a: int, b: int) -> int:
     """``ceil(a / b)`` for ints (TT-NN's ``ttnn.core.divup``)."""
     return (a + b - 1) // b
@@ -676,7 +670,6 @@ __all__ = [
     "CoreRangeSet",
     "DeviceComputeKernelConfig",
     "DispatchCoreAxis",
-    "DispatchCoreConfig",
     "DispatchCoreType",
     "GrayskullComputeKernelConfig",
     "LayerNormDefaultProgramConfig",

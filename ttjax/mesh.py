@@ -27,6 +27,7 @@ from jax.sharding import AxisType
 from jax.sharding import Mesh as JaxMesh
 
 from ttjax import _config
+from ttjax import fabric as _fabric
 from ttjax.errors import DeviceClosedError, MeshShapeError
 from ttjax.hardware import CoreCoord, CoreGrid
 from ttjax.subdevice import SubDeviceId, SubDeviceManagerId, SubDeviceManagerTracker
@@ -422,6 +423,7 @@ class MeshDevice:
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
+        self._fabric: _fabric.FabricSetting | None = None  # set by open_mesh_device
         self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
 
     # -- TT-NN API ------------------------------------------------------------------------------
@@ -726,8 +728,19 @@ def open_mesh_device(
     """
     shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
     mesh = MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    mesh._fabric = _fabric.current_setting()
     _opened.append(weakref.ref(mesh))
     return mesh
+
+
+def fabric_setting(mesh_device: MeshDevice) -> _fabric.FabricSetting:
+    """The fabric setting in effect when ``mesh_device`` (or the mesh it was carved from) opened."""
+    mesh: MeshDevice | None = mesh_device
+    while mesh is not None:
+        if mesh._fabric is not None:
+            return mesh._fabric
+        mesh = mesh._parent
+    return _fabric.FabricSetting()
 
 
 _opened: list[weakref.ref[MeshDevice]] = []
@@ -740,6 +753,15 @@ def last_opened_mesh() -> MeshDevice | None:
         if mesh is not None and not mesh._closed:
             return mesh
         _opened.pop()
+    return None
+
+
+def open_mesh_of_shape(shape: MeshShape) -> MeshDevice | None:
+    """The most recently opened root mesh of ``shape`` that is still open (None if none is)."""
+    for ref in reversed(_opened):
+        mesh = ref()
+        if mesh is not None and not mesh._closed and tuple(mesh.shape) == tuple(shape):
+            return mesh
     return None
 
 
@@ -854,6 +876,7 @@ __all__ = [
     "create_mesh_device",
     "default_axis_names",
     "event_synchronize",
+    "fabric_setting",
     "get_device_ids",
     "get_num_devices",
     "get_num_pcie_devices",
@@ -861,6 +884,7 @@ __all__ = [
     "last_opened_mesh",
     "open_device",
     "open_mesh_device",
+    "open_mesh_of_shape",
     "parse_mesh_shape",
     "record_event",
     "set_device_source",

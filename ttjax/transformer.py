@@ -4,17 +4,21 @@ head-reshaping ops, per device."""
 from ttjax.ops.transformer import (
     chunked_scaled_dot_product_attention,
     concat_heads,
+    concatenate_heads,
     paged_scaled_dot_product_attention_decode,
     scaled_dot_product_attention,
     scaled_dot_product_attention_decode,
     split_heads,
+    split_query_key_value_and_split_heads,
 )
 
 __all__ = [
     "chunked_scaled_dot_product_attention",
     "concat_heads",
+    "concatenate_heads",
     "paged_scaled_dot_product_attention_decode",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_decode",
     "split_heads",
+    "split_query_key_value_and_split_heads",
 ]

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
-from ttjax.errors import ShapeMismatchError, TTJaxError, UnsupportedDTypeError
+from ttjax.enums import DataType, Layout
+from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
@@ -725,3 +725,152 @@ def split_heads(input_tensor: Tensor, num_heads: int, **kwargs: Any) -> Tensor:
         return jnp.transpose(x.reshape(b, s, n, w // n), (0, 2, 1, 3))
 
     return run_op("split_heads", fn, [input_tensor], static=(n,))
+
+
+_TILE = 32
+
+
+def _heads_error(op: str, msg: str, fix: str) -> ShapeMismatchError:
+    return ShapeMismatchError(f"ttnn.transformer.{op}: {msg}\nfix: {fix}")
+
+
+def concatenate_heads(input_tensor: Tensor, *, memory_config: Any = None) -> Tensor:
+    """[batch, num_heads, seq, head_size] -> [batch, seq, num_heads * head_size], per device
+    (TT-NN's ``ttnn.transformer.concatenate_heads``; head_size a multiple of 32)."""
+    op = "concatenate_heads"
+    shape = input_tensor._shape
+    if len(shape) != 4:
+        raise _heads_error(
+            op,
+            f"Input tensor must have rank 4. Shape: {list(shape)}",
+            "pass [batch_size, num_heads, sequence_size, head_size].",
+        )
+    b, h, s, d = shape
+    if d % _TILE:
+        raise _heads_error(
+            op,
+            f"Head size must be a multiple of {_TILE} but was found to be {d}.",
+            "pad the heads of the matmul weights that produce this tensor to a multiple of 32.",
+        )
+
+    def fn(x: Any) -> Any:
+        return jnp.transpose(x, (0, 2, 1, 3)).reshape(b, s, h * d)
+
+    return cast(Tensor, run_op(op, fn, [input_tensor], memory_config=memory_config))
+
+
+def split_query_key_value_and_split_heads(
+    input_tensor: Tensor,
+    kv_input_tensor: Tensor | None = None,
+    *,
+    num_heads: int,
+    num_kv_heads: int | None = None,
+    transpose_key: bool = True,
+    memory_config: Any = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """[batch, seq, (num_heads + 2 * num_kv_heads) * head_size] -> query [batch, num_heads, seq,
+    head_size], key [batch, num_kv_heads, head_size, seq] (``transpose_key``; else seq before
+    head_size), value [batch, num_kv_heads, seq, head_size], per device.
+
+    The width holds all query heads, then all key heads, then all value heads; with
+    ``kv_input_tensor`` ([batch, seq, 2 * width]) the keys and values come from there. A sharded
+    input (and no ``num_kv_heads``) holds the heads interleaved, q1 k1 v1 ... qn kn vn, as
+    TT-NN's sharded kernel reads them. With ``num_kv_heads`` TT-NN runs its Falcon-7B kernel;
+    the split here is its docstring's reference for any head counts. Outputs are interleaved
+    (``memory_config`` when given); TT-NN's sharded kernels would re-shard them per head.
+    """
+    op = "split_query_key_value_and_split_heads"
+    shape = input_tensor._shape
+    if len(shape) != 3:
+        raise _heads_error(
+            op,
+            f"Invalid input tensor: expected 3 dimensions, but found {len(shape)} "
+            f"(shape {list(shape)}).",
+            "pass [batch_size, sequence_size, hidden] (ttnn.reshape a 4-D [b, 1, s, w] first).",
+        )
+    if input_tensor._layout is not Layout.TILE:
+        raise LayoutError(
+            f"ttnn.transformer.{op}: Invalid layout: input tensor must use TILE_LAYOUT, but found "
+            f"{input_tensor._layout!r}.\nfix: ttnn.to_layout(input_tensor, ttnn.TILE_LAYOUT)."
+        )
+    nh = int(num_heads)
+    b, s, w = shape
+    tensors = [input_tensor]
+    interleaved = False
+    if num_kv_heads is not None:
+        nkv = int(num_kv_heads)
+        if transpose_key:
+            raise TTJaxError(
+                f"ttnn.transformer.{op}: Invalid configuration: Transpose is set to true, but this "
+                f"is not supported when separate num_kv_heads ({nkv}) is used.\n"
+                "fix: pass transpose_key=False with num_kv_heads (transpose the key afterwards)."
+            )
+        if kv_input_tensor is not None:
+            raise _heads_error(
+                op,
+                "kv_input_tensor is not supported together with num_kv_heads.",
+                "fuse q, k and v in input_tensor, or drop num_kv_heads.",
+            )
+        groups = nh + 2 * nkv
+    else:
+        nkv = nh
+        if kv_input_tensor is not None:
+            kv_shape = kv_input_tensor._shape
+            if len(kv_shape) != 3 or kv_shape[0] != b or kv_shape[1] != s or kv_shape[2] != 2 * w:
+                raise _heads_error(
+                    op,
+                    f"Dimension mismatch: the KV tensor {list(kv_shape)} must be [{b}, {s}, "
+                    f"{2 * w}] for the Q tensor {list(shape)} (same batch and sequence, twice "
+                    "the hidden size).",
+                    "pass kv_input_tensor [batch, seq, 2 * hidden] holding all k heads then all v.",
+                )
+            if input_tensor.is_sharded():
+                raise _heads_error(
+                    op,
+                    "Invalid operation: KV tensor should not be provided when the input tensor is "
+                    "sharded.",
+                    "pass the fused, head-interleaved QKV tensor alone, or an interleaved input.",
+                )
+            tensors.append(kv_input_tensor)
+            groups = nh
+        else:
+            groups = 3 * nh
+            interleaved = input_tensor.is_sharded()
+    if nh <= 0 or nkv <= 0 or w % groups:
+        raise _heads_error(
+            op,
+            f"the hidden size {w} (shape {list(shape)}) does not split into {groups} heads "
+            f"({nh} query heads, {nkv} key/value heads).",
+            "pass the heads this tensor holds (per device, when the weights are sharded).",
+        )
+    d = w // groups
+    if d % _TILE:
+        raise _heads_error(
+            op,
+            f"Invalid head size: {d} is not a multiple of tile size {_TILE}.",
+            "update the preceding matmul to include padding in the weights.",
+        )
+    transpose = bool(transpose_key)
+
+    def heads(x: Any, n: int) -> Any:
+        return jnp.transpose(x.reshape(b, s, n, d), (0, 2, 1, 3))
+
+    def fn(x: Any, *kv: Any) -> Any:
+        if kv:
+            q, k, v = x, kv[0][..., : nkv * d], kv[0][..., nkv * d :]
+        elif interleaved:
+            qkv = x.reshape(b, s, nh, 3, d)
+            q, k, v = (qkv[..., i, :].reshape(b, s, nh * d) for i in range(3))
+        else:
+            q, k, v = x[..., : nh * d], x[..., nh * d : (nh + nkv) * d], x[..., (nh + nkv) * d :]
+        kh = heads(k, nkv)
+        return heads(q, nh), (jnp.swapaxes(kh, -1, -2) if transpose else kh), heads(v, nkv)
+
+    out = run_op(
+        op,
+        fn,
+        tensors,
+        static=(nh, nkv, d, transpose, interleaved),
+        memory_config=memory_config,
+    )
+    return cast(tuple[Tensor, Tensor, Tensor], tuple(out))

@@ -28,6 +28,24 @@ class TinyLlama:
     rope_theta: float = 500000.0
 
 
+# tt-metal's Galaxy (TG, 8x4) paths: ModelArgs needs dim % 1024 == 0 (its LM-head core grid,
+# model_config.py "if self.num_devices == 32") and dim // 8 // 32 a multiple of 8 (its
+# GATHER_USERS_MEMCFG core grid, num_to_coregrid), so dim 2048; Attention puts one kv head per
+# mesh row (num_devices_per_group = n_kv_heads = 8) and the MLP splits the hidden dim 4 x 8.
+GALAXY = TinyLlama(
+    hidden_size=2048,
+    intermediate_size=4096,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+)
+
+
+def sizes_for(mesh_name: str) -> TinyLlama:
+    """The checkpoint sizes a mesh's tests use: :data:`GALAXY` on 8x4, else the default."""
+    return GALAXY if mesh_name == "8x4" else TinyLlama()
+
+
 def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: int = 0) -> Path:
     """Write config.json, model.safetensors and tokenizer files for ``sizes`` into ``folder``."""
     import torch

@@ -30,14 +30,15 @@ class TinyLlama:
 
 # tt-metal's Galaxy (TG, 8x4) paths: ModelArgs needs dim % 1024 == 0 (its LM-head core grid,
 # model_config.py "if self.num_devices == 32") and dim // 8 // 32 a multiple of 8 (its
-# GATHER_USERS_MEMCFG core grid, num_to_coregrid), so dim 2048; Attention puts one kv head per
-# mesh row (num_devices_per_group = n_kv_heads = 8) and the MLP splits the hidden dim 4 x 8.
+# GATHER_USERS_MEMCFG core grid, num_to_coregrid), so dim 2048; QKV_OUT_GATHERED_MEMCFG sizes
+# the fused QKV for Llama-3.2-1B's heads at that dim (32 heads, 8 kv heads of 64: 12 cores x 32
+# columns per mesh row); Attention puts one kv head per mesh row (n_kv_heads = 8).
 GALAXY = TinyLlama(
     hidden_size=2048,
     intermediate_size=4096,
-    num_attention_heads=16,
+    num_attention_heads=32,
     num_key_value_heads=8,
-    head_dim=128,
+    head_dim=64,
 )
 
 

@@ -697,8 +697,9 @@ aggregate_as_tensor = combine_device_tensors
 def _block_of(parent: MeshDevice, tensors: Sequence[Tensor]) -> MeshDevice:
     """The block view of ``parent`` whose devices, row-major, are those of ``tensors``."""
     where = {id(view): c for c, view in parent._device_views.items()}
-    coords = [where.get(id(t._mesh)) for t in tensors]
-    if any(c is None for c in coords):
+    found = [where.get(id(t._mesh)) for t in tensors]
+    coords = [tuple(int(x) for x in c) for c in found if c is not None]
+    if len(coords) != len(found):
         raise MeshMismatchError(
             "combine_device_tensors needs the per-device tensors of one mesh "
             "(as returned by ttnn.get_device_tensors).\nfix: pass exactly those tensors, in order."
@@ -707,11 +708,11 @@ def _block_of(parent: MeshDevice, tensors: Sequence[Tensor]) -> MeshDevice:
     lo, hi = arr.min(axis=0), arr.max(axis=0)
     shape = tuple(int(h - low + 1) for low, h in zip(lo, hi))
     block = [tuple(int(o + i) for o, i in zip(lo, idx)) for idx in np.ndindex(*shape)]
-    if block != [tuple(int(x) for x in c) for c in coords]:
+    if block != coords:
         raise ShapeMismatchError(
             f"ND composition requires the number of tensors {len(tensors)} to match the mesh shape "
             f"{parent.shape!r}, or (ttjax) the tensors of one block of it in row-major order; got "
-            f"the devices at {[tuple(int(x) for x in c) for c in coords]}.\nfix: pass one tensor "
+            f"the devices at {coords}.\nfix: pass one tensor "
             "per device, or e.g. one column's: ttnn.get_device_tensors(t)[col::cols]."
         )
     return parent._block_view(tuple(int(x) for x in lo), shape)

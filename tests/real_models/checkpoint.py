@@ -42,6 +42,19 @@ GALAXY = TinyLlama(
 )
 
 
+# Llama-70B's Galaxy sizes at dim 8192 (64 heads, 8 kv heads of 128), the only dim where the TG
+# MLP decodes (below it, ccl.py's all-reduce casts to a shard spec TT-NN refuses); hidden 7168
+# (70B: 28672) keeps FF1_OUT_REDUCE_SCATTER_MEMCFG's shards (hidden // 28 // 8) tile-wide.
+GALAXY_DIM_8192 = TinyLlama(
+    hidden_size=8192,
+    intermediate_size=7168,
+    num_hidden_layers=1,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=128,
+)
+
+
 def sizes_for(mesh_name: str) -> TinyLlama:
     """The checkpoint sizes a mesh's tests use: :data:`GALAXY` on 8x4, else the default."""
     return GALAXY if mesh_name == "8x4" else TinyLlama()

@@ -76,36 +76,43 @@ class Setup:
     hf: Any
 
 
-def setup(mesh: Any, n_layers: int = 1, max_seq_len: int = 128, batch: int = 1) -> Setup:
-    """``ModelArgs`` (from ``HF_MODEL``) cut to ``n_layers``, its state dict, and the HF model."""
+def setup(
+    mesh: Any, n_layers: int = 1, max_seq_len: int = 128, batch: int = 1, wide: bool = False
+) -> Setup:
+    """``ModelArgs`` (from ``HF_MODEL``) cut to ``n_layers``, its state dict, and the HF model.
+    ``wide``: on a Galaxy, the dim-8192 checkpoint (:data:`checkpoint.GALAXY_DIM_8192`)."""
     import torch
     from transformers import LlamaForCausalLM
 
     from models.tt_transformers.tt.model_config import ModelArgs
 
-    folder = checkpoint_for(mesh)
-    saved = os.environ["HF_MODEL"]
+    folder = checkpoint_for(mesh, wide)
+    saved = {k: os.environ[k] for k in ("HF_MODEL", "TT_CACHE_PATH")}
     os.environ["HF_MODEL"] = folder
+    if wide:  # its own weight cache: tt-metal names cached weights by device, not by checkpoint
+        os.environ["TT_CACHE_PATH"] = saved["TT_CACHE_PATH"] + "-8192"
     try:
         args = ModelArgs(mesh, max_batch_size=batch, max_seq_len=max_seq_len, cache_hf=False)
     finally:
-        os.environ["HF_MODEL"] = saved
+        os.environ.update(saved)
     args.n_layers = n_layers
     state_dict = args.load_state_dict()
     hf = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
     return Setup(mesh, args, state_dict, hf)
 
 
-def checkpoint_for(mesh: Any) -> str:
+def checkpoint_for(mesh: Any, wide: bool = False) -> str:
     """``HF_MODEL``'s checkpoint, or on a Galaxy (32 devices, where tt-metal's TG paths need
-    other sizes) :data:`checkpoint.GALAXY` written once next to ``TT_CACHE_PATH``."""
+    other sizes) :data:`checkpoint.GALAXY` (``wide``: ``GALAXY_DIM_8192``) written once next to
+    ``TT_CACHE_PATH``."""
     if mesh.get_num_devices() != 32:
         return os.environ["HF_MODEL"]
-    from tests.real_models.checkpoint import GALAXY, write_tiny_llama
+    from tests.real_models.checkpoint import GALAXY, GALAXY_DIM_8192, write_tiny_llama
 
-    folder = Path(os.environ["TT_CACHE_PATH"]).parent / "tiny-llama-galaxy"
+    name = "tiny-llama-galaxy-8192" if wide else "tiny-llama-galaxy"
+    folder = Path(os.environ["TT_CACHE_PATH"]).parent / name
     if not (folder / "config.json").exists():
-        write_tiny_llama(folder, GALAXY)
+        write_tiny_llama(folder, GALAXY_DIM_8192 if wide else GALAXY)
     return str(folder)
 
 

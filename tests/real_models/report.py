@@ -64,8 +64,25 @@ def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
     ]
 
 
+def _galaxy_wide_cases() -> list[tuple[str, str, Callable[[harness.Setup], float]]]:
+    """8x4 only: decode at Llama-70B's dim 8192 (1 layer), where tt-metal's TG MLP decodes."""
+    h = harness
+    return [
+        ("mlp, decode, dim 8192", "wide", lambda s: h.run_mlp(s, "decode")),
+        (
+            "decoder, decode, dim 8192",
+            "wide",
+            lambda s: h.run_attention_like(s, "decoder", "decode"),
+        ),
+        ("model + generator, prefill, dim 8192", "wide", h.run_generator_prefill),
+        ("model + generator, decode, dim 8192 (greedy tokens)", "wide", h.run_generator_decode),
+    ]
+
+
 def _setup(mesh: Any, key: int | str) -> Any:
-    """The set-up a case names: a layer count, "chunked" or "mixtral"."""
+    """The set-up a case names: a layer count, "chunked", "wide" (8x4, dim 8192) or "mixtral"."""
+    if key == "wide":
+        return harness.setup(mesh, 1, wide=True)
     if key == "mixtral":
         return mixtral.setup(mesh)
     if key == "chunked":
@@ -80,15 +97,22 @@ def run(meshes: list[str], only: str | None = None) -> list[tuple[str, str, str]
     ttnn = ttjax.compat.install_as_ttnn()
     rows: list[tuple[str, str, str]] = []
     tt_transformers = _cases()
-    all_cases: list[tuple[str, int, Callable[[Any], float]]] = [*tt_transformers, *mixtral.cases()]
+    wide = _galaxy_wide_cases()
+    all_cases: list[tuple[str, Any, Callable[[Any], float]]] = [
+        *tt_transformers,
+        *wide,
+        *mixtral.cases(),
+    ]
     for mesh_name in meshes:
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*harness.MESHES[mesh_name]))
         setups: dict[Any, Any] = {}
         for name, layers, fn in all_cases:
             if only and only not in name:
                 continue
-            if mesh_name == "8x4" and (name, layers, fn) not in tt_transformers:
+            if mesh_name == "8x4" and (name, layers, fn) not in [*tt_transformers, *wide]:
                 continue  # mixtral8x7b is tt-metal's T3000 (1x8) demo
+            if mesh_name != "8x4" and layers == "wide":
+                continue
             t0 = time.perf_counter()
             try:
                 if layers not in setups:

@@ -121,3 +121,20 @@ def test_model_generator_chunked_prefill(
     if mesh_name not in _CHUNKED:
         _CHUNKED[mesh_name] = harness.setup_chunked(mesh_of(harness.MESHES[mesh_name]))
     assert harness.run_generator_chunked(_CHUNKED[mesh_name]) >= PCC
+
+
+_WIDE: dict[str, harness.Setup] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["mlp", "decoder"])
+def test_galaxy_decode_at_dim_8192(ttnn_bound: Any, module: str) -> None:
+    """8x4 at Llama-70B's dim 8192 (64 heads, 8 kv heads of 128; 1 layer): tt-metal's TG MLP
+    decodes through its reduce-scatter path, alone and inside the decoder."""
+    if "s" not in _WIDE:
+        _WIDE["s"] = harness.setup(mesh_of((8, 4)), 1, wide=True)
+    s = _WIDE["s"]
+    if module == "mlp":
+        assert harness.run_mlp(s, "decode") >= PCC
+    else:
+        assert harness.run_attention_like(s, "decoder", "decode") >= PCC

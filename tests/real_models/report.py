@@ -65,7 +65,8 @@ def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
 
 
 def _galaxy_wide_cases() -> list[tuple[str, str, Callable[[harness.Setup], float]]]:
-    """8x4 only: decode at Llama-70B's dim 8192 (1 layer), where tt-metal's TG MLP decodes."""
+    """8x4 only: decode at Llama-70B's dim 8192 (1 layer), where tt-metal's TG MLP decodes. (The
+    Generator there pads the LM head to 128K x 8192, more memory than this machine has.)"""
     h = harness
     return [
         ("mlp, decode, dim 8192", "wide", lambda s: h.run_mlp(s, "decode")),
@@ -74,8 +75,6 @@ def _galaxy_wide_cases() -> list[tuple[str, str, Callable[[harness.Setup], float
             "wide",
             lambda s: h.run_attention_like(s, "decoder", "decode"),
         ),
-        ("model + generator, prefill, dim 8192", "wide", h.run_generator_prefill),
-        ("model + generator, decode, dim 8192 (greedy tokens)", "wide", h.run_generator_decode),
     ]
 
 

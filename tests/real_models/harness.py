@@ -87,14 +87,18 @@ def setup(
     from models.tt_transformers.tt.model_config import ModelArgs
 
     folder = checkpoint_for(mesh, wide)
-    saved = {k: os.environ[k] for k in ("HF_MODEL", "TT_CACHE_PATH")}
+    saved = {k: os.environ.get(k) for k in ("HF_MODEL", "TT_CACHE_PATH")}
     os.environ["HF_MODEL"] = folder
     if wide:  # its own weight cache: tt-metal names cached weights by device, not by checkpoint
-        os.environ["TT_CACHE_PATH"] = saved["TT_CACHE_PATH"] + "-8192"
+        os.environ["TT_CACHE_PATH"] = os.environ["TT_CACHE_PATH"] + "-8192"
     try:
         args = ModelArgs(mesh, max_batch_size=batch, max_seq_len=max_seq_len, cache_hf=False)
     finally:
-        os.environ.update(saved)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     args.n_layers = n_layers
     state_dict = args.load_state_dict()
     hf = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()

@@ -112,6 +112,11 @@ def run(meshes: list[str], only: str | None = None) -> list[tuple[str, str, str]
                 continue  # mixtral8x7b is tt-metal's T3000 (1x8) demo
             if mesh_name != "8x4" and layers == "wide":
                 continue
+            if mesh_name == "8x4" and layers == "chunked":
+                # 2 x 2048 tokens over 32 virtual devices: on 2 CPU cores XLA's CPU collectives
+                # miss their 40 s rendezvous and abort the process (README)
+                rows.append((name, mesh_name, "not run (XLA CPU rendezvous timeout)"))
+                continue
             t0 = time.perf_counter()
             try:
                 if layers not in setups:

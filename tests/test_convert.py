@@ -281,16 +281,37 @@ def test_combine_device_tensors_inverts_get_device_tensors():
     np.testing.assert_array_equal(out, 2 * x)
 
 
+def test_combine_device_tensors_of_one_column_stays_on_that_column():
+    """TT-NN keeps a tensor combined from some devices' tensors on those coordinates only (the
+    Galaxy attention's prefill combines one mesh column's k/v): ttjax holds it on that block."""
+    mesh = mesh_of((8, 4))
+    x = np.arange(32 * 2 * 3, dtype=np.float32).reshape(32 * 2, 3)
+    t = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0))
+    col = ttnn.combine_device_tensors(ttnn.get_device_tensors(t)[2::4])
+    assert tuple(col.mesh_device.shape) == (8, 1)
+    assert col.mesh_device.get_device_ids() == mesh.get_device_ids()[2::4]
+    ref = shard_1d(x, (8, 4), 0)
+    parts = ttnn.get_device_tensors(col)
+    for r in range(8):
+        np.testing.assert_array_equal(ttnn.to_numpy(parts[r]), ref[(r, 2)])
+    block = ttnn.combine_device_tensors(ttnn.get_device_tensors(t)[:4])  # row 0
+    assert tuple(block.mesh_device.shape) == (1, 4)
+
+
 def test_combine_device_tensors_errors():
     mesh = mesh_of((1, 2))
     t = ttnn.from_torch(
         np.zeros((2, 2), np.float32), device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0)
     )
     shards = ttnn.get_device_tensors(t)
+    wide = ttnn.get_device_tensors(
+        ttnn.from_torch(np.zeros((8, 2), np.float32), device=mesh_of((2, 4)))
+    )
     with pytest.raises(
-        ttnn.ShapeMismatchError, match="ND composition requires the number of tensors 1"
-    ):
-        ttnn.combine_device_tensors(tensors=shards[:1])
+        ttnn.ShapeMismatchError, match="ND composition requires the number of tensors 2"
+    ) as diagonal:
+        ttnn.combine_device_tensors(tensors=[wide[0], wide[5]])  # (0, 0) and (1, 1): no block
+    assert "fix:" in str(diagonal.value)
     with pytest.raises(ttnn.MeshMismatchError, match="fix:"):
         ttnn.combine_device_tensors(tensors=[ttnn.from_torch(np.zeros((1, 2), np.float32))] * 2)
     with pytest.raises(ttnn.MeshMismatchError, match=r"device id\(s\) \[0\]") as info:

@@ -314,3 +314,38 @@ def test_decode_steps_reuse_one_program():
     for p in range(1, 5):
         step(p)
     assert mesh.num_program_cache_entries() == before
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["fill_cache", "paged_fill_cache"])
+def test_fill_cache_from_one_column_writes_that_column_only(paged):
+    """tt-metal's Galaxy attention prefill (attention.py prefill_prepare_tensor_for_kv_cache)
+    combines one mesh column's k/v device tensors and fills the cache with them: TT-NN runs the
+    fill on that column's devices only, the other columns keep their cache."""
+    mesh = mesh_of((8, 4))
+    rng = np.random.default_rng(3)
+    nkv, seq, block = 1, 8, 4
+    shape = (4, nkv, block, D) if paged else (2, nkv, seq, D)  # paged: [blocks, nkv, block, D]
+    old = rng.standard_normal(shape).astype(np.float32)
+    cache = ttnn.from_torch(old, dtype=ttnn.float32, device=mesh)
+    x = rng.standard_normal((32, nkv, 6, D)).astype(np.float32)  # one [1, nkv, 6, D] per device
+    k = ttnn.from_torch(
+        x, dtype=ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0)
+    )
+    col = ttnn.combine_device_tensors(ttnn.get_device_tensors(k)[1::4])
+    if paged:
+        table = np.array([[3, 1], [0, 2]], np.int32)
+        tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=mesh)
+        assert ttnn.experimental.paged_fill_cache(cache, col, tt_table, batch_idx=0) is cache
+    else:
+        assert ttnn.fill_cache(cache, col, 1) is cache
+    got = ttnn.get_device_tensors(cache)
+    for i, (r, c) in enumerate(np.ndindex(8, 4)):
+        want = old.copy()
+        if c == 1:
+            mine = x[4 * r + c]
+            if paged:  # token t -> block table[0, t // block], row t % block
+                for t in range(6):
+                    want[table[0, t // block], :, t % block] = mine[:, t]
+            else:
+                want[1, :, :6] = mine
+        np.testing.assert_array_equal(ttnn.to_numpy(got[i]), want, err_msg=f"device {(r, c)}")

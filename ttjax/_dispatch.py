@@ -438,3 +438,65 @@ __all__ = [
     "output_memory_config",
     "run_op",
 ]
+
+
+def spread_to_parent(tensor: Tensor) -> tuple[Tensor, Tensor]:
+    """``tensor``, held on a block of its parent mesh (``combine_device_tensors`` of some of a
+    mesh's device tensors), over the whole parent with zeros elsewhere, and an int32 [1] tensor
+    that is 1 on the block's devices, 0 on the others.
+
+    TT-NN runs an op on the coordinates of its input that spans the fewest devices
+    (``extract_tensor_coordinates``, mesh_device_operation_utils.hpp); an in-place op reaching
+    the whole mesh this way keeps its old values where the mask is 0.
+    """
+    block = tensor._mesh
+    assert block is not None and block._parent is not None and block._offset is not None
+    parent = block._parent
+    inside = np.zeros(tuple(parent.shape), dtype=bool)
+    inside[tuple(slice(o, o + n) for o, n in zip(block._offset, block.shape))] = True
+    lead = (1,) * parent.shape.dims()
+    placements = (PlacementLocal(),) * parent.shape.dims()
+
+    def spread(leaf: Any, shape: tuple[int, ...], fill: Callable[[tuple[int, ...]], Any]) -> Any:
+        here = {s.device: s.data for s in leaf.addressable_shards} if leaf is not None else {}
+        arrays = [
+            jax.device_put(
+                jnp.reshape(here[dev], lead + shape)
+                if leaf is not None and inside[c]
+                else fill(c).reshape(lead + shape),
+                dev,
+            )
+            for c in np.ndindex(*parent.shape)
+            for dev in [parent.devices[c]]
+        ]
+        sharding = jax.sharding.NamedSharding(
+            parent.jax_mesh, _specs.partition_spec(placements, parent.axis_names, len(shape))
+        )
+        return jax.make_array_from_single_device_arrays(
+            tuple(parent.shape) + shape, sharding, arrays
+        )
+
+    def zeros(leaf: Any, shape: tuple[int, ...]) -> Callable[[tuple[int, ...]], Any]:
+        return lambda c: np.zeros(shape, dtype=leaf.dtype)
+
+    if tensor._dtype.is_block_float:
+        ms, es = _blockfloat.storage_shapes(tensor._dtype, tensor._shape)
+        m, e = tensor._data.mantissa, tensor._data.exponent
+        data: Any = _blockfloat.BlockFloatData(
+            spread(m, tuple(ms), zeros(m, tuple(ms))), spread(e, tuple(es), zeros(e, tuple(es)))
+        )
+    else:
+        shape = tuple(tensor._shape)
+        data = spread(tensor._data, shape, zeros(tensor._data, shape))
+    spread_tensor = Tensor(
+        data,
+        TensorSpec(
+            parent, placements, tensor._dtype, tensor._layout, tensor._shape, StorageType.DEVICE
+        ),
+    )
+    mask_data = spread(None, (1,), lambda c: np.array([int(inside[c])], dtype=np.int32))
+    mask = Tensor(
+        mask_data,
+        TensorSpec(parent, placements, DataType.INT32, Layout.ROW_MAJOR, (1,), StorageType.DEVICE),
+    )
+    return spread_tensor, mask

@@ -658,10 +658,9 @@ def combine_device_tensors(tensors: Sequence[Tensor] | None = None, **kwargs: An
             "ttnn.get_device_tensors(t), one per device."
         )
     if len(tensors) != parent.get_num_devices():
-        raise ShapeMismatchError(
-            f"ND composition requires the number of tensors {len(tensors)} to match the mesh shape "
-            f"{parent.shape!r}.\nfix: pass one tensor per device."
-        )
+        # TT-NN keeps such a tensor on those devices' coordinates only (an op on it runs there,
+        # mesh_device_operation_utils.hpp); ttjax holds it on the block of the mesh they make up.
+        parent = _block_of(parent, tensors)
     for t in tensors:
         if t._shape != first._shape or t._dtype is not first._dtype:
             raise ShapeMismatchError(
@@ -735,6 +734,30 @@ def from_host_shards(tensors: Sequence[Tensor], mesh_shape: Any) -> Tensor:
     placements = (PlacementLocal(),) * shape.dims()
     spec = TensorSpec(mesh, placements, first._dtype, first._layout, first._shape, StorageType.HOST)
     return Tensor(data, spec)
+
+
+def _block_of(parent: MeshDevice, tensors: Sequence[Tensor]) -> MeshDevice:
+    """The block view of ``parent`` whose devices, row-major, are those of ``tensors``."""
+    where = {id(view): c for c, view in parent._device_views.items()}
+    found = [where.get(id(t._mesh)) for t in tensors]
+    coords = [tuple(int(x) for x in c) for c in found if c is not None]
+    if len(coords) != len(found):
+        raise MeshMismatchError(
+            "combine_device_tensors needs the per-device tensors of one mesh "
+            "(as returned by ttnn.get_device_tensors).\nfix: pass exactly those tensors, in order."
+        )
+    arr = np.array(coords)
+    lo, hi = arr.min(axis=0), arr.max(axis=0)
+    shape = tuple(int(h - low + 1) for low, h in zip(lo, hi))
+    block = [tuple(int(o + i) for o, i in zip(lo, idx)) for idx in np.ndindex(*shape)]
+    if block != coords:
+        raise ShapeMismatchError(
+            f"ND composition requires the number of tensors {len(tensors)} to match the mesh shape "
+            f"{parent.shape!r}, or (ttjax) the tensors of one block of it in row-major order; got "
+            f"the devices at {coords}.\nfix: pass one tensor "
+            "per device, or e.g. one column's: ttnn.get_device_tensors(t)[col::cols]."
+        )
+    return parent._block_view(tuple(int(x) for x in lo), shape)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -422,6 +422,7 @@ class MeshDevice:
         self._program_cache: dict[Any, Any] = {}
         self._program_cache_enabled = True
         self._device_views: dict[tuple[int, ...], MeshDevice] = {}
+        self._block_views: dict[tuple[tuple[int, ...], tuple[int, ...]], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
         self._fabric: _fabric.FabricSetting | None = None  # set by open_mesh_device
         self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
@@ -600,6 +601,7 @@ class MeshDevice:
         self._jax_mesh, self._shape = fresh._jax_mesh, fresh._shape
         self._program_cache.clear()
         self._device_views.clear()
+        self._block_views.clear()
         self._gen += 1
 
     # -- JAX interop and internals ------------------------------------------------------------------
@@ -645,6 +647,23 @@ class MeshDevice:
                 np.array([[dev]], dtype=object), axis_names=default_axis_names(2), parent=self
             )
             self._device_views[coord] = view
+        return view
+
+    def _block_view(self, offset: tuple[int, ...], shape: tuple[int, ...]) -> MeshDevice:
+        """The devices of the block at ``offset`` of ``shape`` as a mesh (parent: this mesh), for
+        tensors TT-NN keeps on a subset of a mesh's coordinates (combine_device_tensors of some of
+        its device tensors). Unlike :meth:`create_submesh` it is not listed as a submesh."""
+        key = (tuple(offset), tuple(shape))
+        view = self._block_views.get(key)
+        if view is None:
+            index = tuple(slice(o, o + n) for o, n in zip(offset, shape))
+            view = MeshDevice(
+                self._devices[index],
+                axis_names=self._axis_names,
+                parent=self,
+                offset=MeshCoordinate(list(offset)),
+            )
+            self._block_views[key] = view
         return view
 
     def root(self) -> MeshDevice:
@@ -769,7 +788,7 @@ def close_mesh_device(mesh_device: MeshDevice) -> None:
     """Close a mesh and its submeshes; later use of their tensors raises ``DeviceClosedError``."""
     for sub in mesh_device._submeshes:
         close_mesh_device(sub)
-    for view in mesh_device._device_views.values():
+    for view in [*mesh_device._device_views.values(), *mesh_device._block_views.values()]:
         close_mesh_device(view)
     mesh_device._closed = True
     mesh_device._gen += 1

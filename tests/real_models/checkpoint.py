@@ -28,6 +28,38 @@ class TinyLlama:
     rope_theta: float = 500000.0
 
 
+# tt-metal's Galaxy (TG, 8x4) paths: ModelArgs needs dim % 1024 == 0 (its LM-head core grid,
+# model_config.py "if self.num_devices == 32") and dim // 8 // 32 a multiple of 8 (its
+# GATHER_USERS_MEMCFG core grid, num_to_coregrid), so dim 2048; QKV_OUT_GATHERED_MEMCFG sizes
+# the fused QKV for Llama-3.2-1B's heads at that dim (32 heads, 8 kv heads of 64: 12 cores x 32
+# columns per mesh row); Attention puts one kv head per mesh row (n_kv_heads = 8).
+GALAXY = TinyLlama(
+    hidden_size=2048,
+    intermediate_size=4096,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=64,
+)
+
+
+# Llama-70B's Galaxy sizes at dim 8192 (64 heads, 8 kv heads of 128), the only dim where the TG
+# MLP decodes (below it, ccl.py's all-reduce casts to a shard spec TT-NN refuses); hidden 7168
+# (70B: 28672) keeps FF1_OUT_REDUCE_SCATTER_MEMCFG's shards (hidden // 28 // 8) tile-wide.
+GALAXY_DIM_8192 = TinyLlama(
+    hidden_size=8192,
+    intermediate_size=7168,
+    num_hidden_layers=1,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=128,
+)
+
+
+def sizes_for(mesh_name: str) -> TinyLlama:
+    """The checkpoint sizes a mesh's tests use: :data:`GALAXY` on 8x4, else the default."""
+    return GALAXY if mesh_name == "8x4" else TinyLlama()
+
+
 def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: int = 0) -> Path:
     """Write config.json, model.safetensors and tokenizer files for ``sizes`` into ``folder``."""
     import torch

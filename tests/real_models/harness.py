@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-MESHES: dict[str, tuple[int, int]] = {"1x8": (1, 8), "2x4": (2, 4)}
+MESHES: dict[str, tuple[int, int]] = {"1x8": (1, 8), "2x4": (2, 4), "8x4": (8, 4)}
 PCC_REQUIRED = 0.99
 # What tt-metal's model files import besides TT-NN (the `ttmetal` extra of pyproject.toml).
 THIRD_PARTY = ("loguru", "llama_models", "tiktoken", "tqdm", "pydantic", "PIL", "transformers")
@@ -76,18 +76,48 @@ class Setup:
     hf: Any
 
 
-def setup(mesh: Any, n_layers: int = 1, max_seq_len: int = 128, batch: int = 1) -> Setup:
-    """``ModelArgs`` (from ``HF_MODEL``) cut to ``n_layers``, its state dict, and the HF model."""
+def setup(
+    mesh: Any, n_layers: int = 1, max_seq_len: int = 128, batch: int = 1, wide: bool = False
+) -> Setup:
+    """``ModelArgs`` (from ``HF_MODEL``) cut to ``n_layers``, its state dict, and the HF model.
+    ``wide``: on a Galaxy, the dim-8192 checkpoint (:data:`checkpoint.GALAXY_DIM_8192`)."""
     import torch
     from transformers import LlamaForCausalLM
 
     from models.tt_transformers.tt.model_config import ModelArgs
 
-    args = ModelArgs(mesh, max_batch_size=batch, max_seq_len=max_seq_len, cache_hf=False)
+    folder = checkpoint_for(mesh, wide)
+    saved = {k: os.environ.get(k) for k in ("HF_MODEL", "TT_CACHE_PATH")}
+    os.environ["HF_MODEL"] = folder
+    if wide:  # its own weight cache: tt-metal names cached weights by device, not by checkpoint
+        os.environ["TT_CACHE_PATH"] = os.environ["TT_CACHE_PATH"] + "-8192"
+    try:
+        args = ModelArgs(mesh, max_batch_size=batch, max_seq_len=max_seq_len, cache_hf=False)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     args.n_layers = n_layers
     state_dict = args.load_state_dict()
-    hf = LlamaForCausalLM.from_pretrained(os.environ["HF_MODEL"], torch_dtype=torch.float32).eval()
+    hf = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
     return Setup(mesh, args, state_dict, hf)
+
+
+def checkpoint_for(mesh: Any, wide: bool = False) -> str:
+    """``HF_MODEL``'s checkpoint, or on a Galaxy (32 devices, where tt-metal's TG paths need
+    other sizes) :data:`checkpoint.GALAXY` (``wide``: ``GALAXY_DIM_8192``) written once next to
+    ``TT_CACHE_PATH``."""
+    if mesh.get_num_devices() != 32:
+        return os.environ["HF_MODEL"]
+    from tests.real_models.checkpoint import GALAXY, GALAXY_DIM_8192, write_tiny_llama
+
+    name = "tiny-llama-galaxy-8192" if wide else "tiny-llama-galaxy"
+    folder = Path(os.environ["TT_CACHE_PATH"]).parent / name
+    if not (folder / "config.json").exists():
+        write_tiny_llama(folder, GALAXY_DIM_8192 if wide else GALAXY)
+    return str(folder)
 
 
 def _ttnn() -> Any:
@@ -103,6 +133,8 @@ def _tt_ccl(s: Setup) -> Any:
 
 
 def _replicated_input(s: Setup, x: Any, memory_config: Any, dtype: Any = None) -> Any:
+    """``x`` replicated, or on a Galaxy its last dim split over the mesh's 4 columns (as
+    tt-metal's test_mlp.py / test_lm_head.py feed it)."""
     ttnn = _ttnn()
     return ttnn.from_torch(
         x,
@@ -110,7 +142,9 @@ def _replicated_input(s: Setup, x: Any, memory_config: Any, dtype: Any = None) -
         dtype=dtype or ttnn.bfloat16,
         layout=ttnn.TILE_LAYOUT,
         mesh_mapper=ttnn.ShardTensor2dMesh(
-            s.mesh, dims=(None, None), mesh_shape=s.args.cluster_shape
+            s.mesh,
+            dims=(None, 3) if s.args.is_galaxy else (None, None),
+            mesh_shape=s.args.cluster_shape,
         ),
         memory_config=memory_config,
     )
@@ -155,7 +189,9 @@ def run_rmsnorm(s: Setup, mode: str) -> float:
     out = norm(tt_x, mode=mode)
     got = ttnn.to_torch(
         out,
-        mesh_composer=ttnn.ConcatMesh2dToTensor(s.mesh, dims=(3, 0), mesh_shape=args.cluster_shape),
+        mesh_composer=ttnn.ConcatMesh2dToTensor(
+            s.mesh, dims=(0, 3) if args.is_galaxy else (3, 0), mesh_shape=args.cluster_shape
+        ),
     )[:1]
     with torch.no_grad():
         ref = s.hf.model.layers[0].input_layernorm(x)
@@ -216,14 +252,13 @@ def run_mlp(s: Setup, mode: str) -> float:
     )
     seq_len = 32 if mode == "decode" else 128
     x = torch.randn(1, 1, seq_len, args.dim)
-    tt_x = _replicated_input(
-        s,
-        x,
-        args.model_config["SHARDED_MLP_INPUT_MEMCFG"]
-        if mode == "decode"
-        else ttnn.DRAM_MEMORY_CONFIG,
-        dtype=ttnn.bfloat8_b,
-    )
+    if mode == "prefill":
+        memcfg = ttnn.DRAM_MEMORY_CONFIG
+    elif args.is_galaxy:
+        memcfg = mlp.model_config["MLP_ACT_MEMCFG"]
+    else:
+        memcfg = args.model_config["SHARDED_MLP_INPUT_MEMCFG"]
+    tt_x = _replicated_input(s, x, memcfg, dtype=ttnn.bfloat8_b)
     out = mlp(tt_x, mode)
     got = ttnn.to_torch(
         out,
@@ -257,7 +292,9 @@ def run_lm_head(s: Setup) -> float:
     out = head(tt_x)
     got = ttnn.to_torch(
         out,
-        mesh_composer=ttnn.ConcatMesh2dToTensor(s.mesh, args.cluster_shape, dims=(1, 3)),
+        mesh_composer=ttnn.ConcatMesh2dToTensor(
+            s.mesh, args.cluster_shape, dims=(3, 1) if args.is_galaxy else (1, 3)
+        ),
     )[:, :1, :, : args.vocab_size]
     with torch.no_grad():
         ref = s.hf.lm_head(x)
@@ -380,7 +417,9 @@ def run_attention_like(
     if mode == "prefill":
         seq = 128
         x = torch.randn(1, seq, args.dim)
-        tt_x = args.prepare_residual_tensor_prefill(x, force_replicated=kind == "attention")
+        tt_x = args.prepare_residual_tensor_prefill(
+            x, force_replicated=kind == "attention" and not args.is_galaxy
+        )
         from models.tt_transformers.tt.rope import get_rot_mats
 
         rot = get_rot_mats(
@@ -419,7 +458,9 @@ def run_attention_like(
             "SHARDED_ATTN_INPUT_MEMCFG" if kind == "attention" else "DECODE_RESIDUAL_MEMCFG"
         ]
         tt_x = args.prepare_residual_tensor_decode(
-            xs[:, i : i + 1].clone(), memcfg, force_replicated=kind == "attention"
+            xs[:, i : i + 1].clone(),
+            memcfg,
+            force_replicated=kind == "attention" and not args.is_galaxy,
         )
         rot = rope.get_rot_mats(pos)
         if kind == "attention":
@@ -462,13 +503,15 @@ def _tt_kv(s: Setup, attention: Any, page_table: Any, seq: int) -> tuple[Any, An
     """Attention's KV cache read back as [kv, seq, hd] for user 0 (paged: blocks put back in
     order through the page table, as test_attention.py does)."""
     ttnn, a = _ttnn(), s.args
+    if not a.is_galaxy:
+        dims = (0, 1)
+    else:  # kv heads over the rows; users (non-paged) or pages over the columns
+        dims = (1, 3) if page_table is not None else (1, 0)
     out = []
     for cache in attention.layer_past:
         t = ttnn.to_torch(
             cache,
-            mesh_composer=ttnn.ConcatMesh2dToTensor(
-                s.mesh, dims=(0, 1), mesh_shape=a.cluster_shape
-            ),
+            mesh_composer=ttnn.ConcatMesh2dToTensor(s.mesh, dims=dims, mesh_shape=a.cluster_shape),
         )
         if page_table is not None:
             blocks = page_table.shape[1]

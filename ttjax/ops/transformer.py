@@ -16,7 +16,7 @@ from typing import Any, cast
 import jax
 import jax.numpy as jnp
 
-from ttjax._dispatch import run_op
+from ttjax._dispatch import run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
@@ -472,17 +472,43 @@ def _cache_rule(tensors: Any, shapes: Any) -> list[Any]:
     return [tuple(out)]
 
 
-def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int, **kwargs: Any) -> Tensor:
-    """Write a prefill's k or v [1, nkv, s, d] into ``cache_tensor[batch_idx, :, :s]`` in place."""
-    check_hw_kwargs("fill_cache", kwargs)
+def _on_part_of(cache: Tensor, input_tensor: Tensor) -> tuple[Tensor, list[Tensor]]:
+    """``input_tensor`` over the cache's mesh, and ``[mask]`` when it was held on a block of it
+    (the devices the write reaches, as TT-NN runs an op on its smallest input's coordinates)."""
+    mesh = input_tensor._mesh
+    if (
+        mesh is not None
+        and cache._mesh is not None
+        and mesh is not cache._mesh
+        and mesh._parent is cache._mesh
+        and mesh._offset is not None
+    ):
+        spread, mask = spread_to_parent(input_tensor)
+        return spread, [mask]
+    return input_tensor, []
 
-    def fn(cache: Any, x: Any, b: Any) -> Any:
-        return jax.lax.dynamic_update_slice(cache, x.astype(cache.dtype), (b, 0, 0, 0))
+
+def _keep_outside(new: Any, cache: Any, mask: Sequence[Any]) -> Any:
+    """``new`` where the per-device mask (if any) is 1, the old cache elsewhere."""
+    return jnp.where(mask[0].reshape(()) != 0, new, cache) if mask else new
+
+
+def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int, **kwargs: Any) -> Tensor:
+    """Write a prefill's k or v [1, nkv, s, d] into ``cache_tensor[batch_idx, :, :s]`` in place.
+
+    An input combined from some of the mesh's device tensors writes those devices' caches only.
+    """
+    check_hw_kwargs("fill_cache", kwargs)
+    input_tensor, mask = _on_part_of(cache_tensor, input_tensor)
+
+    def fn(cache: Any, x: Any, *rest: Any) -> Any:
+        new = jax.lax.dynamic_update_slice(cache, x.astype(cache.dtype), (rest[-1], 0, 0, 0))
+        return _keep_outside(new, cache, rest[:-1])
 
     out = run_op(
         "fill_cache",
         fn,
-        [cache_tensor, input_tensor],
+        [cache_tensor, input_tensor, *mask],
         scalars=(
             _check_index(
                 "fill_cache", "batch_idx", batch_idx, cache_tensor._shape[0], "the cache batch"
@@ -664,7 +690,8 @@ def paged_fill_cache(
             f"({page_table._shape[1]} blocks of {cshape[2]} = {capacity} positions).\n"
             "fix: slice the input to the page table's length, or give the user more blocks."
         )
-    tensors = [cache_tensor, input_tensor, page_table]
+    input_tensor, mask = _on_part_of(cache_tensor, input_tensor)
+    tensors = [cache_tensor, input_tensor, page_table, *mask]
     scalars: tuple[int, ...] = ()
     if batch_idx_tensor is not None:
         if not isinstance(batch_idx_tensor, Tensor) or math.prod(batch_idx_tensor._shape) != 1:
@@ -678,19 +705,20 @@ def paged_fill_cache(
             _check_index(op, "batch_idx", batch_idx, page_table._shape[0], "the page table batch"),
         )
 
-    def fn(cache: Any, x: Any, table: Any, b: Any) -> Any:
+    def fn(cache: Any, x: Any, table: Any, *rest: Any) -> Any:
+        b = rest[-1]
         user = b.reshape(()).astype(jnp.int32) if batch_idx_tensor is not None else b
         block = cache.shape[2]
         t = jnp.arange(x.shape[2])
         rows = jnp.take(table.astype(jnp.int32), user, axis=0)[t // block]
         vals = jnp.transpose(x[0], (1, 0, 2)).astype(cache.dtype)  # [s, nkv, d]
-        return cache.at[rows, :, t % block, :].set(vals)
+        return _keep_outside(cache.at[rows, :, t % block, :].set(vals), cache, rest[:-1])
 
     out = run_op(
         "paged_fill_cache",
         fn,
         tensors,
-        static=(batch_idx_tensor is not None,),
+        static=(batch_idx_tensor is not None, bool(mask)),
         scalars=scalars,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,

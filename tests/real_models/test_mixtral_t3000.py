@@ -10,9 +10,10 @@ from conftest import mesh_of
 from tests.real_models import harness, mixtral
 
 _SETUPS: dict[str, mixtral.MixtralSetup] = {}
+T3000_MESHES = ("1x8", "2x4")  # the demo is tt-metal's T3000 Mixtral: 8 devices, one per expert
 
 
-@pytest.fixture(params=sorted(harness.MESHES))
+@pytest.fixture(params=T3000_MESHES)
 def tiny_mixtral(request: pytest.FixtureRequest, ttnn_bound: Any) -> mixtral.MixtralSetup:
     if request.param not in _SETUPS:
         _SETUPS[request.param] = mixtral.setup(mesh_of(harness.MESHES[request.param]))

@@ -4,153 +4,24 @@
 
 The architecture and the weights are the existing model's: ``LlamaConfig``, RoPE tables in Hugging
 Face's rotate-half layout (``rope_tables``) and the canonical weight dict (``random_weights``:
-the same seed gives the same values on every mesh). The training forward runs per device inside
-``shard_map`` with TTML's modules: Q/K/V, gate and up are column-parallel, O and down
-row-parallel, the embedding and the (untied) LM head vocab-parallel; grouped-query heads are
-split with their key/value heads.
+the same seed gives the same values on every mesh). The training forward (``train_model.py``) runs per
+device inside ``shard_map`` with TTML's modules; ``pipeline.py`` cuts it into pipeline stages.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
-from jax.sharding import PartitionSpec as P
 
-from models.llama.config import LlamaConfig, RopeScaling, rope_tables
+from models.llama import pipeline
+from models.llama.config import LlamaConfig, RopeScaling
+from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
 from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
-from ttjax.ttml.modules import (
-    ColumnParallelLinear,
-    RMSNorm,
-    RowParallelLinear,
-    VocabParallelEmbedding,
-)
-from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
-
-
-def rotate_half(x: Any) -> Any:
-    x1, x2 = jnp.split(x, 2, axis=-1)
-    return jnp.concatenate([-x2, x1], axis=-1)
-
-
-@dataclass(frozen=True)
-class LlamaTrain:
-    """Llama's training forward on one device's local parameters (``tp``: the TP axis name)."""
-
-    config: LlamaConfig
-
-    @property
-    def layers(self) -> dict[str, Any]:
-        c, hd = self.config, self.config.head_dim
-        return {
-            "attention_norm": RMSNorm(c.dim, c.norm_eps),
-            "q_linear": ColumnParallelLinear(c.dim, c.n_heads * hd, has_bias=False),
-            "k_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "v_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "out_linear": RowParallelLinear(
-                c.n_heads * hd, c.dim, has_bias=False, input_is_parallel=True
-            ),
-            "mlp_norm": RMSNorm(c.dim, c.norm_eps),
-            "w1": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w3": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w2": RowParallelLinear(c.ffn_dim, c.dim, has_bias=False, input_is_parallel=True),
-        }
-
-    @property
-    def tok_emb(self) -> VocabParallelEmbedding:
-        return VocabParallelEmbedding(self.config.vocab_size, self.config.dim)
-
-    @property
-    def fc(self) -> ColumnParallelLinear:
-        return ColumnParallelLinear(self.config.dim, self.config.vocab_size, has_bias=False)
-
-    def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, tp: str | None) -> Any:
-        m, hd = self.layers, self.config.head_dim
-        B, T, _ = x.shape
-        h = m["attention_norm"](p["attention_norm"], x)
-        q = m["q_linear"](p["q_linear"], h, tp).reshape(B, T, -1, hd)
-        k = m["k_linear"](p["k_linear"], h, tp).reshape(B, T, -1, hd)
-        v = m["v_linear"](p["v_linear"], h, tp).reshape(B, T, -1, hd)
-        q, k = (a * cos + rotate_half(a) * sin for a in (q, k))
-        group = q.shape[2] // k.shape[2]
-        k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-        att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
-        att = jnp.where(jnp.tril(jnp.ones((T, T), bool)), att, -jnp.inf)
-        y = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(att, -1), v).reshape(B, T, -1)
-        x = x + m["out_linear"](p["out_linear"], y, tp)
-        h = m["mlp_norm"](p["mlp_norm"], x)
-        gate = jax.nn.silu(m["w1"](p["w1"], h, tp)) * m["w3"](p["w3"], h, tp)
-        return x + m["w2"](p["w2"], gate, tp)
-
-    def __call__(self, params: dict[str, Any], idx: Any, tp: str | None) -> Any:
-        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary)."""
-        T = idx.shape[-1]
-        cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
-        x = self.tok_emb(params["tok_emb"], idx, tp)
-        for p in params["blocks"]:
-            x = self.block(p, x, cos, sin, tp)
-        x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
-        return self.fc(params["fc"], x, tp)
-
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, tp: str | None) -> Any:
-        return cross_entropy_loss(self(params, idx, tp), targets, tp)
-
-
-def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The canonical (Hugging Face) weight dict -> the training tree (projections as [in, out])."""
-
-    def lin(name: str) -> dict[str, Any]:
-        return {"weight": jnp.asarray(w[name].T)}
-
-    blocks = []
-    for i in range(config.n_layers):
-        p = f"model.layers.{i}."
-        blocks.append(
-            {
-                "attention_norm": {"gamma": jnp.asarray(w[p + "input_layernorm.weight"])},
-                "q_linear": lin(p + "self_attn.q_proj.weight"),
-                "k_linear": lin(p + "self_attn.k_proj.weight"),
-                "v_linear": lin(p + "self_attn.v_proj.weight"),
-                "out_linear": lin(p + "self_attn.o_proj.weight"),
-                "mlp_norm": {"gamma": jnp.asarray(w[p + "post_attention_layernorm.weight"])},
-                "w1": lin(p + "mlp.gate_proj.weight"),
-                "w3": lin(p + "mlp.up_proj.weight"),
-                "w2": lin(p + "mlp.down_proj.weight"),
-            }
-        )
-    return {
-        "tok_emb": {"weight": jnp.asarray(w["model.embed_tokens.weight"])},
-        "blocks": blocks,
-        "ln_fc": {"gamma": jnp.asarray(w["model.norm.weight"])},
-        "fc": lin("lm_head.weight"),
-    }
-
-
-def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
-    """Megatron splits over TP (heads with their key/value heads), replicated over DDP."""
-    if par.tp_size > 1 and (config.n_heads % par.tp_size or config.n_kv_heads % par.tp_size):
-        raise ConfigError(
-            f"Llama: num_heads={config.n_heads} and num_groups={config.n_kv_heads} must both be "
-            f"divisible by the TP size {par.tp_size}.\nfix: pick head counts that are multiples "
-            "of the TP size, or a smaller TP axis."
-        )
-    model = LlamaTrain(config)
-    block = {name: layer.specs(par) for name, layer in model.layers.items()}
-    return {
-        "tok_emb": model.tok_emb.specs(par),
-        "blocks": [block for _ in range(config.n_layers)],
-        "ln_fc": {"gamma": P()},
-        "fc": model.fc.specs(par),
-    }
 
 
 def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
@@ -192,9 +63,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     model = LlamaTrain(config)
 
     def stages(p: Parallelism) -> StageParts:
-        from models import llama_pipeline  # lazily: it imports this module
-
-        return StageParts.from_adapter(llama_pipeline, model, config, p)
+        return StageParts.from_adapter(pipeline, model, config, p)
 
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import jax
 
-from models import nanogpt_pipeline
+from models.nanogpt import pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.errors import ConfigError
@@ -54,7 +54,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     )
 
     def stages(p: Parallelism) -> StageParts:
-        return StageParts.from_adapter(nanogpt_pipeline, model, config, p)
+        return StageParts.from_adapter(pipeline, model, config, p)
 
     return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
 

@@ -11,7 +11,7 @@ import pytest
 import ttjax as ttnn
 from models.llama.config import get_config
 from models.llama.reference import LlamaReference
-from models.llama.train import LlamaTrain, param_specs, params_from_weights
+from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer

@@ -1,6 +1,6 @@
 """NanoGPT and Llama through the pipeline (PP, PP+TP, PP+DDP) equal their single-device step.
 
-Skipped where the training models (``models/nanogpt``, ``models/llama/train.py``) are absent.
+Skipped where the training models (``models/nanogpt``, ``models/llama/train_model.py``) are absent.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import pytest
 from jax.sharding import Mesh
 
 nanogpt_model = pytest.importorskip("models.nanogpt.model")
-llama_train = pytest.importorskip("models.llama.train")
+llama_train = pytest.importorskip("models.llama.train_model")
 
-from models import llama_pipeline, nanogpt_pipeline  # noqa: E402
+from models.llama import pipeline as llama_pipeline  # noqa: E402
 from models.llama.config import get_config  # noqa: E402
 from models.llama.weights import random_weights  # noqa: E402
+from models.nanogpt import pipeline as nanogpt_pipeline  # noqa: E402
 from models.nanogpt.weights import init_params  # noqa: E402
 from ttjax.ttml.parallel import Parallelism  # noqa: E402
 from ttjax.ttml.pipeline import Pipeline  # noqa: E402

@@ -58,7 +58,7 @@ class StageParts:
         """The stages of ``model`` as its pipeline adapter module cuts them.
 
         ``adapter`` has ``stage_functions``, ``split_params``, ``io_specs`` and ``block_specs``
-        (``models.nanogpt_pipeline``, ``models.llama_pipeline``).
+        (``models.nanogpt.pipeline``, ``models.llama.pipeline``).
         """
         embed, block, head = adapter.stage_functions(model, par.tp)
         return cls(

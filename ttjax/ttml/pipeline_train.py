@@ -48,7 +48,7 @@ class PipelineTrainStep:
     """One jitted step of ``pipe`` (forward, backward over the schedule, AdamW) on staged params.
 
     ``split(params) -> (io, blocks stacked on axis 0)`` cuts the model's whole parameters as the
-    pipeline adapter does (``models/nanogpt_pipeline.split_params``).
+    pipeline adapter does (``models/nanogpt/pipeline.split_params``).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Llama's training forward (``models/llama/train.py``) cut into pipeline stages.
+"""Llama's training forward (``models/llama/train_model.py``) cut into pipeline stages.
 
 As TTML's ``PipelineParallelLlama``: the first stage embeds (``tok_emb``), every stage runs its
 ``llama_block_{i}`` range, the last applies ``ln_fc`` and ``fc``; ``io`` holds those three and the
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from models.llama.config import LlamaConfig, rope_tables
-from models.llama.train import LlamaTrain, param_specs
+from models.llama.train_model import LlamaTrain, param_specs
 from ttjax.ttml.modules import RMSNorm
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism

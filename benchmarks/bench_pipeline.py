@@ -14,32 +14,40 @@ import optax
 
 import ttjax as ttnn
 from benchmarks._harness import Row, compare
-from models import toy_gpt as tg
+from models.nanogpt import pipeline as gpt_pipeline
+from models.nanogpt.model import GPT, GPTConfig
+from models.nanogpt.weights import init_params
+from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline, make_train_step
 
-CFG = tg.ToyGPTConfig(vocab_size=256, embedding_dim=128, num_heads=4, num_blocks=8, seq_len=64)
+CFG = GPTConfig(vocab_size=256, block_size=64, n_layer=8, n_head=4, n_embd=128)
 BATCH = 32
 
 
 def _step(mesh: ttnn.MeshDevice, m: int, schedule: str) -> tuple[Pipeline, object, object]:
+    par = Parallelism(mesh)
     pipe = Pipeline(
         mesh,
-        tg.embed,
-        tg.make_block(CFG),
-        tg.head,
-        num_blocks=CFG.num_blocks,
+        *gpt_pipeline.stage_functions(GPT(CFG), None),
+        num_blocks=CFG.n_layer,
         pp_axis=mesh.axis_names[-1],
         num_microbatches=m,
         schedule=schedule,
-        io_specs=tg.io_specs(),
-        block_specs=tg.block_specs(CFG, None),
+        io_specs=gpt_pipeline.io_specs(CFG, par),
+        block_specs=gpt_pipeline.block_specs(CFG, par),
     )
     init, step = make_train_step(pipe, optax.adamw(1e-3))
-    return pipe, init(*tg.init_params(CFG, jax.random.key(0))), step
+    return pipe, init(*gpt_pipeline.split_params(init_params(CFG, 0))), step
+
+
+def _batch(cfg: GPTConfig, size: int) -> tuple[jax.Array, jax.Array]:
+    """Random ``(tokens, targets)`` of ``size`` sequences (targets = tokens shifted by one)."""
+    seq = jax.random.randint(jax.random.key(1), (size, cfg.block_size + 1), 0, cfg.vocab_size)
+    return seq[:, :-1], seq[:, 1:]
 
 
 def run(mesh: ttnn.MeshDevice) -> list[Row]:
-    tokens, targets = tg.batch(CFG, jax.random.key(1), BATCH)
+    tokens, targets = _batch(CFG, BATCH)
     pipe8, state8, step8 = _step(mesh, 8, "1f1b")
     pipe1, state1, step1 = _step(mesh, 1, "1f1b")
     times = compare(
@@ -56,7 +64,7 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     return [
         Row(
             name=(
-                f"PP {'x'.join(map(str, mesh.shape))} train step, toy GPT {CFG.num_blocks} blocks, "
+                f"PP {'x'.join(map(str, mesh.shape))} train step, NanoGPT {CFG.n_layer} blocks, "
                 f"batch {BATCH}: 8 microbatches (1F1B) vs 1 (TTML)"
             ),
             subject="m=8, 1F1B",
@@ -80,23 +88,21 @@ def memory_sweep(mesh: ttnn.MeshDevice, microbatch: int = 2) -> list[dict[str, o
 
     The microbatch size is fixed, so GPipe's stash grows with m and 1F1B's stays at p.
     """
-    cfg = tg.ToyGPTConfig(num_blocks=4, embedding_dim=64, seq_len=32)
-    io, blocks = tg.init_params(cfg, jax.random.key(0))
-    act = microbatch * cfg.seq_len * cfg.embedding_dim * 4
+    cfg = GPTConfig(vocab_size=64, block_size=32, n_layer=4, n_head=4, n_embd=64)
+    io, blocks = gpt_pipeline.split_params(init_params(cfg, 0))
+    act = microbatch * cfg.block_size * cfg.n_embd * 4
     out = []
     for schedule in ("gpipe", "1f1b"):
         for m in (4, 8, 16):
             pipe = Pipeline(
                 mesh,
-                tg.embed,
-                tg.make_block(cfg),
-                tg.head,
-                num_blocks=cfg.num_blocks,
+                *gpt_pipeline.stage_functions(GPT(cfg), None),
+                num_blocks=cfg.n_layer,
                 pp_axis=mesh.axis_names[-1],
                 num_microbatches=m,
                 schedule=schedule,
             )
-            tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.seq_len), jax.numpy.int32)
+            tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.block_size), jax.numpy.int32)
             lowered = jax.jit(pipe.value_and_grad).lower(
                 pipe.place_io(io), pipe.stage_blocks(blocks), tokens, tokens
             )

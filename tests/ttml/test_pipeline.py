@@ -18,9 +18,12 @@ import pytest
 from jax.sharding import Mesh
 
 import ttjax
-from models import toy_gpt as tg
+from models.nanogpt import pipeline as gpt_pipeline
+from models.nanogpt.model import GPT, GPTConfig
+from models.nanogpt.weights import init_params
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import PipelineParallelConfig
+from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline, make_train_step, permutes_per_tick
 
 BATCH = 16
@@ -32,23 +35,58 @@ def _mesh(shape: tuple[int, ...], names: tuple[str, ...]) -> Mesh:
     return Mesh(np.array(jax.devices()[:n]).reshape(shape), names)
 
 
-def _reference(cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float], list]:
+# -- the model: NanoGPT (models/nanogpt) cut by its pipeline adapter ----------------------------
+
+
+def _config(n_layer: int = 4, n_embd: int = 32, block_size: int = 16) -> GPTConfig:
+    return GPTConfig(vocab_size=64, block_size=block_size, n_layer=n_layer, n_head=4, n_embd=n_embd)
+
+
+def _params(cfg: GPTConfig) -> tuple[Any, Any]:
+    """``(io, blocks stacked on axis 0)`` of NanoGPT's seeded initialisation."""
+    return gpt_pipeline.split_params(init_params(cfg, 0))
+
+
+def _batch(cfg: GPTConfig, key: Any, size: int) -> tuple[Any, Any]:
+    """Random ``(tokens, targets)`` of ``size`` sequences (targets = tokens shifted by one)."""
+    seq = jax.random.randint(key, (size, cfg.block_size + 1), 0, cfg.vocab_size)
+    return seq[:, :-1], seq[:, 1:]
+
+
+def _reference_loss(cfg: GPTConfig, io: Any, blocks: Any, tokens: Any, targets: Any) -> Any:
+    """The whole model on one device (``GPT.loss``): the parity reference for every layout."""
+    params = gpt_pipeline.join_params(io, blocks, cfg.n_layer)
+    return GPT(cfg).loss(params, tokens, targets, None)
+
+
+def _stages(cfg: GPTConfig, tp: str | None = None) -> tuple[Any, Any, Any]:
+    return gpt_pipeline.stage_functions(GPT(cfg), tp)
+
+
+class _MeshDevice:
+    """The attributes ``Parallelism`` reads from a mesh device, over a plain jax Mesh."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        self.jax_mesh, self.axis_names, self.shape = mesh, mesh.axis_names, mesh.devices.shape
+
+
+def _reference(cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
     """Losses and gradients of ``steps`` AdamW steps of the whole model on one device."""
-    io, blocks = tg.init_params(cfg, jax.random.key(0))
+    io, blocks = _params(cfg)
     state = ((io, blocks), OPT.init((io, blocks)))
 
     @jax.jit
     def step(state, tokens, targets):
         params, opt_state = state
         loss, grads = jax.value_and_grad(
-            lambda p: tg.reference_loss(cfg, p[0], p[1], tokens, targets)
+            lambda p: _reference_loss(cfg, p[0], p[1], tokens, targets)
         )(params)
         updates, opt_state = OPT.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss, grads
 
     losses, grads = [], []
     for i in range(steps):
-        tokens, targets = tg.batch(cfg, jax.random.key(100 + i), BATCH)
+        tokens, targets = _batch(cfg, jax.random.key(100 + i), BATCH)
         state, loss, g = step(state, tokens, targets)
         losses.append(float(loss))
         grads.append(jax.device_get(g))
@@ -58,7 +96,7 @@ def _reference(cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float], list]:
 _REFS: dict[tuple, tuple] = {}
 
 
-def reference(cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float], list]:
+def reference(cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
     key = (cfg, steps)
     if key not in _REFS:
         _REFS[key] = _reference(cfg, steps)
@@ -66,37 +104,35 @@ def reference(cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float], list]:
 
 
 def _pipeline(cfg, mesh, *, schedule, m, dp=None, tp=None, blocks_per_rank=None) -> Pipeline:
-    tp_size = 1 if tp is None else int(mesh.shape[tp])
+    par = Parallelism(_MeshDevice(mesh), tp_axis=None if tp is None else mesh.axis_names.index(tp))
     return Pipeline(
         mesh,
-        tg.embed,
-        tg.make_block(cfg, tp, tp_size),
-        tg.head,
-        num_blocks=cfg.num_blocks,
+        *_stages(cfg, tp),
+        num_blocks=cfg.n_layer,
         pp_axis="pp",
         dp_axis=dp,
         tp_axis=tp,
         num_microbatches=m,
         schedule=schedule,
         blocks_per_rank=blocks_per_rank,
-        io_specs=tg.io_specs(),
-        block_specs=tg.block_specs(cfg, tp),
+        io_specs=gpt_pipeline.io_specs(cfg, par),
+        block_specs=gpt_pipeline.block_specs(cfg, par),
     )
 
 
-def _train(pipe: Pipeline, cfg: tg.ToyGPTConfig, steps: int) -> tuple[list[float], list]:
+def _train(pipe: Pipeline, cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
     init, step = make_train_step(pipe, OPT)
-    state = init(*tg.init_params(cfg, jax.random.key(0)))
+    state = init(*_params(cfg))
     losses, grads = [], []
     for i in range(steps):
-        tokens, targets = tg.batch(cfg, jax.random.key(100 + i), BATCH)
+        tokens, targets = _batch(cfg, jax.random.key(100 + i), BATCH)
         state, loss, (d_io, d_blocks) = step(state, tokens, targets)
         losses.append(float(loss))
         grads.append(jax.device_get((d_io, pipe.unstage_blocks(d_blocks))))
     return losses, grads
 
 
-def _assert_same_run(pipe: Pipeline, cfg: tg.ToyGPTConfig, steps: int) -> None:
+def _assert_same_run(pipe: Pipeline, cfg: GPTConfig, steps: int) -> None:
     ref_losses, ref_grads = reference(cfg, steps)
     losses, grads = _train(pipe, cfg, steps)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
@@ -121,30 +157,28 @@ def _leaf(tree, path):
     return tree
 
 
-CFG = tg.ToyGPTConfig(num_blocks=4)
-# Fast tests: LayerNorm + MLP blocks (a third of the compile time); slow ones use attention too.
-FAST = tg.ToyGPTConfig(num_blocks=4, attention=False)
+CFG = _config()
 
 
-def _one_step_reference(cfg: tg.ToyGPTConfig) -> tuple[Any, Any, Any, Any]:
-    io, blocks = tg.init_params(cfg, jax.random.key(0))
-    tokens, targets = tg.batch(cfg, jax.random.key(1), BATCH)
+def _one_step_reference(cfg: GPTConfig) -> tuple[Any, Any, Any, Any]:
+    io, blocks = _params(cfg)
+    tokens, targets = _batch(cfg, jax.random.key(1), BATCH)
     loss, grads = jax.jit(
-        jax.value_and_grad(lambda p: tg.reference_loss(cfg, p[0], p[1], tokens, targets))
+        jax.value_and_grad(lambda p: _reference_loss(cfg, p[0], p[1], tokens, targets))
     )((io, blocks))
     return (io, blocks, tokens, targets), loss, grads
 
 
 @pytest.fixture(scope="module")
 def fast_reference() -> tuple[Any, Any, Any]:
-    return _one_step_reference(FAST)
+    return _one_step_reference(CFG)
 
 
 @pytest.fixture(scope="module")
 def gpipe_pp4(fast_reference) -> tuple[Pipeline, Any, tuple[Any, ...]]:
     """GPipe over 4 stages, 4 microbatches: the pipeline, its compiled step and its arguments."""
     (io, blocks, tokens, targets), _, _ = fast_reference
-    pipe = _pipeline(FAST, _mesh((4,), ("pp",)), schedule="gpipe", m=4)
+    pipe = _pipeline(CFG, _mesh((4,), ("pp",)), schedule="gpipe", m=4)
     args = (pipe.place_io(io), pipe.stage_blocks(blocks), tokens, targets)
     return pipe, jax.jit(pipe.value_grad_and_busy_ticks).lower(*args).compile(), args
 
@@ -176,7 +210,7 @@ def test_idle_fraction_measured_in_the_program(gpipe_pp4) -> None:
 
 def test_1f1b_ddp2_pp4_step_matches_single_device(fast_reference) -> None:
     (io, blocks, tokens, targets), loss, grads = fast_reference
-    pipe = _pipeline(FAST, _mesh((2, 4), ("dp", "pp")), schedule="1f1b", m=2, dp="dp")
+    pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="1f1b", m=2, dp="dp")
     out = jax.jit(pipe.value_and_grad)(
         pipe.place_io(io), pipe.stage_blocks(blocks), tokens, targets
     )
@@ -187,7 +221,7 @@ def test_inspect_lists_one_forward_and_one_backward_permute_per_tick(gpipe_pp4) 
     pipe, compiled, _ = gpipe_pp4
     report = ttjax.inspect.report_compiled(compiled, mesh=pipe.jax_mesh, name="gpipe pp4")
     permutes = [c for c in report.collectives if c.kind == "collective-permute"]
-    act_bytes = (BATCH // 4) * FAST.seq_len * FAST.embedding_dim * 4
+    act_bytes = (BATCH // 4) * CFG.block_size * CFG.n_embd * 4
     assert len(permutes) == 2 and all(c.bytes == act_bytes for c in permutes)
     assert report.collective_counts()["all-gather"] == 0
     rows = permutes_per_tick(pipe, report)
@@ -204,11 +238,9 @@ def test_inspect_lists_one_forward_and_one_backward_permute_per_tick(gpipe_pp4) 
 def test_bad_configs_name_the_value() -> None:
     mesh = _mesh((4,), ("pp",))
     with pytest.raises(ConfigError, match=r"4 stages but only num_blocks=2"):
-        _pipeline(tg.ToyGPTConfig(num_blocks=2), mesh, schedule="1f1b", m=1)
+        _pipeline(_config(n_layer=2), mesh, schedule="1f1b", m=1)
     with pytest.raises(ConfigError, match=r"sums to 7, but num_blocks=8"):
-        _pipeline(
-            tg.ToyGPTConfig(num_blocks=8), mesh, schedule="1f1b", m=1, blocks_per_rank=(2, 2, 2, 1)
-        )
+        _pipeline(_config(n_layer=8), mesh, schedule="1f1b", m=1, blocks_per_rank=(2, 2, 2, 1))
     pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="gpipe", m=3, dp="dp")
     with pytest.raises(ConfigError, match=r"num_microbatches=3 does not divide the batch of 8"):
         pipe.check_batch(16)
@@ -234,13 +266,13 @@ def test_from_context_and_yaml_config() -> None:
             "schedule": "1f1b",
         }
     )
-    pipe = Pipeline.from_context(ctx, cfg, tg.embed, tg.make_block(FAST), tg.head)
+    pipe = Pipeline.from_context(ctx, cfg, *_stages(CFG))
     assert (pipe.pp_axis, pipe.dp_axis, pipe.tp_axis) == ("cols", "rows", None)
     assert pipe.stage_sizes == (1, 3, 3, 1) and pipe.slots == 3
     assert pipe.table.schedule == "1f1b" and pipe.table.stash_slots == 4
     no_pp = SimpleNamespace(**{**vars(ctx), "get_pp_axis_name": lambda: None})
     with pytest.raises(ConfigError, match="no PP axis"):
-        Pipeline.from_context(no_pp, cfg, tg.embed, tg.make_block(FAST), tg.head)
+        Pipeline.from_context(no_pp, cfg, *_stages(CFG))
 
 
 # -- slow: 20 steps for every combination, memory from compiled stats -------------------------
@@ -269,7 +301,7 @@ def test_20_steps_equal_single_device(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_20_steps_uneven_blocks_per_rank(schedule: str) -> None:
-    cfg = tg.ToyGPTConfig(num_blocks=6)
+    cfg = _config(n_layer=6)
     pipe = _pipeline(
         cfg, _mesh((4,), ("pp",)), schedule=schedule, m=4, blocks_per_rank=(1, 2, 2, 1)
     )
@@ -278,10 +310,10 @@ def test_20_steps_uneven_blocks_per_rank(schedule: str) -> None:
 
 def temp_bytes(schedule: str, m: int, microbatch: int = 2) -> int:
     """Compiled temporary bytes per device of one PP-4 step with ``m`` microbatches."""
-    cfg = tg.ToyGPTConfig(num_blocks=4, embedding_dim=64, seq_len=32)
+    cfg = _config(n_embd=64, block_size=32)
     pipe = _pipeline(cfg, _mesh((4,), ("pp",)), schedule=schedule, m=m)
-    io, blocks = tg.init_params(cfg, jax.random.key(0))
-    tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.seq_len), jnp.int32)
+    io, blocks = _params(cfg)
+    tokens = jax.ShapeDtypeStruct((m * microbatch, cfg.block_size), jnp.int32)
     compiled = (
         jax.jit(pipe.value_and_grad)
         .lower(pipe.place_io(io), pipe.stage_blocks(blocks), tokens, tokens)

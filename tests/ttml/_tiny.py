@@ -14,6 +14,19 @@ from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings
 
+# The model file of the CLI tests' YAML runs: a 4-block character NanoGPT (TTML's keys).
+YAML_MODEL = {
+    "model_type": "gpt2",
+    "num_heads": 4,
+    "embedding_dim": 32,
+    "dropout_prob": 0.0,
+    "num_blocks": 4,
+    "vocab_size": 128,
+    "max_sequence_length": 8,
+    "weight_tying": "enabled",
+    "positional_embedding_type": "trainable",
+}
+
 CONFIG = GPTConfig(vocab_size=64, block_size=8, n_layer=1, n_head=8, n_embd=32)
 SEED = 5489
 ACCUM, BATCH, SEQ = 2, 8, 8

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from _tiny import YAML_MODEL as MODEL
 
 import ttjax as ttnn
 from models.nanogpt import train as nanogpt_train
@@ -29,17 +30,6 @@ from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = {
-    "model_type": "gpt2",
-    "num_heads": 4,
-    "embedding_dim": 32,
-    "dropout_prob": 0.0,
-    "num_blocks": 4,
-    "vocab_size": 128,
-    "max_sequence_length": 8,
-    "weight_tying": "enabled",
-    "positional_embedding_type": "trainable",
-}
 
 
 def _config(

@@ -13,21 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from _tiny import YAML_MODEL as MODEL
 
 from models.nanogpt.train import cli
 from ttjax.errors import ConfigError
 
-MODEL = {
-    "model_type": "gpt2",
-    "num_heads": 4,
-    "embedding_dim": 32,
-    "dropout_prob": 0.0,
-    "num_blocks": 4,
-    "vocab_size": 128,
-    "max_sequence_length": 8,
-    "weight_tying": "enabled",
-    "positional_embedding_type": "trainable",
-}
 # The shipped descriptors: N150 for the 1x1 run, T3000 2x4 for PP+DDP.
 DESCRIPTORS = {1: "n150_mesh_graph_descriptor.textproto", 8: "t3k_mesh_graph_descriptor.textproto"}
 

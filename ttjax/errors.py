@@ -63,6 +63,10 @@ class DeviceClosedError(TTJaxError):
     """A tensor or op uses a mesh device that was closed."""
 
 
+class ParallelPlanError(ConfigError):
+    """Parallelism roles that do not fit the mesh, the batch or a parameter's shape."""
+
+
 class MemoryConfigError(TTJaxError, ValueError):
     """A memory config (sharded layout, shard spec, core grid) that does not fit the tensor."""
 
@@ -106,6 +110,7 @@ __all__ = [
     "MeshMismatchError",
     "MeshShapeError",
     "MissingDependencyError",
+    "ParallelPlanError",
     "ShapeMismatchError",
     "ShardingError",
     "SubDeviceError",

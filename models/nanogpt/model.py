@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from ttjax.errors import ConfigError
+from ttjax.plan import Axes
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     LayerNorm,
@@ -67,9 +68,9 @@ class Block:
         proj_std = 0.02 / math.sqrt(2 * c.n_layer)  # GPT-2's scaled init of residual projections
         return {
             "ln_1": LayerNorm(c.n_embd),
-            "c_attn": ColumnParallelLinear(c.n_embd, 3 * c.n_embd, c.bias),
+            "c_attn": ColumnParallelLinear(c.n_embd, 3 * c.n_embd, c.bias, split="heads"),
             "attn_proj": RowParallelLinear(
-                c.n_embd, c.n_embd, c.bias, input_is_parallel=True, std=proj_std
+                c.n_embd, c.n_embd, c.bias, input_is_parallel=True, std=proj_std, split="heads"
             ),
             "ln_2": LayerNorm(c.n_embd),
             "c_fc": ColumnParallelLinear(c.n_embd, 4 * c.n_embd, c.bias),
@@ -117,8 +118,9 @@ class GPT:
     def ln_f(self) -> LayerNorm:
         return LayerNorm(self.config.n_embd)
 
-    def __call__(self, params: dict[str, Any], idx: Any, tp: str | None) -> Any:
+    def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
         """Logits ``[B, T, vocab / tp]``: this device's slice of the vocabulary."""
+        tp = Axes.of(axes).tp
         T = idx.shape[-1]
         x = self.wte(params["wte"], idx, tp) + params["wpe"][:T]
         for p in params["blocks"]:
@@ -126,9 +128,11 @@ class GPT:
         x = self.ln_f(params["ln_f"], x)
         return self.wte.attend(params["wte"], x, tp)
 
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, tp: str | None) -> Any:
-        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP)."""
-        return cross_entropy_loss(self(params, idx, tp), targets, tp)
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
+        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP).
+
+        ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
+        return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
 
 
 __all__ = ["GPT", "Block", "GPTConfig"]

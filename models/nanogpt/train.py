@@ -13,7 +13,7 @@ import jax
 
 from models.nanogpt import pipeline
 from models.nanogpt.model import GPT, GPTConfig
-from models.nanogpt.weights import init_params, param_specs
+from models.nanogpt.weights import check_heads, init_params, param_axes
 from ttjax.errors import ConfigError
 from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
@@ -56,7 +56,8 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     def stages(p: Parallelism) -> StageParts:
         return StageParts.from_adapter(pipeline, model, config, p)
 
-    return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
+    check_heads(config, par)
+    return ModelParts(model.loss, params, param_axes(config), desc, stages)
 
 
 PROG = "python -m models.nanogpt.train"

@@ -1,7 +1,7 @@
 """NanoGPT's parameters: created whole from a seed (the same on every mesh) and their TP specs.
 
 >>> params = init_params(config, seed=5489)      # whole arrays on the host
->>> specs = param_specs(config, par)             # PartitionSpecs: TP splits, DDP replicates
+>>> specs = param_specs(config, par)             # PartitionSpecs from param_axes(config)
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 
 from models.nanogpt.model import GPT, GPTConfig
 from ttjax.errors import ConfigError
+from ttjax.plan import LogicalAxes
 from ttjax.ttml.parallel import Parallelism
 
 
@@ -42,21 +42,32 @@ def _init_params(config: GPTConfig, seed: Any) -> dict[str, Any]:
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), params)
 
 
-def param_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
-    """How each parameter lies on the mesh: Megatron splits over TP, replicated elsewhere."""
+def param_axes(config: GPTConfig) -> dict[str, Any]:
+    """The logical axes of every parameter, stated once (the plan's rules place them)."""
+    model = GPT(config)
+    block = {name: layer.axes() for name, layer in model.block.layers.items()}
+    return {
+        "wte": model.wte.axes(),
+        "wpe": LogicalAxes("positions", "embed"),
+        "blocks": [block for _ in range(config.n_layer)],
+        "ln_f": model.ln_f.axes(),
+    }
+
+
+def check_heads(config: GPTConfig, par: Parallelism) -> None:
+    """Whole heads per TP device: ``n_head`` must divide by the TP size."""
     if par.tp_size > 1 and config.n_head % par.tp_size:
         raise ConfigError(
             f"NanoGPT: n_head={config.n_head} must be divisible by the TP size {par.tp_size}.\n"
             "fix: pick n_head (num_heads) as a multiple of the TP size."
         )
-    model = GPT(config)
-    block = {name: layer.specs(par) for name, layer in model.block.layers.items()}
-    return {
-        "wte": model.wte.specs(par),
-        "wpe": P(),
-        "blocks": [block for _ in range(config.n_layer)],
-        "ln_f": model.ln_f.specs(par),
-    }
 
 
-__all__ = ["init_params", "param_specs"]
+def param_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
+    """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
+    check_heads(config, par)
+    shapes = jax.eval_shape(lambda: init_params(config, 0))
+    return par.specs(param_axes(config), shapes)
+
+
+__all__ = ["check_heads", "init_params", "param_axes", "param_specs"]

@@ -116,14 +116,14 @@ def test_tp_ddp_logits_and_loss_match_gpt2(setup):
     model = GPT(CONFIG)
 
     def local(p, x, y):
-        return model(p, x, "x"), jax.lax.pmean(model.loss(p, x, y, "x"), "y")
+        return model(p, x, par.axes()), jax.lax.pmean(model.loss(p, x, y, par.axes()), "dp")
 
     fn = jax.jit(
         jax.shard_map(
             local,
-            mesh=mesh.jax_mesh,
-            in_specs=(specs, P("y"), P("y")),
-            out_specs=(P("y", None, "x"), P()),
+            mesh=par.jax_mesh,
+            in_specs=(specs, P("dp"), P("dp")),
+            out_specs=(P("dp", None, "tp"), P()),
             check_vma=False,
         )
     )

@@ -246,11 +246,11 @@ def test_bpe_vocab_without_merges_is_refused(v):
 def test_parallelism_names_its_axes():
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
     both = Parallelism(mesh, 0, 1)
-    assert repr(both) == "Parallelism(mesh=(2, 4), ddp=y:2, tp=x:4)"
-    assert both.describe() == "DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x'"
+    assert repr(both) == "Parallelism(mesh=(2, 4), dp=2, tp=4)"
+    assert both.describe() == "DDP 2 over mesh axis 'dp', TP 4 over mesh axis 'tp'"
     ddp = Parallelism(mesh, 0, None)
     assert "None" not in repr(ddp) + ddp.describe()
-    assert ddp.describe() == "DDP 2 over mesh axis 'y', TP off"
+    assert ddp.describe() == "DDP 2 over mesh axis 'dp', TP off"
 
 
 def test_banner_of_a_tp_ddp_run(tmp_path, capsys, monkeypatch):
@@ -259,7 +259,7 @@ def test_banner_of_a_tp_ddp_run(tmp_path, capsys, monkeypatch):
     argv = ["--config", str(path), "--no-progress", "--out", str(tmp_path / "out")]
     assert nanogpt_train.cli([*argv, "--max-steps", "2"]) == 0
     banner = capsys.readouterr().out.splitlines()[0]
-    assert "on mesh [2, 4]: DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x', PP off" in banner
+    assert "on mesh [2, 4]: DDP 2 over mesh axis 'dp', TP 4 over mesh axis 'tp', PP off" in banner
     assert "vocab 128," in banner and "steps 1..2 of 3" in banner
     assert "None" not in banner
     # The final checkpoint is at step 2: resuming and stopping at 1 would train nothing.
@@ -282,7 +282,7 @@ def test_banner_of_a_pp_run(tmp_path, monkeypatch):
         parts = nanogpt_train.build(run, par, model_vocab(run, par))
         step = pipeline_step(run, pctx, par, parts, OptimizerSettings.from_config(run))
         assert strategies(par, step) == (
-            "DDP 2 over mesh axis 'y', TP off, PP 4 stages over mesh axis 'x' "
+            "DDP 2 over mesh axis 'dp', TP off, PP 4 stages over mesh axis 'pp' "
             "(blocks per stage [1, 1, 1, 1]), schedule 1f1b, 2 microbatches"
         )
     finally:

@@ -68,17 +68,21 @@ def test_ttml_call_order_tp_ddp_2x4(ctx) -> None:
     assert (pc.get_ddp_axis(), pc.get_tp_axis(), pc.get_pp_axis()) == (0, 1, None)
     assert (pc.get_ddp_size(), pc.get_tp_size(), pc.get_pp_size()) == (2, 4, 1)
     assert (pc.is_ddp_enabled(), pc.is_tp_enabled(), pc.is_pp_enabled()) == (True, True, False)
-    assert (pc.get_ddp_axis_name(), pc.get_tp_axis_name()) == device.axis_names
-    assert pc.jax_mesh is device.jax_mesh
+    # Mesh axes are named by role: specs, HLO and ttjax.inspect say 'dp' and 'tp'.
+    assert (pc.get_ddp_axis_name(), pc.get_tp_axis_name()) == ("dp", "tp")
+    assert pc.jax_mesh.axis_names == ("dp", "tp")
+    assert (pc.jax_mesh.devices == device.jax_mesh.devices).all()
     # The names are real jax mesh axes: a psum over the DDP axis adds the 2 groups.
     x = jax.device_put(
         np.arange(8.0).reshape(2, 4),
-        jax.sharding.NamedSharding(pc.jax_mesh, jax.sharding.PartitionSpec(*device.axis_names)),
+        jax.sharding.NamedSharding(
+            pc.jax_mesh, jax.sharding.PartitionSpec(*pc.jax_mesh.axis_names)
+        ),
     )
     summed = jax.shard_map(
         lambda b: jax.lax.psum(b, pc.get_ddp_axis_name()),
         mesh=pc.jax_mesh,
-        in_specs=jax.sharding.PartitionSpec(*device.axis_names),
+        in_specs=jax.sharding.PartitionSpec(*pc.jax_mesh.axis_names),
         out_specs=jax.sharding.PartitionSpec(None, pc.get_tp_axis_name()),
     )(x)
     np.testing.assert_allclose(
@@ -165,7 +169,7 @@ def test_line_mesh_sizes(ctx) -> None:
     ctx.open_device([1, 8])
     pc = ctx.initialize_parallelism_context(DC(enable_ddp=True))
     assert (pc.get_ddp_axis(), pc.get_ddp_size(), pc.get_tp_size()) == (1, 8, 1)
-    assert pc.get_ddp_axis_name() == "x" and pc.get_tp_axis_name() is None
+    assert pc.get_ddp_axis_name() == "dp" and pc.get_tp_axis_name() is None
 
 
 def test_distributed_config_flags_must_be_bools() -> None:

@@ -48,9 +48,9 @@ def _run(layer: RowParallelLinear, par: Parallelism, w, b, x, c, x_spec):
 
     fn = jax.shard_map(
         body,
-        mesh=par.mesh.jax_mesh,
+        mesh=par.jax_mesh,
         in_specs=(specs, x_spec, P()),
-        out_specs=(P("x"), P("x"), P("x")),
+        out_specs=(P("tp"), P("tp"), P("tp")),
         check_vma=False,
     )
     y, gx, gw = jax.jit(fn)({"weight": jnp.asarray(w), "bias": jnp.asarray(b)}, x, c)
@@ -76,7 +76,7 @@ def test_row_parallel_with_parallel_input_takes_the_slices(par):
     w, b = rng.standard_normal((16, 8), np.float32), rng.standard_normal(8).astype(np.float32)
     x, c = rng.standard_normal((3, 16), np.float32), rng.standard_normal((3, 8), np.float32)
     layer = RowParallelLinear(16, 8, input_is_parallel=True)
-    y, gx, gw = _run(layer, par, w, b, jnp.asarray(x), jnp.asarray(c), P(None, "x"))
+    y, gx, gw = _run(layer, par, w, b, jnp.asarray(x), jnp.asarray(c), P(None, "tp"))
     for d in range(TP):
         rows = slice(d * 4, (d + 1) * 4)
         np.testing.assert_allclose(y[d], x @ w + b, rtol=1e-5, atol=1e-5)

@@ -61,7 +61,7 @@ def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
     shape, names, ddp, tp, schedule, m = LAYOUTS[layout]
     n = int(np.prod(shape))
     mesh = Mesh(np.array(jax.devices()[:n]).reshape(shape), names)
-    par = Parallelism(_MeshDevice(mesh), ddp_axis=ddp, tp_axis=tp)
+    par = Parallelism(_MeshDevice(mesh), ddp_axis=ddp, tp_axis=tp, pp_axis=1)
     adapter, model, params, num_blocks, vocab = _model(name)
     config = model.config
     seq = jax.random.randint(jax.random.key(0), (BATCH, SEQ + 1), 0, vocab)
@@ -72,12 +72,12 @@ def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
 
     embed, block, head = adapter.stage_functions(model, par.tp)
     pipe = Pipeline(
-        mesh,
+        par.jax_mesh,
         embed,
         block,
         head,
         num_blocks=num_blocks,
-        pp_axis="x",
+        pp_axis="pp",
         dp_axis=par.ddp,
         tp_axis=par.tp,
         num_microbatches=m,

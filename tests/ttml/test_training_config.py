@@ -200,7 +200,7 @@ def test_ranges(tmp_path: Path) -> None:
         (("eval_config",), "top_p", 0.0, "a number > 0.0 and <= 1.0"),
         (("device_config",), "mesh_shape", [2, 0], "a list of 2 positive integers"),
         (("device_config",), "mesh_shape", [8], "a list of 2 positive integers"),
-        (("device_config",), "enable_fsdp", True, "false (ttjax does not implement FSDP)"),
+        (("device_config",), "enable_fsdp", "yes", "true or false"),
     ]
     for section, key, bad, allowed in cases:
         train, model = copy.deepcopy(BASE), copy.deepcopy(MODEL)

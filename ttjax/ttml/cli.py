@@ -30,7 +30,6 @@ from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
-from ttjax.ttml.context import DistributedConfig
 from ttjax.ttml.data import load_dataset
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
@@ -288,11 +287,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     ctx.set_seed(t.seed)
     mesh = ctx.open_device(shape, list(dev.device_ids) or None)
     try:
-        pctx = ctx.initialize_parallelism_context(
-            DistributedConfig(
-                enable_ddp=dev.enable_ddp, enable_tp=dev.enable_tp, enable_pp=dev.enable_pp
-            )
-        )
+        pctx = ctx.initialize_parallelism_context(dev.distributed_config())
         validate_batch(run, pctx)
         par = Parallelism.from_context(pctx, mesh)
         vocab = model_vocab(run, par)

@@ -103,15 +103,6 @@ def _opt(check: Check) -> Check:
     return lambda v, where: None if v is None else check(v, where)
 
 
-def _false_only(reason: str) -> Check:
-    def check(v: Any, where: str) -> bool:
-        if _bool(v, where):
-            raise _bad(where, v, f"false ({reason})")
-        return False
-
-    return check
-
-
 def _int_list(v: Any, where: str) -> tuple[int, ...]:
     if not isinstance(v, list) or not all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v
@@ -252,14 +243,15 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """``device_config``: the mesh and the parallelism strategies (DDP, TP, PP on axes 0, 1, 2)."""
+    """``device_config``: the mesh and the parallelism strategies (axes given out DDP, FSDP, CP, TP, PP)."""
 
     mesh_shape: tuple[int, ...] = _f((1, 1), _mesh_shape)
     device_ids: tuple[int, ...] = _f((), _int_list)
     enable_ddp: bool = _f(False, _bool)
     enable_tp: bool = _f(False, _bool)
     enable_pp: bool = _f(False, _bool)
-    enable_fsdp: bool = _f(False, _false_only("ttjax does not implement FSDP"))
+    enable_fsdp: bool = _f(False, _bool)
+    enable_cp: bool = _f(False, _bool)
 
     def total_devices(self) -> int:
         return math.prod(self.mesh_shape)
@@ -267,7 +259,11 @@ class DeviceConfig:
     def distributed_config(self) -> DistributedConfig:
         """The ``DistributedConfig`` for ``initialize_parallelism_context``."""
         return DistributedConfig(
-            enable_ddp=self.enable_ddp, enable_tp=self.enable_tp, enable_pp=self.enable_pp
+            enable_ddp=self.enable_ddp,
+            enable_tp=self.enable_tp,
+            enable_pp=self.enable_pp,
+            enable_cp=self.enable_cp,
+            enable_fsdp=self.enable_fsdp,
         )
 
 
@@ -698,7 +694,7 @@ def validate_batch(
         where, batch = " (training_config.batch_size)", config.batch_size
     else:
         batch = config
-    dp = 1 if ctx is None else ctx.get_ddp_size()
+    dp = 1 if ctx is None else math.prod(ctx.dims.size(r) for r in ctx.dims.split_roles("batch"))
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % dp:
         raise TrainingConfigError(
             f"batch_size ({batch!r}) must be divisible by dp_size ({dp}){where}.\n"

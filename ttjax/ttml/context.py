@@ -1,73 +1,85 @@
-"""TTML's ParallelismContext: which mesh axis carries data (DDP), tensor (TP) and pipeline (PP) parallelism.
+"""TTML's ParallelismContext: which mesh axis carries data (DDP, FSDP), sequence (CP), tensor (TP) and pipeline (PP) parallelism.
 
-Axis rule: the enabled strategies take mesh axes 0, 1, 2 in the order DDP, TP, PP, and their
+Axis rule: the enabled strategies take mesh axes 0, 1, 2 in the order DDP, FSDP, CP, TP, PP, and their
 number must equal the mesh rank. A line mesh (at most one dimension above 1, e.g. 1x8) may instead
 enable exactly one strategy, which takes the axis above 1 (TTML's line-topology rule), so
 ``[1, 8]`` with DDP alone runs 8-way DDP; ``[1, 1]`` may enable none.
 
 >>> ctx = ParallelismContext.create(mesh_device_2x4, DistributedConfig(enable_ddp=True, enable_tp=True))
 >>> ctx.get_ddp_axis(), ctx.get_ddp_size(), ctx.get_tp_axis_name(), ctx.get_tp_size()
-(0, 2, 'x', 4)
+(0, 2, 'tp', 4)
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ttjax
+from ttjax.errors import ParallelPlanError
+from ttjax.plan import ParallelDims
 from ttjax.ttml.errors import ParallelismConfigError
 
 AXES_RULE = (
     "The number of parallelization axes must be equal to the number of mesh shape dimensions"
 )
 
+# TTML's strategy names and the plan's roles (TTML calls data parallelism DDP).
+_ROLE = {"ddp": "dp", "fsdp": "fsdp", "cp": "cp", "tp": "tp", "pp": "pp"}
+
 
 @dataclass
 class DistributedConfig:
     """Which strategies to enable; TTML's ``DistributedConfig`` (read-write, as in TTML).
 
+    Mesh axes are given out in the order DDP -> FSDP -> CP -> TP -> PP.
+
     >>> DistributedConfig(enable_ddp=True, enable_tp=True)
-    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False)
+    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False, enable_cp=False, enable_fsdp=False)
     """
 
     enable_ddp: bool = False
     enable_tp: bool = False
     enable_pp: bool = False
+    enable_cp: bool = False
+    enable_fsdp: bool = False
 
     def enabled(self) -> tuple[str, ...]:
         """The enabled strategies in axis order, e.g. ``('ddp', 'tp')``."""
-        flags = {"ddp": self.enable_ddp, "tp": self.enable_tp, "pp": self.enable_pp}
-        for name, value in flags.items():
+        for name in _ROLE:
+            value = getattr(self, f"enable_{name}")
             if not isinstance(value, bool):
                 raise ParallelismConfigError(
                     f"DistributedConfig.enable_{name} = {value!r} ({type(value).__name__}) must be "
                     f"a bool.\nfix: DistributedConfig(enable_{name}=True) or False."
                 )
-        return tuple(name for name, on in flags.items() if on)
+        return tuple(name for name in _ROLE if getattr(self, f"enable_{name}"))
 
 
-def assign_axes(mesh_shape: Sequence[int], config: DistributedConfig) -> dict[str, int]:
-    """The mesh axis of each enabled strategy, e.g. ``{'ddp': 0, 'tp': 1}`` for [2, 4] with both.
+def plan_dims(mesh_shape: Sequence[int], config: DistributedConfig) -> ParallelDims:
+    """The role of each mesh axis (TTML's rule, checked in :class:`ttjax.plan.ParallelDims`).
 
     Raises ``ParallelismConfigError`` with TTML's words when the count does not fit the mesh.
     """
-    shape = [int(d) for d in mesh_shape]
-    enabled = config.enabled()
-    if len(enabled) == len(shape):
-        return {name: axis for axis, name in enumerate(enabled)}
-    big = [axis for axis, d in enumerate(shape) if d > 1]
-    if len(big) <= 1 and (len(enabled) == 1 or (not enabled and math.prod(shape) == 1)):
-        return {name: (big[0] if big else 0) for name in enabled}
-    flags = ", ".join(f"{n}={getattr(config, 'enable_' + n)}" for n in ("ddp", "tp", "pp"))
-    raise ParallelismConfigError(
-        f"{AXES_RULE}: mesh_shape {shape} has {len(shape)} dimensions but {len(enabled)} "
-        f"strategies are enabled ({flags}).\n"
-        f"fix: enable {len(shape)} of DDP, TP, PP (they take mesh axes 0, 1, 2 in that order), or "
-        "use a line mesh such as [1, N] with exactly one of them."
-    )
+    try:
+        return ParallelDims.from_flags(mesh_shape, [_ROLE[n] for n in config.enabled()])
+    except ParallelPlanError:
+        shape, on = [int(d) for d in mesh_shape], config.enabled()
+        flags = ", ".join(f"{n}={getattr(config, 'enable_' + n)}" for n in _ROLE)
+        raise ParallelismConfigError(
+            f"{AXES_RULE}: mesh_shape {shape} has {len(shape)} dimensions but {len(on)} "
+            f"strategies are enabled ({flags}).\n"
+            f"fix: enable {len(shape)} of DDP, FSDP, CP, TP, PP (they take mesh axes in that "
+            "order), or use a line mesh such as [1, N] with exactly one of them."
+        ) from None
+
+
+def assign_axes(mesh_shape: Sequence[int], config: DistributedConfig) -> dict[str, int]:
+    """The mesh axis of each enabled strategy, e.g. ``{'ddp': 0, 'tp': 1}`` for [2, 4] with both."""
+    dims = plan_dims(mesh_shape, config)
+    back = {role: name for name, role in _ROLE.items()}
+    return {back[r]: a for a, r in enumerate(dims.roles) if r is not None}
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +87,8 @@ class ParallelismContext:
     """The parallelism layout of an open mesh; made by ``AutoContext.initialize_parallelism_context``.
 
     Axes are mesh axes (TT-NN ``cluster_axis``); ``get_*_axis_name`` gives the matching JAX mesh
-    axis name, for ``PartitionSpec`` and ``jax.shard_map`` on :attr:`jax_mesh`.
+    axis name (the role: ``'dp'``, ``'fsdp'``, ``'cp'``, ``'tp'``, ``'pp'``), for ``PartitionSpec``
+    and ``jax.shard_map`` on :attr:`jax_mesh`.
     """
 
     mesh_device: Any = field(repr=False, compare=False)
@@ -87,6 +100,14 @@ class ParallelismContext:
         shape = tuple(mesh_device.shape)
         return cls(mesh_device=mesh_device, mesh_shape=shape, axes=assign_axes(shape, config))
 
+    @property
+    def dims(self) -> ParallelDims:
+        """The plan: the role of each mesh axis."""
+        roles: list[str | None] = [None] * len(self.mesh_shape)
+        for name, axis in self.axes.items():
+            roles[axis] = _ROLE[name]
+        return ParallelDims(self.mesh_shape, tuple(roles))
+
     # -- TTML names -----------------------------------------------------------------------------
 
     def get_ddp_axis(self) -> int | None:
@@ -97,6 +118,12 @@ class ParallelismContext:
 
     def get_pp_axis(self) -> int | None:
         return self.axes.get("pp")
+
+    def get_cp_axis(self) -> int | None:
+        return self.axes.get("cp")
+
+    def get_fsdp_axis(self) -> int | None:
+        return self.axes.get("fsdp")
 
     def _size(self, name: str) -> int:
         axis = self.axes.get(name)
@@ -114,6 +141,14 @@ class ParallelismContext:
         """Number of pipeline stages (1 when PP is off)."""
         return self._size("pp")
 
+    def get_cp_size(self) -> int:
+        """Number of devices the sequence is split over (1 when CP is off)."""
+        return self._size("cp")
+
+    def get_fsdp_size(self) -> int:
+        """Number of devices parameters are sharded over (1 when FSDP is off)."""
+        return self._size("fsdp")
+
     def is_ddp_enabled(self) -> bool:
         return "ddp" in self.axes
 
@@ -123,19 +158,24 @@ class ParallelismContext:
     def is_pp_enabled(self) -> bool:
         return "pp" in self.axes
 
+    def is_cp_enabled(self) -> bool:
+        return "cp" in self.axes
+
+    def is_fsdp_enabled(self) -> bool:
+        return "fsdp" in self.axes
+
     # -- JAX interop ----------------------------------------------------------------------------
 
     @property
     def jax_mesh(self) -> Any:
-        """The ``jax.sharding.Mesh`` of the training device."""
-        return self.mesh_device.jax_mesh
+        """The training device as a ``jax.sharding.Mesh`` whose axes are named by role."""
+        return self.dims.jax_mesh(self.mesh_device.jax_mesh.devices)
 
     def _name(self, name: str) -> str | None:
-        axis = self.axes.get(name)
-        return None if axis is None else self.mesh_device.axis_names[axis]
+        return _ROLE[name] if name in self.axes else None
 
     def get_ddp_axis_name(self) -> str | None:
-        """JAX axis name of the DDP axis (``'y'`` on a 2-D mesh with DDP on axis 0)."""
+        """JAX axis name of the DDP axis (``'dp'``), None when DDP is off."""
         return self._name("ddp")
 
     def get_tp_axis_name(self) -> str | None:
@@ -144,5 +184,11 @@ class ParallelismContext:
     def get_pp_axis_name(self) -> str | None:
         return self._name("pp")
 
+    def get_cp_axis_name(self) -> str | None:
+        return self._name("cp")
 
-__all__ = ["AXES_RULE", "DistributedConfig", "ParallelismContext", "assign_axes"]
+    def get_fsdp_axis_name(self) -> str | None:
+        return self._name("fsdp")
+
+
+__all__ = ["AXES_RULE", "DistributedConfig", "ParallelismContext", "assign_axes", "plan_dims"]

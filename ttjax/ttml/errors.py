@@ -6,14 +6,20 @@ adds the bad value and a ``fix:`` line.
 
 from __future__ import annotations
 
-from ttjax.errors import ConfigError, MeshGraphDescriptorError, TopologyMismatchError, TTJaxError
+from ttjax.errors import (
+    ConfigError,
+    MeshGraphDescriptorError,
+    ParallelPlanError,
+    TopologyMismatchError,
+    TTJaxError,
+)
 
 
 class TrainingConfigError(ConfigError):
     """A bad key or value in a training YAML file (or a batch the mesh cannot split)."""
 
 
-class ParallelismConfigError(TTJaxError, ValueError):
+class ParallelismConfigError(ParallelPlanError):
     """Parallelism strategies that do not fit the mesh (count vs mesh rank)."""
 
 

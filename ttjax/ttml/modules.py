@@ -20,9 +20,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError
+from ttjax.plan import LogicalAxes
 from ttjax.ttml.ops.distributed import all_gather, all_reduce, broadcast, scatter
 from ttjax.ttml.parallel import Parallelism
 
@@ -57,14 +57,19 @@ class ColumnParallelLinear:
     has_bias: bool = True
     gather_output: bool = False
     std: float = 0.02
+    split: str = "mlp"  # the logical axis of the split dim: "mlp", "heads" or "kv_heads"
 
     def init(self, key: Any) -> Params:
         return _linear_init(key, self.in_features, self.out_features, self.std, self.has_bias)
 
+    def axes(self) -> dict[str, LogicalAxes]:
+        """Logical axes: ``(embed, <split>)``; the split output dim goes to TP by the rules."""
+        axes = {"weight": LogicalAxes("embed", self.split), "bias": LogicalAxes(self.split)}
+        return axes if self.has_bias else {"weight": axes["weight"]}
+
     def specs(self, par: Parallelism) -> Params:
         _check_divisible("ColumnParallelLinear", "Output features", self.out_features, par)
-        specs = {"weight": P(None, par.tp), "bias": P(par.tp)}
-        return specs if self.has_bias else {"weight": specs["weight"]}
+        return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any, tp: str | None) -> Any:
         y = broadcast(x, tp) @ params["weight"]
@@ -88,14 +93,19 @@ class RowParallelLinear:
     has_bias: bool = True
     input_is_parallel: bool = False
     std: float = 0.02
+    split: str = "mlp"  # the logical axis of the split dim: "mlp" or "heads"
 
     def init(self, key: Any) -> Params:
         return _linear_init(key, self.in_features, self.out_features, self.std, self.has_bias)
 
+    def axes(self) -> dict[str, LogicalAxes]:
+        """Logical axes: ``(<split>, embed)``; the bias is added after the sum (``embed``)."""
+        axes = {"weight": LogicalAxes(self.split, "embed"), "bias": LogicalAxes("embed")}
+        return axes if self.has_bias else {"weight": axes["weight"]}
+
     def specs(self, par: Parallelism) -> Params:
         _check_divisible("RowParallelLinear", "Input features", self.in_features, par)
-        specs = {"weight": P(par.tp, None), "bias": P()}
-        return specs if self.has_bias else {"weight": specs["weight"]}
+        return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any, tp: str | None) -> Any:
         if not self.input_is_parallel:
@@ -121,9 +131,12 @@ class VocabParallelEmbedding:
         shape = (self.num_embeddings, self.embedding_dim)
         return {"weight": self.std * jax.random.normal(key, shape, jnp.float32)}
 
+    def axes(self) -> dict[str, LogicalAxes]:
+        return {"weight": LogicalAxes("vocab", "embed")}
+
     def specs(self, par: Parallelism) -> Params:
         _check_divisible("VocabParallelEmbedding", "Vocabulary size", self.num_embeddings, par)
-        return {"weight": P(par.tp, None)}
+        return par.specs(self.axes())
 
     def __call__(self, params: Params, ids: Any, tp: str | None) -> Any:
         w = params["weight"]
@@ -149,8 +162,11 @@ class LayerNorm:
     def init(self, key: Any = None) -> Params:
         return {"scale": jnp.ones((self.dim,), jnp.float32), "bias": jnp.zeros((self.dim,))}
 
+    def axes(self) -> dict[str, LogicalAxes]:
+        return {"scale": LogicalAxes("norm"), "bias": LogicalAxes("norm")}
+
     def specs(self, par: Parallelism) -> Params:
-        return {"scale": P(), "bias": P()}
+        return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:
         mu = jnp.mean(x, -1, keepdims=True)
@@ -168,8 +184,11 @@ class RMSNorm:
     def init(self, key: Any = None) -> Params:
         return {"gamma": jnp.ones((self.dim,), jnp.float32)}
 
+    def axes(self) -> dict[str, LogicalAxes]:
+        return {"gamma": LogicalAxes("norm")}
+
     def specs(self, par: Parallelism) -> Params:
-        return {"gamma": P()}
+        return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:
         ms = jnp.mean(jnp.square(x), -1, keepdims=True)

@@ -1,106 +1,157 @@
-"""Which mesh axes a training step uses for DDP and TP: the small interface the step builders need.
+"""The parallelism plan of a training run: a mesh and the role of each of its axes.
 
-TTML gives axes out in the order DDP, TP (mesh axis 0, then 1). ``Parallelism`` carries the mesh
-and the two axis indices (``None`` when a strategy is off); ``from_context`` reads them from a
-``ParallelismContext``.
+``Parallelism`` pairs a ttjax ``MeshDevice`` with a :class:`ttjax.plan.ParallelDims` (which mesh
+axis is dp, fsdp, cp, tp, pp). It is what the step, the pipeline, the model specs and the CLI
+banner read; :meth:`from_context` builds it from TTML's ``ParallelismContext``. Its
+:attr:`jax_mesh` names the axes by role, so specs, HLO and ``ttjax.inspect`` say ``tp``.
 
 >>> par = Parallelism(mesh, ddp_axis=0, tp_axis=1)     # a 2x4 mesh: DDP 2, TP 4
->>> par.ddp_size, par.tp_size, par.tp_name
-(2, 4, 'cols')
+>>> par.ddp_size, par.tp_size, par.tp
+(2, 4, 'tp')
+>>> par.specs({"w": LogicalAxes("embed", "mlp")})
+{'w': P(None, 'tp')}
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from jax.sharding import Mesh
 
 import ttjax
 from ttjax.errors import ConfigError
+from ttjax.plan import ROLES, Axes, ParallelDims
+
+# ``Parallelism``'s keyword for each role (TTML calls data parallelism DDP).
+_KEYWORDS = {
+    "dp": "ddp_axis",
+    "fsdp": "fsdp_axis",
+    "cp": "cp_axis",
+    "tp": "tp_axis",
+    "pp": "pp_axis",
+    "ep": "ep_axis",
+}
 
 
 @dataclass(frozen=True)
 class Parallelism:
-    """A mesh and the mesh axes (indices) that DDP and TP run over; ``None`` = strategy off."""
+    """A mesh and the mesh axis (index) of each role; ``None`` = that strategy is off."""
 
     mesh: ttjax.MeshDevice
     ddp_axis: int | None = None
     tp_axis: int | None = None
+    fsdp_axis: int | None = None
+    cp_axis: int | None = None
+    pp_axis: int | None = None
+    ep_axis: int | None = None
+    dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        rank = len(tuple(self.mesh.shape))
-        for name, axis in (("ddp_axis", self.ddp_axis), ("tp_axis", self.tp_axis)):
-            if axis is not None and not 0 <= axis < rank:
+        shape = tuple(int(d) for d in self.mesh.shape)
+        roles: list[str | None] = [None] * len(shape)
+        for role, kw in _KEYWORDS.items():
+            axis = getattr(self, kw)
+            if axis is None:
+                continue
+            if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(shape):
                 raise ConfigError(
-                    f"Parallelism: {name}={axis} is not an axis of the {rank}-D mesh "
-                    f"{tuple(self.mesh.shape)}.\nfix: use an axis in [0, {rank - 1}] or None."
+                    f"Parallelism: {kw}={axis!r} is not an axis of the {len(shape)}-D mesh "
+                    f"{shape}.\nfix: use an axis in [0, {len(shape) - 1}] or None."
                 )
-        if self.ddp_axis is not None and self.ddp_axis == self.tp_axis:
-            raise ConfigError(
-                f"Parallelism: DDP and TP both use mesh axis {self.ddp_axis}.\n"
-                "fix: DDP takes axis 0 and TP axis 1 (TTML's order)."
-            )
+            if roles[axis] is not None:
+                other = _KEYWORDS[roles[axis]]  # type: ignore[index]
+                raise ConfigError(
+                    f"Parallelism: {other} and {kw} both use mesh axis {axis}.\n"
+                    f"fix: each strategy takes its own mesh axis (TTML's order: "
+                    f"{' -> '.join(ROLES)})."
+                )
+            roles[axis] = role
+        object.__setattr__(self, "dims", ParallelDims(shape, tuple(roles)))
 
     @classmethod
     def from_context(cls, ctx: Any, mesh: ttjax.MeshDevice) -> Parallelism:
-        """Read the axes of a TTML ``ParallelismContext`` (``get_ddp_axis``/``get_tp_axis``)."""
-        return cls(mesh, ctx.get_ddp_axis(), ctx.get_tp_axis())
+        """Read the axes of a TTML ``ParallelismContext`` (``get_ddp_axis``, ``get_tp_axis``, ...)."""
+        axes = {
+            kw: getattr(ctx, f"get_{kw.split('_')[0]}_axis", lambda: None)()
+            for kw in _KEYWORDS.values()
+        }
+        return cls(mesh, **axes)
 
-    def _name(self, axis: int | None) -> str | None:
-        return None if axis is None else self.mesh.axis_names[axis]
+    @classmethod
+    def from_dims(cls, mesh: ttjax.MeshDevice, dims: ParallelDims) -> Parallelism:
+        """The plan ``dims`` (roles per mesh axis) on ``mesh``."""
+        axes = {_KEYWORDS[r]: a for a, r in enumerate(dims.roles) if r is not None}
+        return cls(mesh, **axes)
 
-    def _size(self, axis: int | None) -> int:
-        return 1 if axis is None else int(tuple(self.mesh.shape)[axis])
+    # -- the mesh, named by role ---------------------------------------------------------------
+
+    @cached_property
+    def jax_mesh(self) -> Mesh:
+        """The mesh's devices as a ``jax.sharding.Mesh`` whose axes are named by role."""
+        return self.dims.jax_mesh(self.mesh.jax_mesh.devices)
+
+    def axes(self) -> Axes:
+        """What model code sees inside ``shard_map``: the axis name of each role that splits."""
+        return Axes.from_dims(self.dims)
+
+    def specs(self, logical: Any, shapes: Any = None) -> Any:
+        """PartitionSpecs of a pytree of :class:`ttjax.plan.LogicalAxes` (see ``ParallelDims.specs``)."""
+        return self.dims.specs(logical, shapes)
+
+    # -- TTML's names --------------------------------------------------------------------------
 
     @property
     def ddp_name(self) -> str | None:
-        """The jax mesh axis name DDP reduces over (None when DDP is off)."""
-        return self._name(self.ddp_axis)
+        """The mesh axis name DDP reduces over (None when DDP is off)."""
+        return None if self.ddp_axis is None else "dp"
 
     @property
     def tp_name(self) -> str | None:
-        """The jax mesh axis name TP shards over (None when TP is off)."""
-        return self._name(self.tp_axis)
+        """The mesh axis name TP shards over (None when TP is off)."""
+        return None if self.tp_axis is None else "tp"
 
     @property
     def ddp_size(self) -> int:
-        return self._size(self.ddp_axis)
+        return self.dims.size("dp")
 
     @property
     def tp_size(self) -> int:
-        return self._size(self.tp_axis)
+        return self.dims.size("tp")
+
+    @property
+    def fsdp_size(self) -> int:
+        return self.dims.size("fsdp")
+
+    @property
+    def cp_size(self) -> int:
+        return self.dims.size("cp")
 
     @property
     def tp(self) -> str | None:
         """The TP axis name when TP really splits (size > 1), else None: what modules test."""
-        return self.tp_name if self.tp_size > 1 else None
+        return self.dims.name("tp")
 
     @property
     def ddp(self) -> str | None:
         """The DDP axis name when DDP really splits (size > 1), else None."""
-        return self.ddp_name if self.ddp_size > 1 else None
+        return self.dims.name("dp")
 
     def describe(self) -> str:
-        """``"DDP 2 over mesh axis 'y', TP 4 over mesh axis 'x'"``; a strategy that is off says so."""
+        """``"DDP 2 over mesh axis 'dp', TP 4 over mesh axis 'tp'"``; DDP and TP say when off."""
+        labels = {"dp": "DDP", "fsdp": "FSDP", "cp": "CP", "tp": "TP", "ep": "EP"}
         parts = []
-        for name, axis in (("DDP", self.ddp_axis), ("TP", self.tp_axis)):
-            size = self._size(axis)
-            parts.append(
-                f"{name} off"
-                if axis is None
-                else f"{name} {size} over mesh axis {self._name(axis)!r}"
-            )
+        for role, label in labels.items():
+            axis = self.dims.axis(role)
+            if axis is not None:
+                parts.append(f"{label} {self.dims.shape[axis]} over mesh axis {role!r}")
+            elif role in ("dp", "tp"):
+                parts.append(f"{label} off")
         return ", ".join(parts)
 
     def __repr__(self) -> str:
-        def part(name: str, axis: int | None) -> str:
-            return (
-                f"{name}=off" if axis is None else f"{name}={self._name(axis)}:{self._size(axis)}"
-            )
-
-        return (
-            f"Parallelism(mesh={tuple(self.mesh.shape)}, {part('ddp', self.ddp_axis)}, "
-            f"{part('tp', self.tp_axis)})"
-        )
+        return f"Parallelism(mesh={tuple(self.mesh.shape)}, {repr(self.dims)[13:-1]})"
 
 
 __all__ = ["Parallelism"]

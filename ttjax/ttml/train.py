@@ -6,13 +6,14 @@ runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax th
 parameter pytree as global arrays, so the clipping norm is the norm of the whole gradient.
 Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
 
->>> step = TrainStep(model.loss, specs, par, make_optimizer(OptimizerSettings(3e-4)))
+>>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(OptimizerSettings(3e-4)))
 >>> state = step.init_state(params)
 >>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -24,13 +25,14 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import ttjax
 from ttjax.errors import ConfigError, TTJaxError
+from ttjax.plan import Axes, is_logical
 from ttjax.ttml.config import RunConfig
-from ttjax.ttml.core.distributed import synchronize_gradients
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 
-LossFn = Callable[[Any, Any, Any, "str | None"], Any]
+LossFn = Callable[[Any, Any, Any, Axes], Any]
 SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
 
 
@@ -173,17 +175,30 @@ def _is_spec(x: Any) -> bool:
     return isinstance(x, P)
 
 
-class TrainStep:
-    """The jitted step of ``loss_fn(params, inputs, targets, tp) -> mean loss`` on ``par``'s mesh.
+def _names(spec: P) -> set[str]:
+    out: set[str] = set()
+    for entry in spec:
+        if isinstance(entry, str):
+            out.add(entry)
+        elif isinstance(entry, tuple):
+            out.update(entry)
+    return out
 
-    ``param_specs`` is a pytree of ``PartitionSpec`` matching the parameters (TP splits);
+
+class TrainStep:
+    """The jitted step of ``loss_fn(params, inputs, targets, axes) -> mean loss`` on ``par``'s plan.
+
+    ``layout`` gives the parameters' place on the mesh: a pytree of
+    :class:`ttjax.plan.LogicalAxes` (the plan's rule table turns them into specs; needed for
+    FSDP, whose parameters are gathered where they are used) or of ``PartitionSpec``.
+    ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
     ``accum`` micro-batches are averaged per step (gradient accumulation).
     """
 
     def __init__(
         self,
         loss_fn: LossFn,
-        param_specs: Any,
+        layout: Any,
         par: Parallelism,
         optimizer: optax.GradientTransformation,
         *,
@@ -194,10 +209,26 @@ class TrainStep:
             raise ConfigError(
                 f"TrainStep: gradient_accumulation_steps={accum} must be >= 1.\nfix: use 1 or more."
             )
-        self.loss_fn, self.param_specs, self.par = loss_fn, param_specs, par
+        logical = None
+        if any(is_logical(x) for x in jax.tree_util.tree_leaves(layout, is_leaf=is_logical)):
+            logical, param_specs = layout, par.specs(layout)
+        else:
+            param_specs = layout
+        dims = par.dims
+        if logical is None and dims.active("fsdp"):
+            raise ConfigError(
+                "TrainStep: FSDP needs the parameters' logical axes (to know where to gather "
+                "them), but the layout is given as PartitionSpecs.\nfix: pass a pytree of "
+                "ttjax.plan.LogicalAxes (the model's param_axes), or turn FSDP off."
+            )
+        self.loss_fn, self.logical, self.param_specs, self.par = loss_fn, logical, param_specs, par
         self.optimizer, self.accum, self.schedule = optimizer, accum, schedule
-        self.mesh = par.mesh.jax_mesh
-        self.batch_spec = P(None, par.ddp_name, None)
+        self.mesh = par.jax_mesh
+        self.axes = par.axes()
+        # Gradients and the loss are averaged over every role that splits the data.
+        self.data_axes = tuple(dict.fromkeys(dims.split_roles("batch") + dims.split_roles("seq")))
+        batch = dims.split_roles("batch")
+        self.batch_spec = P(None, batch[0] if len(batch) == 1 else (batch or None), None)
         self.param_shardings = jax.tree_util.tree_map(
             lambda s: NamedSharding(self.mesh, s), param_specs, is_leaf=_is_spec
         )
@@ -223,14 +254,41 @@ class TrainStep:
 
     # -- the per-device part -------------------------------------------------------------------
 
+    def _loss(self, params: Any, tokens: Any) -> Any:
+        """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
+        if self.logical is not None:
+            params = self.axes.gather(params, self.logical)
+        return self.loss_fn(params, tokens[:, :-1], tokens[:, 1:], self.axes)
+
+    def _mean(self, x: Any) -> Any:
+        """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
+        if not self.data_axes:
+            return x
+        n = math.prod(lax.axis_size(a) for a in self.data_axes)
+        return ttjax.numerics.psum(x, self.data_axes) / n
+
+    def _sync(self, grads: Any) -> Any:
+        """Average gradients over the data-splitting roles (TTML's ``synchronize_gradients``).
+
+        A parameter sharded over a role (FSDP) already had its gradient reduce-scattered over it
+        by the gather's transpose, so that role is only scaled; the others are all-reduced.
+        """
+        if not self.data_axes:
+            return grads
+        n = math.prod(lax.axis_size(a) for a in self.data_axes)
+
+        def one(g: Any, spec: P) -> Any:
+            rest = tuple(a for a in self.data_axes if a not in _names(spec))
+            return (ttjax.numerics.psum(g, rest) if rest else g) / n
+
+        return jax.tree_util.tree_map(one, grads, self.param_specs)
+
     def _local_grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
-        """Loss and DDP-averaged gradients of this device's micro-batches (inside shard_map)."""
-        tp, ddp = self.par.tp, self.par.ddp
-        grad_fn = jax.value_and_grad(self.loss_fn)
+        """Loss and data-averaged gradients of this device's micro-batches (inside shard_map)."""
+        grad_fn = jax.value_and_grad(self._loss)
 
         def micro(acc: Any, tok: Any) -> tuple[Any, None]:
-            loss, grads = grad_fn(params, tok[:, :-1], tok[:, 1:], tp)
-            return jax.tree_util.tree_map(jnp.add, acc, (loss, grads)), None
+            return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, tok)), None
 
         zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
         if self.accum == 1:
@@ -238,21 +296,16 @@ class TrainStep:
         else:
             total, _ = lax.scan(micro, zeros, tokens)
         loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
-        grads = synchronize_gradients(grads, ddp)
-        if ddp is not None:
-            loss = lax.psum(loss, ddp) / lax.axis_size(ddp)
-        return loss, grads
+        return self._mean(loss), self._sync(grads)
 
     def _local_eval(self, params: Any, tokens: Any) -> Any:
         """Mean loss over the blocks of ``tokens`` [n, batch, seq + 1], no gradients."""
-        tp, ddp = self.par.tp, self.par.ddp
 
         def one(total: Any, tok: Any) -> tuple[Any, None]:
-            return total + self.loss_fn(params, tok[:, :-1], tok[:, 1:], tp), None
+            return total + self._loss(params, tok), None
 
         total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
-        loss = total / tokens.shape[0]
-        return loss if ddp is None else lax.psum(loss, ddp) / lax.axis_size(ddp)
+        return self._mean(total / tokens.shape[0])
 
     def eval_loss(self, params: Any, tokens: Any) -> Any:
         """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
@@ -287,12 +340,7 @@ class TrainStep:
                 f"TrainStep: tokens of shape {list(shape)} are not [accum={self.accum}, batch, "
                 "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
             )
-        if shape[1] % self.par.ddp_size:
-            raise ConfigError(
-                f"TrainStep: batch_size={shape[1]} must be divisible by the DDP size "
-                f"{self.par.ddp_size} (mesh {tuple(self.par.mesh.shape)}).\n"
-                f"fix: use a batch_size that is a multiple of {self.par.ddp_size}."
-            )
+        self.par.dims.check_batch(shape[1], "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
     def state_shardings(self, params: Any) -> TrainState:
@@ -309,6 +357,8 @@ class TrainStep:
 
     def init_state(self, params: Any) -> TrainState:
         """Shard whole parameters onto the mesh and create the optimizer state beside them."""
+        if self.logical is not None:
+            self.par.specs(self.logical, params)  # every split dimension divides, or raise
         shardings = self.state_shardings(params)
         params = jax.device_put(params, self.param_shardings)
         opt_state = jax.jit(self.optimizer.init, out_shardings=shardings.opt_state)(params)

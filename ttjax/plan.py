@@ -1,0 +1,369 @@
+"""One parallelism plan: which mesh axis plays which role, and one table from logical axes to roles.
+
+A role is a way of splitting work: ``dp`` (data), ``fsdp`` (data, with parameters sharded too),
+``cp`` (the sequence), ``tp`` (tensors), ``pp`` (pipeline stages), ``ep`` (experts).
+:class:`ParallelDims` names each mesh axis by its role (torchtitan's ``ParallelDims``), so
+``PartitionSpec``\\ s, HLO and ``ttjax.inspect`` say ``tp``, not ``x``. Models state the logical
+axes of their parameters once (:class:`LogicalAxes`: ``"vocab"``, ``"embed"``, ``"heads"``, ...);
+:data:`LOGICAL_AXIS_RULES` maps them to roles, as MaxText's ``logical_axis_rules`` does, and
+:meth:`ParallelDims.spec` turns them into a ``PartitionSpec`` for the roles in use.
+
+>>> dims = ParallelDims.from_sizes(dp=2, tp=4)
+>>> dims, dims.axis_names
+(ParallelDims(dp=2, tp=4), ('dp', 'tp'))
+>>> dims.spec(LogicalAxes("embed", "mlp"))
+P(None, 'tp')
+
+Every cross-role rule lives here, checked once: roles take distinct mesh axes, the batch
+divides by the data-parallel sizes, a sharded dimension divides by its roles' sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from ttjax.errors import ParallelPlanError
+
+#: Every role, in the order mesh axes are given out (TTML's DDP -> FSDP -> CP -> TP, then PP, EP).
+ROLES: tuple[str, ...] = ("dp", "fsdp", "cp", "tp", "pp", "ep")
+
+#: Logical axis -> role. A logical axis may appear more than once (it is then split over every
+#: listed role that is in use, in this order); a logical axis with no rule is never split.
+LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
+    ("batch", "dp"),
+    ("vocab", "tp"),
+    ("heads", "tp"),
+    ("kv_heads", "tp"),
+    ("mlp", "tp"),
+    ("layers", "pp"),
+    ("experts", "ep"),
+)
+
+
+@dataclass(frozen=True)
+class LogicalAxes:
+    """The logical name of each dimension of one parameter (``None``: never split).
+
+    >>> LogicalAxes("vocab", "embed")
+    LogicalAxes('vocab', 'embed')
+    """
+
+    names: tuple[str | None, ...]
+
+    def __init__(self, *names: str | None) -> None:
+        for n in names:
+            if n is not None and not isinstance(n, str):
+                raise ParallelPlanError(
+                    f"LogicalAxes{names!r}: {n!r} is not an axis name.\n"
+                    "fix: give one str (or None) per dimension, e.g. LogicalAxes('embed', 'mlp')."
+                )
+        object.__setattr__(self, "names", tuple(names))
+
+    def __repr__(self) -> str:
+        return f"LogicalAxes({', '.join(repr(n) for n in self.names)})"
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def prepend(self, *names: str | None) -> LogicalAxes:
+        """The same axes with leading dimensions added, e.g. ``"layers"`` for stacked blocks."""
+        return LogicalAxes(*names, *self.names)
+
+
+def is_logical(x: Any) -> bool:
+    """``is_leaf`` for pytrees of :class:`LogicalAxes`."""
+    return isinstance(x, LogicalAxes)
+
+
+def _path_name(path: Sequence[Any]) -> str:
+    return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    """The role (or ``None``) and size of each mesh axis; every parallelism rule is checked here.
+
+    Make one from sizes (:meth:`from_sizes`, a mesh shaped by the roles) or from TTML's flags on
+    a given mesh shape (:meth:`from_flags`).
+    """
+
+    shape: tuple[int, ...]
+    roles: tuple[str | None, ...]
+    rules: tuple[tuple[str, str], ...] = LOGICAL_AXIS_RULES
+
+    def __post_init__(self) -> None:
+        if len(self.shape) != len(self.roles):
+            raise ParallelPlanError(
+                f"ParallelDims: shape {self.shape} and roles {self.roles} differ in length.\n"
+                "fix: give one role (or None) per mesh axis."
+            )
+        named = [r for r in self.roles if r is not None]
+        for r in named:
+            if r not in ROLES:
+                raise ParallelPlanError(
+                    f"ParallelDims: {r!r} is not a role.\nfix: use one of {', '.join(ROLES)}."
+                )
+        dup = sorted({r for r in named if named.count(r) > 1})
+        if dup:
+            raise ParallelPlanError(
+                f"ParallelDims: role {dup[0]!r} is given more than one mesh axis {self.roles}.\n"
+                "fix: each role takes its own mesh axis."
+            )
+        for logical, role in self.rules:
+            if role not in ROLES:
+                raise ParallelPlanError(
+                    f"logical axis rule ({logical!r}, {role!r}) names no role.\n"
+                    f"fix: map {logical!r} to one of {', '.join(ROLES)}."
+                )
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_sizes(cls, **sizes: int) -> ParallelDims:
+        """A mesh with one axis per role given, in :data:`ROLES` order: ``from_sizes(dp=2, tp=4)``."""
+        bad = [r for r in sizes if r not in ROLES]
+        if bad:
+            raise ParallelPlanError(
+                f"ParallelDims.from_sizes: {bad[0]!r} is not a role.\n"
+                f"fix: use {', '.join(f'{r}=N' for r in ROLES)}."
+            )
+        for r, n in sizes.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ParallelPlanError(
+                    f"ParallelDims.from_sizes: {r}={n!r} is not a positive int.\nfix: {r}=2, say."
+                )
+        roles = tuple(r for r in ROLES if r in sizes)
+        return cls(tuple(sizes[r] for r in roles), roles)
+
+    @classmethod
+    def from_flags(cls, shape: Sequence[int], enabled: Iterable[str]) -> ParallelDims:
+        """TTML's axis rule: enabled roles take mesh axes 0, 1, ... in :data:`ROLES` order.
+
+        Their number must equal the mesh rank, except on a line mesh (at most one axis above 1),
+        where exactly one role takes that axis, and a single device, where none is needed.
+        """
+        shape = tuple(int(d) for d in shape)
+        on = [r for r in ROLES if r in set(enabled)]
+        if len(on) == len(shape):
+            return cls(shape, tuple(on))
+        big = [a for a, d in enumerate(shape) if d > 1]
+        if len(big) <= 1 and (len(on) == 1 or (not on and math.prod(shape) == 1)):
+            roles: list[str | None] = [None] * len(shape)
+            if on:
+                roles[big[0] if big else 0] = on[0]
+            return cls(shape, tuple(roles))
+        raise ParallelPlanError(
+            "The number of parallelization axes must be equal to the number of mesh shape "
+            f"dimensions: mesh_shape {list(shape)} has {len(shape)} dimensions but {len(on)} "
+            f"strategies are enabled ({', '.join(on) or 'none'}).\n"
+            f"fix: enable {len(shape)} strategies (they take mesh axes in the order "
+            f"{' -> '.join(ROLES)}), or use a line mesh such as [1, N] with exactly one."
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def axis(self, role: str) -> int | None:
+        """The mesh axis (index) of ``role``, None when it has none."""
+        self._known(role)
+        return self.roles.index(role) if role in self.roles else None
+
+    def size(self, role: str) -> int:
+        """How many ways ``role`` splits (1 when it has no axis)."""
+        axis = self.axis(role)
+        return 1 if axis is None else self.shape[axis]
+
+    def active(self, role: str) -> bool:
+        """Whether ``role`` really splits (size above 1)."""
+        return self.size(role) > 1
+
+    def name(self, role: str) -> str | None:
+        """The mesh axis name of ``role`` when it splits, else None (what collectives take)."""
+        return role if self.active(role) else None
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """Mesh axis names: the role, or ``_<i>`` for an axis no role uses."""
+        return tuple(r if r is not None else f"_{i}" for i, r in enumerate(self.roles))
+
+    @property
+    def num_devices(self) -> int:
+        return math.prod(self.shape)
+
+    def jax_mesh(self, devices: Any) -> Mesh:
+        """A ``jax.sharding.Mesh`` of ``devices`` (an array of the mesh's shape) named by role."""
+        import numpy as np
+
+        arr = np.asarray(devices)
+        if arr.shape != self.shape:
+            arr = arr.reshape(self.shape)
+        return Mesh(arr, self.axis_names)
+
+    def _known(self, role: str) -> None:
+        if role not in ROLES:
+            raise ParallelPlanError(f"{role!r} is not a role.\nfix: one of {', '.join(ROLES)}.")
+
+    # -- logical axes -> PartitionSpec ---------------------------------------------------------
+
+    def mesh_axes(self, logical: str | None, used: set[str] | None = None) -> tuple[str, ...]:
+        """The active mesh axes a logical axis splits over (rules in order, each role once)."""
+        if logical is None:
+            return ()
+        used = set() if used is None else used
+        out: list[str] = []
+        for name, role in self.rules:
+            if name == logical and self.active(role) and role not in used and role not in out:
+                out.append(role)
+        return tuple(out)
+
+    def spec(self, logical: LogicalAxes, shape: Sequence[int] | None = None, where: str = "") -> P:
+        """The ``PartitionSpec`` of one parameter; with ``shape``, each split dim must divide.
+
+        A role splits at most one dimension of a parameter (the first that maps to it).
+        """
+        used: set[str] = set()
+        entries: list[Any] = []
+        for dim, name in enumerate(logical.names):
+            axes = self.mesh_axes(name, used)
+            used.update(axes)
+            if shape is not None and axes:
+                n = math.prod(self.size(a) for a in axes)
+                if shape[dim] % n:
+                    sizes = " x ".join(f"{a}={self.size(a)}" for a in axes)
+                    raise ParallelPlanError(
+                        f"{where or 'parameter'} of shape {list(shape)}: dim {dim} "
+                        f"({name!r}, size {shape[dim]}) does not divide by {sizes} under "
+                        f"{self!r}.\nfix: pick sizes that divide by {n}, or a mesh whose "
+                        f"{'/'.join(axes)} axis divides them."
+                    )
+            entries.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+        while entries and entries[-1] is None:
+            entries.pop()
+        return P(*entries)
+
+    def specs(self, logical: Any, shapes: Any = None) -> Any:
+        """:meth:`spec` over a pytree of :class:`LogicalAxes` (``shapes``: a matching tree of arrays)."""
+        if shapes is None:
+            return jax.tree_util.tree_map(self.spec, logical, is_leaf=is_logical)
+        flat, treedef = jax.tree_util.tree_flatten_with_path(logical, is_leaf=is_logical)
+        leaves = treedef.flatten_up_to(shapes)  # type: ignore[attr-defined]
+        out = []
+        for (path, lg), arr in zip(flat, leaves, strict=True):
+            where = f"parameter {_path_name(path)}"
+            if len(lg) != len(arr.shape):
+                raise ParallelPlanError(
+                    f"{where} has shape {list(arr.shape)} but {len(lg)} logical axes {lg!r}.\n"
+                    "fix: give one logical axis per dimension."
+                )
+            out.append(self.spec(lg, arr.shape, where))
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    def split_roles(self, logical: str) -> tuple[str, ...]:
+        """The active roles that split data along ``logical`` (e.g. ``"batch"``: dp, fsdp)."""
+        return self.mesh_axes(logical)
+
+    def check_batch(self, batch: int, where: str = "") -> int:
+        """The per-group batch; raises when ``batch`` does not split over the batch roles."""
+        roles = self.split_roles("batch")
+        n = math.prod(self.size(r) for r in roles)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % n:
+            sizes = " x ".join(f"{r}={self.size(r)}" for r in roles) or "none"
+            raise ParallelPlanError(
+                f"{where}batch_size={batch!r} must be divisible by the data-parallel size {n} "
+                f"({sizes}) of {self!r}.\nfix: use a batch_size that is a positive multiple of {n}."
+            )
+        return batch // n
+
+    # -- text ----------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """``"dp 2 over mesh axis 0, tp 4 over mesh axis 1"``; roles of size 1 are left out."""
+        parts = [
+            f"{r} {self.shape[a]} over mesh axis {a}"
+            for a, r in enumerate(self.roles)
+            if r is not None and self.shape[a] > 1
+        ]
+        return ", ".join(parts) or "one device"
+
+    def __repr__(self) -> str:
+        inner = ", ".join(
+            f"{r}={self.shape[a]}" if r is not None else f"_{a}={self.shape[a]}"
+            for a, r in enumerate(self.roles)
+        )
+        return f"ParallelDims({inner})"
+
+
+@dataclass(frozen=True)
+class Axes:
+    """One device's view of the plan, handed to model code inside ``shard_map``.
+
+    Each field is the mesh axis name of a role that splits, or None. A plain ``str`` is read as
+    the TP axis (``Axes.of("tp")``) and ``None`` as no parallelism, so single-role code keeps
+    working.
+
+    >>> Axes.of("x").tp, Axes.of(None).cp
+    ('x', None)
+    """
+
+    dp: str | None = None
+    fsdp: str | None = None
+    cp: str | None = None
+    tp: str | None = None
+    pp: str | None = None
+    ep: str | None = None
+    dims: ParallelDims | None = None
+
+    @staticmethod
+    def of(x: Axes | str | None) -> Axes:
+        """``x`` as :class:`Axes`: an ``Axes``, a TP axis name, or None."""
+        if isinstance(x, Axes):
+            return x
+        if x is None or isinstance(x, str):
+            return Axes(tp=x)
+        raise ParallelPlanError(
+            f"{x!r} is not an Axes, a TP axis name or None.\nfix: pass plan.axes() or a name."
+        )
+
+    @classmethod
+    def from_dims(cls, dims: ParallelDims) -> Axes:
+        """The active roles of ``dims``."""
+        names = {r: dims.name(r) for r in ROLES}
+        return cls(**names, dims=dims)
+
+    def gather(self, tree: Any, logical: Any) -> Any:
+        """All-gather each leaf over the roles that shard parameters between uses (FSDP).
+
+        Used where a parameter is used, inside ``shard_map``; its transpose reduce-scatters
+        the gradient. Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
+        Without such a role it returns ``tree`` unchanged.
+        """
+        if self.fsdp is None or self.dims is None:
+            return tree
+        dims, axis = self.dims, self.fsdp
+
+        def one(lg: LogicalAxes, x: Any) -> Any:
+            used: set[str] = set()
+            for d, name in enumerate(lg.names):
+                roles = dims.mesh_axes(name, used)
+                used.update(roles)
+                if axis in roles:
+                    return jax.lax.all_gather(x, axis, axis=d, tiled=True)
+            return x
+
+        return jax.tree_util.tree_map(one, logical, tree, is_leaf=is_logical)
+
+
+__all__ = [
+    "LOGICAL_AXIS_RULES",
+    "ROLES",
+    "Axes",
+    "LogicalAxes",
+    "ParallelDims",
+    "is_logical",
+]

@@ -225,11 +225,14 @@ def ring_attention(
         perm = [(j, (j + 1) % n) for j in range(n)]
 
         def step(carry: tuple[_Acc, Any, Any], s: Any) -> tuple[tuple[_Acc, Any, Any], None]:
-            acc, kb, vb = carry
-            kb, vb = lax.ppermute((kb, vb), axis, perm)  # now holds device (idx - s)'s block
-            return (remote(acc, qg, kb, vb, (idx - s) % n, idx), kb, vb), None
+            acc, kb, vb = carry  # device (idx - s)'s block
+            nxt = lax.ppermute((kb, vb), axis, perm)  # sent on while this block is used
+            return (remote(acc, qg, kb, vb, (idx - s) % n, idx), *nxt), None
 
-        (acc, _, _), _ = lax.scan(step, (acc, k, v), jnp.arange(1, n, dtype=jnp.int32))
+        # cp - 1 hops: steps 1 .. cp-2 pass their block on, the last step only uses it.
+        kb, vb = lax.ppermute((k, v), axis, perm)
+        (acc, kb, vb), _ = lax.scan(step, (acc, kb, vb), jnp.arange(1, n - 1, dtype=jnp.int32))
+        acc = remote(acc, qg, kb, vb, (idx + 1) % n, idx)
 
     o, _, total = acc
     return (o / total[..., None]).reshape(b, t, h, d).astype(q.dtype)

@@ -29,6 +29,7 @@ import jax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from ttjax import fsdp
 from ttjax.errors import ParallelPlanError
 
 #: Every role, in the order mesh axes are given out (TTML's DDP -> FSDP -> CP -> TP, then PP, EP).
@@ -38,6 +39,8 @@ ROLES: tuple[str, ...] = ("dp", "fsdp", "cp", "tp", "pp", "ep")
 #: listed role that is in use, in this order); a logical axis with no rule is never split.
 LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("batch", "dp"),
+    ("batch", "fsdp"),
+    ("embed", "fsdp"),
     ("vocab", "tp"),
     ("heads", "tp"),
     ("kv_heads", "tp"),
@@ -353,7 +356,7 @@ class Axes:
                 roles = dims.mesh_axes(name, used)
                 used.update(roles)
                 if axis in roles:
-                    return jax.lax.all_gather(x, axis, axis=d, tiled=True)
+                    return fsdp.gather(x, axis, d)
             return x
 
         return jax.tree_util.tree_map(one, logical, tree, is_leaf=is_logical)

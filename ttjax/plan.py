@@ -21,7 +21,7 @@ divides by the data-parallel sizes, a sharded dimension divides by its roles' si
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,32 @@ class ParallelDims:
                 )
         roles = tuple(r for r in ROLES if r in sizes)
         return cls(tuple(sizes[r] for r in roles), roles)
+
+    @classmethod
+    def from_axes(
+        cls, shape: Sequence[int], axes: Mapping[str, int | None], where: str = "ParallelDims"
+    ) -> ParallelDims:
+        """Roles placed on given mesh axes: ``from_axes((2, 4), {"dp": 0, "tp": 1})``.
+
+        The one check that each role's axis exists and no two roles share an axis.
+        """
+        shape = tuple(int(d) for d in shape)
+        roles: list[str | None] = [None] * len(shape)
+        for role, axis in axes.items():
+            if axis is None:
+                continue
+            if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(shape):
+                raise ParallelPlanError(
+                    f"{where}: {role} axis {axis!r} is not an axis of the {len(shape)}-D mesh "
+                    f"{shape}.\nfix: use an axis in [0, {len(shape) - 1}] or None."
+                )
+            if roles[axis] is not None:
+                raise ParallelPlanError(
+                    f"{where}: {roles[axis]} and {role} both use mesh axis {axis}.\nfix: each "
+                    f"strategy takes its own mesh axis (TTML's order: {' -> '.join(ROLES)})."
+                )
+            roles[axis] = role
+        return cls(shape, tuple(roles))
 
     @classmethod
     def from_flags(cls, shape: Sequence[int], enabled: Iterable[str]) -> ParallelDims:

@@ -244,7 +244,9 @@ def test_bad_configs_name_the_value() -> None:
     pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="gpipe", m=3, dp="dp")
     with pytest.raises(ConfigError, match=r"num_microbatches=3 does not divide the batch of 8"):
         pipe.check_batch(16)
-    with pytest.raises(ConfigError, match=r"batch_size=5 is not divisible by the DDP size 2"):
+    with pytest.raises(
+        ConfigError, match=r"batch_size=5 must be divisible by the data-parallel size 2"
+    ):
         pipe.check_batch(5)
     with pytest.raises(ConfigError, match=r"dp_axis='data' is not an axis"):
         _pipeline(CFG, mesh, schedule="1f1b", m=1, dp="data")

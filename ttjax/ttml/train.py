@@ -24,6 +24,7 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ttjax import numerics
 from ttjax.errors import ConfigError, TTJaxError
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.core.distributed import synchronize_gradients
@@ -240,7 +241,7 @@ class TrainStep:
         loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
         grads = synchronize_gradients(grads, ddp)
         if ddp is not None:
-            loss = lax.psum(loss, ddp) / lax.axis_size(ddp)
+            loss = numerics.pmean(loss, ddp)
         return loss, grads
 
     def _local_eval(self, params: Any, tokens: Any) -> Any:
@@ -252,7 +253,7 @@ class TrainStep:
 
         total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
         loss = total / tokens.shape[0]
-        return loss if ddp is None else lax.psum(loss, ddp) / lax.axis_size(ddp)
+        return loss if ddp is None else numerics.pmean(loss, ddp)
 
     def eval_loss(self, params: Any, tokens: Any) -> Any:
         """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""

@@ -20,10 +20,13 @@ Inside ``jax.shard_map``, :func:`psum`, :func:`pmean`, :func:`psum_scatter` and 
 honour the policy, and so do their gradients: under ``"deterministic"`` the backward of a psum is an
 ordered psum and the backward of an all-gather an ordered reduce-scatter, where ``lax``'s transposes
 would sum in XLA's order. This is the one floor every sum of ttjax goes through: ``ttjax.ccl``,
-``ttjax.dist``, TTML's differentiable pairs, DDP, the pipeline and the train step.
+``ttjax.dist``, TTML's differentiable pairs, DDP, the pipeline and the train step. (In a
+``shard_map(check_vma=True)``, JAX itself sums the cotangents of values it implicitly made
+per-device, in XLA's order; ttjax's own shard_maps run with ``check_vma=False``.)
 
 The policy is part of JAX's jit cache key (``jax.make_user_context``): a jitted function traced
-under one policy is traced again under the other. Bottom layer: imports only jax and ttjax.errors.
+under one policy is traced again under the other. Bottom layer: imports only jax, ttjax._policy
+and ttjax.errors.
 """
 
 from __future__ import annotations

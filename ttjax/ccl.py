@@ -406,10 +406,11 @@ def all_gather(
     if c.n == 1:
         return write_output(c.t, output_tensor)
     names, n = c.names, c.n
+    policy = numerics.mode()
     if c.mode == "native":
 
-        def fn(x: Any) -> Any:
-            return lax.all_gather(x, names, axis=d, tiled=True)
+        def fn(x: Any) -> Any:  # its backward sums: in device order under the numerics policy
+            return numerics.all_gather(x, names, axis=d, tiled=True)
 
     else:
         sched = _ring_all_gather if c.ring else _line_all_gather
@@ -421,7 +422,7 @@ def all_gather(
         op,
         fn,
         [c.t],
-        static=(d, *c.key),
+        static=(d, policy, *c.key),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
     )
@@ -701,15 +702,15 @@ def broadcast(
     src = int(np.ravel_multi_index([coord[a] for a in c.axes], [shape[a] for a in c.axes]))
     names = c.names
 
-    def fn(x: Any) -> Any:
+    def fn(x: Any) -> Any:  # one contributor: exact; the backward sums, under the numerics policy
         mine = lax.axis_index(names) == src
-        return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
+        return numerics.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
 
     return run_op(
         op,
         fn,
         [c.t],
-        static=(s, c.axes),
+        static=(s, c.axes, numerics.mode()),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
     )

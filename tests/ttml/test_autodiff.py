@@ -197,6 +197,27 @@ def test_ccl_reduce_scatter_broadcast_partition(mesh):
     )
 
 
+@pytest.mark.parametrize("mode", ["fast", "deterministic"])
+def test_ccl_gradients_under_numerics_policy(mesh, mode):
+    """all_gather, broadcast and all_reduce differentiate under either numerics policy; under
+    "deterministic" the backward of all_gather is the ordered reduce-scatter, not XLA's."""
+    x, w = _rand(1, 1, 8, 16), _rand(1, 1, 16, 32)
+
+    def chain(x, w):
+        y = ttnn.all_gather(ttnn.matmul(x, w), dim=3, cluster_axis=1)
+        y = ttnn.broadcast(y, ttnn.MeshCoordinate(0, 2), cluster_axis=1)
+        return ttnn.all_reduce(y, cluster_axis=0)
+
+    with ttnn.numerics(mode):
+        _check(
+            mesh, chain, lambda x, w: 2 * (x @ w), [x, w], [(None, None), (None, 3)], (1, 1, 8, 32)
+        )
+        tensors = (_put(mesh, x, (None, None)), _put(mesh, w, (None, 3)))
+        grad = jax.jit(jax.grad(lambda x, w: jnp.sum(chain(x, w).value), argnums=(0, 1)))
+        kinds = unordered_sums(grad.lower(*tensors).as_text())
+    assert ("reduce_scatter" in kinds) == (mode == "fast")
+
+
 # ---------------------------------------------------------------------------------------------
 # TTML's comm ops: per-device gradients inside shard_map (numpy reference per device)
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import jax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from ttjax import numerics
 from ttjax.errors import ParallelPlanError
 
 #: Every role, in the order mesh axes are given out (TTML's DDP -> FSDP -> CP -> TP, then PP, EP).
@@ -366,7 +367,7 @@ class Axes:
         """All-gather each leaf over the roles that shard parameters between uses (FSDP).
 
         Used where a parameter is used, inside ``shard_map``; its transpose reduce-scatters
-        the gradient. Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
+        the gradient (in device order under ``ttjax.numerics("deterministic")``). Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
         Without such a role it returns ``tree`` unchanged.
         """
         if self.fsdp is None or self.dims is None:
@@ -379,7 +380,7 @@ class Axes:
                 roles = dims.mesh_axes(name, used)
                 used.update(roles)
                 if axis in roles:
-                    return jax.lax.all_gather(x, axis, axis=d, tiled=True)
+                    return numerics.all_gather(x, axis, axis=d, tiled=True)
             return x
 
         return jax.tree_util.tree_map(one, logical, tree, is_leaf=is_logical)

@@ -39,6 +39,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ttjax import numerics
 from ttjax.errors import ConfigError, ShapeMismatchError
 from ttjax.inspect import ProgramReport
 from ttjax.plan import ParallelDims
@@ -478,10 +479,9 @@ class Pipeline:
         loss = jnp.mean(carry["losses"])
         d_io, d_blocks = carry["d_io"], carry["d_blocks"]
         if p > 1:
-            loss = lax.psum(loss, pp)
-            d_io = lax.psum(d_io, pp)
+            loss, d_io = numerics.psum((loss, d_io), pp)
         if self.dp_axis is not None:
-            loss, d_io, d_blocks = lax.pmean((loss, d_io, d_blocks), self.dp_axis)
+            loss, d_io, d_blocks = numerics.pmean((loss, d_io, d_blocks), self.dp_axis)
         out = loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
         if count:
             busy = carry["busy"]

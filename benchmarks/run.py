@@ -22,6 +22,7 @@ SUITES = {
     "train": ("benchmarks.bench_train", (2, 4)),
     "numerics": ("benchmarks.bench_numerics", (2, 4)),
     "pipeline": ("benchmarks.bench_pipeline", (1, 4)),
+    "compile": ("benchmarks.bench_compile", (2, 4)),
 }
 
 

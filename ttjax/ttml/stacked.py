@@ -29,6 +29,9 @@ REMAT_POLICIES: dict[str, Any] = {
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
     "none": None,
 }
+# TTML's transformer_config.runner_type -> the remat policy: its memory_efficient runner
+# recomputes each block in the backward pass, its default runner keeps the activations.
+RUNNER_REMAT = {"default": "none", "memory_efficient": "full"}
 
 
 def check_remat_policy(owner: str, policy: str) -> None:
@@ -84,6 +87,7 @@ def scan_blocks(
 
 __all__ = [
     "REMAT_POLICIES",
+    "RUNNER_REMAT",
     "check_remat_policy",
     "scan_blocks",
     "stack_blocks",

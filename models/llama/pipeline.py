@@ -2,7 +2,8 @@
 
 As TTML's ``PipelineParallelLlama``: the first stage embeds (``tok_emb``), every stage runs its
 ``llama_block_{i}`` range, the last applies ``ln_fc`` and ``fc``; ``io`` holds those three and the
-blocks are the training tree's own, stacked on axis 0. Under TP the embedding and ``fc`` stay vocabulary-parallel.
+blocks are the training tree's own, stacked on axis 0. Under TP the embedding and ``fc`` stay
+vocabulary-parallel.
 
 >>> embed, block, head = stage_functions(LlamaTrain(config), tp=par.tp)
 >>> io, blocks = split_params(params_from_weights(config, random_weights(config, seed)))

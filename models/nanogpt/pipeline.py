@@ -41,7 +41,7 @@ def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
 
 
 def split_params(params: Params) -> tuple[Params, Params]:
-    """NanoGPT's ``{wte, wpe, blocks, ln_f}`` -> ``(io, blocks)`` (blocks stay ``[n_layer, ...]``)."""
+    """NanoGPT's ``{wte, wpe, blocks, ln_f}`` -> ``(io, blocks)``, blocks ``[n_layer, ...]``."""
     return {k: params[k] for k in IO_KEYS}, params["blocks"]
 
 

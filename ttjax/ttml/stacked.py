@@ -1,4 +1,4 @@
-"""A model's blocks stacked on a leading ``[n_layer]`` axis and run under ``lax.scan`` (MaxText's way).
+"""A model's blocks stacked on a leading ``[n_layer]`` axis, run under ``lax.scan`` (as MaxText).
 
 One block is traced and compiled once, whatever the depth, so compile time stays flat from 4 to
 96 layers. ``jax.checkpoint`` (remat) wraps the block with a named policy: ``"full"`` saves
@@ -6,7 +6,7 @@ nothing and recomputes the block in the backward pass, ``"dots"`` keeps the matm
 have no batch dims, ``"none"`` keeps every activation (no recompute).
 
 >>> blocks = stack_blocks([init_block(k) for k in keys])     # one dict of [n_layer, ...] arrays
->>> specs = stacked_specs(block_specs)                        # each PartitionSpec gets a leading None
+>>> specs = stacked_specs(block_specs)                     # each spec gets a leading None
 >>> x = scan_blocks(lambda p, h: block(p, h, tp), blocks, x, remat_policy="full")
 """
 

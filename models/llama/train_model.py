@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from models.llama.config import LlamaConfig, rope_tables
 from ttjax.errors import ConfigError
+from ttjax.plan import Axes
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     RMSNorm,
@@ -93,8 +94,11 @@ class LlamaTrain:
         gate = jax.nn.silu(m["w1"](p["w1"], h, tp)) * m["w3"](p["w3"], h, tp)
         return x + m["w2"](p["w2"], gate, tp)
 
-    def __call__(self, params: dict[str, Any], idx: Any, tp: str | None) -> Any:
-        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary)."""
+    def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
+        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary).
+
+        ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
+        tp = Axes.of(axes).tp
         T = idx.shape[-1]
         cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
         x = self.tok_emb(params["tok_emb"], idx, tp)
@@ -104,8 +108,8 @@ class LlamaTrain:
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
         return self.fc(params["fc"], x, tp)
 
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, tp: str | None) -> Any:
-        return cross_entropy_loss(self(params, idx, tp), targets, tp)
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
+        return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
 
 
 def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def _batch(cfg: GPTConfig, key: Any, size: int) -> tuple[Any, Any]:
 
 def _reference_loss(cfg: GPTConfig, io: Any, blocks: Any, tokens: Any, targets: Any) -> Any:
     """The whole model on one device (``GPT.loss``): the parity reference for every layout."""
-    params = gpt_pipeline.join_params(io, blocks, cfg.n_layer)
+    params = gpt_pipeline.join_params(io, blocks)
     return GPT(cfg).loss(params, tokens, targets, None)
 
 

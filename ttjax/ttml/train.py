@@ -133,8 +133,17 @@ class OptimizerSettings:
 
 
 def decay_matrices(params: Any) -> Any:
-    """nanoGPT's weight-decay rule: decay parameters with 2 or more dims (not biases, norms)."""
-    return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
+    """nanoGPT's weight-decay rule: decay parameters with 2 or more dims (not biases, norms).
+
+    Leaves under a ``blocks`` key are blocks stacked on a leading layer axis
+    (``ttjax.ttml.stacked``): they are judged on one block's dims.
+    """
+
+    def decay(path: Any, p: Any) -> bool:
+        stacked = any(getattr(k, "key", None) == "blocks" for k in path)
+        return p.ndim - stacked >= 2
+
+    return jax.tree_util.tree_map_with_path(decay, params)
 
 
 def make_optimizer(

@@ -129,11 +129,18 @@ class GPT:
 
     def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
         """Logits ``[B, T, vocab / tp]``: this device's slice of the vocabulary."""
-        tp = Axes.of(axes).tp
-        T = idx.shape[-1]
+        ax = Axes.of(axes)
+        tp, T = ax.tp, idx.shape[-1]
         x = self.wte(params["wte"], idx, tp) + params["wpe"][:T]
         block = self.block
-        x = scan_blocks(lambda p, h: block(p, h, tp), params["blocks"], x, self.config.remat_policy)
+        logical = {name: layer.axes() for name, layer in block.layers.items()}
+        x = scan_blocks(
+            lambda p, h: block(p, h, tp),
+            params["blocks"],
+            x,
+            self.config.remat_policy,
+            gather=lambda p: ax.gather(p, logical),  # FSDP: one block whole at a time
+        )
         x = self.ln_f(params["ln_f"], x)
         return self.wte.attend(params["wte"], x, tp)
 

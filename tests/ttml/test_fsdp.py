@@ -46,7 +46,7 @@ LAYOUTS = {
 }
 ROOT = Path(__file__).resolve().parents[2]
 # Wide enough that the few parameters without an embed dim (norms, column biases) weigh < 5%.
-WIDE = GPTConfig(vocab_size=256, block_size=SEQ, n_layer=2, n_head=8, n_embd=256)
+WIDE = GPTConfig(vocab_size=256, block_size=SEQ, n_layer=3, n_head=8, n_embd=256)
 
 
 def fsdp_step(layout: str, config: GPTConfig = CONFIG) -> TrainStep:
@@ -96,8 +96,8 @@ def test_losses_equal_single_device(single, layout):
 def test_ttml_layout_fsdp8_tp4_on_8x4(single):
     """TTML's Llama-8B layout (``enable_fsdp`` + ``enable_tp`` on [8, 4]), 4 steps."""
     step = fsdp_step("fsdp8_tp4")
-    assert step.param_specs["blocks"][0]["c_attn"]["weight"] == jax.sharding.PartitionSpec(
-        "fsdp", "tp"
+    assert step.param_specs["blocks"]["c_attn"]["weight"] == jax.sharding.PartitionSpec(
+        None, "fsdp", "tp"
     )
     np.testing.assert_allclose(run(step, 4), single[:4], rtol=1e-5)
 
@@ -113,7 +113,7 @@ def test_embed_dim_must_divide_by_fsdp():
     shapes = jax.eval_shape(lambda: init_params(bad, 0))
     with pytest.raises(
         ParallelPlanError,
-        match=r"parameter blocks.0.attn_proj.bias of shape \[36\]: dim 0 \('embed', size 36\) "
+        match=r"parameter blocks.attn_proj.bias of shape \[1, 36\]: dim 1 \('embed', size 36\) "
         r"does not divide by fsdp=8",
     ):
         par.specs(param_axes(bad), shapes)
@@ -204,6 +204,27 @@ def test_collectives_gather_and_reduce_scatter_over_fsdp_only(layout):
             if c.mesh_axes == ("fsdp",):
                 small -= c.bytes * c.executions
     assert small >= 0, "an all-reduce over fsdp moves more than the unsharded parameters"
+
+
+def test_blocks_are_gathered_one_at_a_time_in_forward_and_backward():
+    """ZeRO-3: each block's parameters are all-gathered inside the layer scan, in the forward
+    pass and again in the rematerialized backward pass, whose scan reduce-scatters them."""
+    step, rep = report("fsdp8")
+    sharded = [
+        s
+        for s in jax.tree.leaves(
+            step.param_specs["blocks"], is_leaf=lambda x: isinstance(x, jax.sharding.PartitionSpec)
+        )
+        if "fsdp" in s
+    ]
+    layer_loops = [lp for lp in rep.loops if lp.trip_count == WIDE.n_layer]
+    gathers = sorted(lp.collectives_per_iteration["all-gather"] for lp in layer_loops)
+    scatters = sorted(lp.collectives_per_iteration["reduce-scatter"] for lp in layer_loops)
+    assert len(layer_loops) == 2, rep.loops  # the forward scan and the backward scan
+    # The backward re-gathers what its recomputation needs (not the last bias: x + b's
+    # gradient needs no b) and reduce-scatters every sharded parameter of the block.
+    assert 0 < gathers[0] <= gathers[1] == len(sharded), rep.loops
+    assert scatters == [0, len(sharded)], rep.loops
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError
+from ttjax.plan import LogicalAxes, is_logical
 
 Params = dict[str, Any]
 
@@ -65,18 +66,26 @@ def stacked_specs(block_specs: Params) -> Params:
 
 
 def scan_blocks(
-    block: Callable[[Params, Any], Any], stacked: Params, x: Any, remat_policy: str = "full"
+    block: Callable[[Params, Any], Any],
+    stacked: Params,
+    x: Any,
+    remat_policy: str = "full",
+    gather: Callable[[Params], Params] | None = None,
 ) -> Any:
     """``x`` through ``block(p_i, x)`` for every row ``p_i`` of ``stacked``, one traced block.
 
     ``block`` closes over everything but its parameters and the activations (the TP axis, RoPE
     tables); under ``remat_policy`` other than ``"none"`` it runs inside ``jax.checkpoint``.
+    ``gather`` (FSDP: ``lambda p: axes.gather(p, block_axes)``) runs on each block's parameters
+    inside it: a block is all-gathered when it runs and, under remat, again in the backward pass,
+    so one block is whole at a time (ZeRO-3); its transpose reduce-scatters the block's gradient.
     """
     check_remat_policy("scan_blocks", remat_policy)
     policy = REMAT_POLICIES[remat_policy]
+    inner = block if gather is None else (lambda p, h: block(gather(p), h))
     # scan already keeps XLA from merging the recomputation with the forward: no CSE barrier needed.
     fn = (
-        block if remat_policy == "none" else jax.checkpoint(block, policy=policy, prevent_cse=False)
+        inner if remat_policy == "none" else jax.checkpoint(inner, policy=policy, prevent_cse=False)
     )
 
     def body(h: Any, p: Params) -> tuple[Any, None]:
@@ -85,10 +94,22 @@ def scan_blocks(
     return lax.scan(body, x, stacked)[0]
 
 
+def outside_blocks(logical: Any) -> Any:
+    """``logical`` (a tree of ``LogicalAxes``) with the stacked blocks' leaves (leading
+    ``"layers"``) made never-split: what a step all-gathers up front, since
+    :func:`scan_blocks` gathers each block in its body."""
+    return jax.tree.map(
+        lambda a: LogicalAxes(*[None] * len(a)) if a.names[:1] == ("layers",) else a,
+        logical,
+        is_leaf=is_logical,
+    )
+
+
 __all__ = [
     "REMAT_POLICIES",
     "RUNNER_REMAT",
     "check_remat_policy",
+    "outside_blocks",
     "scan_blocks",
     "stack_blocks",
     "stacked_specs",

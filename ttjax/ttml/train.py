@@ -31,6 +31,7 @@ from ttjax.plan import Axes, is_logical
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import outside_blocks
 
 LossFn = Callable[[Any, Any, Any, Axes], Any]
 SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
@@ -199,7 +200,9 @@ class TrainStep:
 
     ``layout`` gives the parameters' place on the mesh: a pytree of
     :class:`ttjax.plan.LogicalAxes` (the plan's rule table turns them into specs; needed for
-    FSDP, whose parameters are gathered where they are used) or of ``PartitionSpec``.
+    FSDP, whose parameters are gathered where they are used) or of ``PartitionSpec``. Under
+    FSDP the step all-gathers the parameters up front, except the stacked blocks (leading
+    ``"layers"``), which the model's ``scan_blocks(..., gather=)`` gathers one block at a time.
     ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
     ``accum`` micro-batches are averaged per step (gradient accumulation).
     """
@@ -265,8 +268,8 @@ class TrainStep:
 
     def _loss(self, params: Any, tokens: Any) -> Any:
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
-        if self.logical is not None:
-            params = self.axes.gather(params, self.logical)
+        if self.logical is not None:  # stacked blocks are gathered one by one in the model's scan
+            params = self.axes.gather(params, outside_blocks(self.logical))
         return self.loss_fn(params, tokens[:, :-1], tokens[:, 1:], self.axes)
 
     def _mean(self, x: Any) -> Any:

@@ -1,16 +1,19 @@
 """FSDP on the CPU mesh: ``ttjax.ttml``'s jitted FSDP 8 NanoGPT step (1x8, ``enable_fsdp``) against
-the same algorithm written by hand with ``jax.shard_map``: all-gather each parameter on its embed
-dim, ``jax.value_and_grad``, ``lax.psum_scatter`` the gradients back onto the shards (the few
-parameters with no embed dim stay whole, their gradients summed by JAX), the same optax AdamW.
+the same ZeRO-3 written by hand with ``jax.shard_map``: the embeddings all-gathered on their embed
+dim, each block all-gathered inside a remat'd ``lax.scan`` (forward, and again in the backward
+pass), ``jax.value_and_grad``, the gradients ``lax.psum_scatter``-ed back onto the shards (``psum``
+for the few parameters with no embed dim), the same optax AdamW on the shards.
 
-Both variants are checked to give the same gradients and losses before they are timed; the row also carries
-the compiled per-device parameter + optimizer bytes of FSDP 8 and DDP 8 (``ttjax.inspect``).
+Both variants are checked to give the same gradients and losses before they are timed; the row
+also carries the compiled per-device parameter + optimizer bytes of FSDP 8 and DDP 8
+(``ttjax.inspect``).
 
 python -m benchmarks.run --only fsdp
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -41,34 +44,56 @@ def _fsdp_dim(spec: P) -> int | None:
     return None
 
 
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _gather(x: Any, dim: int) -> Any:
+    """All-gather over fsdp on ``dim``; backward: reduce-scatter the gradient onto the shard."""
+    return lax.all_gather(x, "fsdp", axis=dim, tiled=True)
+
+
+_gather.defvjp(
+    lambda x, dim: (_gather(x, dim), None),
+    lambda dim, _, g: (lax.psum_scatter(g, "fsdp", scatter_dimension=dim, tiled=True),),
+)
+
+
 def hand_written_step(mesh: Any, specs: Any, optimizer: optax.GradientTransformation) -> Any:
-    """FSDP by hand: gather, value_and_grad, reduce-scatter (mean over the batch), optax."""
+    """ZeRO-3 by hand: the embeddings gathered up front, each block gathered inside a remat'd
+    ``lax.scan`` body (again in the backward pass), gradients reduce-scattered (whole parameters
+    psum'd), divided by the fsdp size, then optax."""
     model = GPT(CONFIG)
     dims = jax.tree.map(_fsdp_dim, specs, is_leaf=lambda s: isinstance(s, P))
     dims = jax.tree.map(lambda d: -1 if d is None else d, dims, is_leaf=lambda d: d is None)
+    block_dims = jax.tree.map(lambda d: d - 1, dims["blocks"])  # scan takes the layer axis
+
+    def gather(tree: Any, tree_dims: Any) -> Any:
+        return jax.tree.map(lambda x, d: x if d < 0 else _gather(x, d), tree, tree_dims)
+
+    def block(h, p):
+        return model.block(gather(p, block_dims), h, None), None
+
+    body = jax.checkpoint(block, policy=jax.checkpoint_policies.nothing_saveable)
+
+    def local_loss(shards, idx, targets):
+        top = {k: v for k, v in shards.items() if k != "blocks"}
+        top = gather(top, {k: dims[k] for k in top})
+        x = model.wte(top["wte"], idx, None) + top["wpe"][: idx.shape[-1]]
+        x = lax.scan(body, x, shards["blocks"])[0]
+        logits = model.wte.attend(top["wte"], model.ln_f(top["ln_f"], x), None)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
 
     def local(shards, tokens):
         n = lax.axis_size("fsdp")
-        full = jax.tree.map(
-            lambda x, d: x if d < 0 else lax.all_gather(x, "fsdp", axis=d, tiled=True),
-            shards,
-            dims,
-        )
         tok = tokens[0]
-        loss, grads = jax.value_and_grad(model.loss)(full, tok[:, :-1], tok[:, 1:], None)
-        # A parameter kept whole arrives summed over fsdp (the transpose of its implicit
-        # broadcast under check_vma); a gathered one is reduce-scattered back onto its shard.
-        grads = jax.tree.map(
-            lambda g, d: (
-                (g if d < 0 else lax.psum_scatter(g, "fsdp", scatter_dimension=d, tiled=True)) / n
-            ),
-            grads,
-            dims,
-        )
+        loss, grads = jax.value_and_grad(local_loss)(shards, tok[:, :-1], tok[:, 1:])
+        grads = jax.tree.map(lambda g, d: (lax.psum(g, "fsdp") if d < 0 else g) / n, grads, dims)
         return lax.psum(loss, "fsdp") / n, grads
 
     grads_fn = jax.shard_map(
-        local, mesh=mesh, in_specs=(specs, P(None, "fsdp", None)), out_specs=(P(), specs)
+        local,
+        mesh=mesh,
+        in_specs=(specs, P(None, "fsdp", None)),
+        out_specs=(P(), specs),
+        check_vma=False,
     )
 
     @jax.jit

@@ -3,7 +3,8 @@
 Same data, same seed: 20 AdamW steps of FSDP 8 (1x8), TP 4 x FSDP 2 (2x4), DDP 2 x FSDP 4 (2x4)
 and TTML's FSDP 8 x TP 4 (8x4) equal the single-device run. The compiled step holds 1/8 of DDP's
 per-device parameter + optimizer bytes (XLA's ``memory_analysis``), and its collectives, as
-``ttjax.inspect`` lists them, gather and reduce-scatter over the fsdp axis only. Under
+``ttjax.inspect`` lists them, gather and reduce-scatter over the fsdp axis only, each block inside
+the forward and the backward layer scans (ZeRO-3). Under
 ``ttjax.numerics("deterministic")`` the losses are bitwise reproducible. A checkpoint written by
 FSDP 8 resumes onto DDP 8 through the CLI and continues the same trajectory.
 """

@@ -5,10 +5,14 @@ AdamW steps and (Llama) prefill logits; bad sequence lengths are clean plan erro
 from __future__ import annotations
 
 import functools
+import importlib
+import json
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+import yaml
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -23,6 +27,7 @@ from ttjax.ttml import cp
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
+ROOT = Path(__file__).resolve().parents[2]
 SEQ, BATCH = 16, 2
 GPT_CONFIG = GPTConfig(vocab_size=64, block_size=SEQ, n_layer=1, n_head=4, n_embd=32)
 LLAMA_CONFIG = get_config("tiny").with_(
@@ -178,3 +183,37 @@ def test_llama_prefill_under_cp_equals_single_device(layout):
     logits = fwd(params, cp.place_sequence(ids, par.dims))
     got = np.asarray(cp.restore_sequence(logits, par.dims, axis=1))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped YAML files train through the CLI
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # ~1 min each: the shipped model sizes, two compiles (train and eval)
+@pytest.mark.parametrize(
+    ("config", "module", "banner"),
+    [
+        ("training_nanogpt_cp.yaml", "nanogpt", "CP 8 over mesh axis 'cp', TP off"),
+        ("training_llama_cp_tp.yaml", "llama", "DDP off, CP 2 over mesh axis 'cp', TP 4 over"),
+    ],
+)
+def test_shipped_cp_config_trains_two_steps_through_the_cli(
+    config, module, banner, tmp_path, capsys
+):
+    src = ROOT / "configs" / config
+    doc = yaml.safe_load(src.read_text())
+    doc["training_config"]["checkpoint_dir"] = str(tmp_path / "ckpt")
+    model = doc["training_config"]["model_config"]
+    doc["training_config"]["model_config"] = str(src.parent / model)
+    path = tmp_path / config
+    path.write_text(yaml.safe_dump(doc))
+    cli = importlib.import_module(f"models.{module}.train").cli
+    argv = ["--config", str(path), "--max-steps", "2", "--no-progress", "--out", str(tmp_path)]
+    assert cli(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert banner in out[0], out[0]
+    summary = json.loads(out[-1])
+    assert np.isfinite(summary["final_loss"]) and summary["mesh_shape"] == list(
+        doc["device_config"]["mesh_shape"]
+    )

@@ -19,11 +19,14 @@ import ttjax as ttnn
 from models.llama.config import get_config
 from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
+from models.nanogpt import train as nanogpt_train
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_axes
-from ttjax.errors import ParallelPlanError
+from ttjax.errors import ConfigError, ParallelPlanError
 from ttjax.plan import LogicalAxes, ParallelDims
 from ttjax.ttml import cp
+from ttjax.ttml.cli import model_vocab, pipeline_step
+from ttjax.ttml.config import load_config
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
@@ -217,3 +220,20 @@ def test_shipped_cp_config_trains_two_steps_through_the_cli(
     assert np.isfinite(summary["final_loss"]) and summary["mesh_shape"] == list(
         doc["device_config"]["mesh_shape"]
     )
+
+
+def test_cp_with_pp_is_refused_by_the_cli(tmp_path):
+    """The pipeline's stages take whole sequences: CP with PP is one clean error, not ignored."""
+    doc = yaml.safe_load((ROOT / "configs" / "training_nanogpt_cp.yaml").read_text())
+    doc["training_config"]["model_config"] = str(
+        ROOT / "configs" / "model_configs" / "nanogpt_tiny.yaml"
+    )
+    doc["device_config"] = {"mesh_shape": [2, 4], "enable_cp": True, "enable_pp": True}
+    path = tmp_path / "cp_pp.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run = load_config(path)
+    par = Parallelism(_par("cp2_tp4").mesh, cp_axis=0, pp_axis=1)
+    parts = nanogpt_train.build(run, par, model_vocab(run, par))
+    with pytest.raises(ConfigError, match="enable_cp with enable_pp") as e:
+        pipeline_step(run, None, par, parts, OptimizerSettings.from_config(run))
+    assert "\nfix: set enable_cp: false" in str(e.value)

@@ -133,6 +133,12 @@ def test_loss_and_gradients_equal_single_device(name, layout):
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    if name == "nanogpt":  # validation cuts and places the sequence the same way
+        val = _tokens(2, seed=4)[:, 0]
+        single, _ = _step(name, "single")
+        np.testing.assert_allclose(
+            float(step.eval_loss(params, val)), float(single.eval_loss(params, val)), rtol=1e-5
+        )
 
 
 def _adamw(name: str, layout: str, steps: int = 3) -> np.ndarray:

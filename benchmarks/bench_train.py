@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -31,9 +31,9 @@ BATCH, SEQ = 16, 64
 OPT = OptimizerSettings(learning_rate=1e-3, warmup_steps=10, total_steps=1000)
 
 
-def hand_written_step(mesh: ttnn.MeshDevice, specs, optimizer):
+def hand_written_step(mesh: Mesh, specs, optimizer):
     """NanoGPT's TP+DDP step by hand: Megatron with raw psums, vocab-parallel loss, DDP mean."""
-    dp, tp = mesh.axis_names  # rows: DDP, cols: TP
+    dp, tp = mesh.axis_names  # rows: DDP, cols: TP (named by role: "dp", "tp")
     hs = CONFIG.n_embd // CONFIG.n_head
 
     def ln(p, x):
@@ -84,7 +84,7 @@ def hand_written_step(mesh: ttnn.MeshDevice, specs, optimizer):
         return lax.psum(loss, dp) / n, grads
 
     grads_fn = jax.shard_map(
-        local, mesh=mesh.jax_mesh, in_specs=(specs, P(None, dp, None)), out_specs=(P(), specs)
+        local, mesh=mesh, in_specs=(specs, P(None, dp, None)), out_specs=(P(), specs)
     )
 
     @jax.jit
@@ -104,10 +104,10 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     params = init_params(CONFIG, 5489)
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, CONFIG.vocab_size, (1, BATCH, SEQ + 1)).astype(np.int32)
-    dev_tokens = jax.device_put(tokens, NamedSharding(mesh.jax_mesh, P(None, "y", None)))
+    dev_tokens = jax.device_put(tokens, NamedSharding(par.jax_mesh, P(None, "dp", None)))
 
     state = ours.init_state(params)
-    hand = hand_written_step(mesh, specs, optimizer)
+    hand = hand_written_step(par.jax_mesh, specs, optimizer)
     hp, ho = state.params, state.opt_state
 
     # Same algorithm: three steps give the same losses.
@@ -133,7 +133,7 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     ddp = Parallelism(ddp_mesh, ddp_axis=1)
     ddp_step = TrainStep(GPT(CONFIG).loss, param_specs(CONFIG, ddp), ddp, optimizer)
     ddp_state = ddp_step.init_state(params)
-    ddp_tokens = jax.device_put(tokens, NamedSharding(ddp_mesh.jax_mesh, P(None, "x", None)))
+    ddp_tokens = jax.device_put(tokens, NamedSharding(ddp.jax_mesh, P(None, "dp", None)))
     ddp_rep = inspect(ddp_step._global_step, ddp_state, ddp_tokens, mesh=ddp_mesh, name="DDP 1x8")
     n_params = len(jax.tree_util.tree_leaves(params))
 

@@ -269,10 +269,7 @@ class TrainStep:
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
-        if not self.data_axes:
-            return x
-        n = math.prod(lax.axis_size(a) for a in self.data_axes)
-        return ttjax.numerics.psum(x, self.data_axes) / n
+        return ttjax.numerics.pmean(x, self.data_axes) if self.data_axes else x
 
     def _sync(self, grads: Any) -> Any:
         """Average gradients over the data-splitting roles (TTML's ``synchronize_gradients``).

@@ -243,3 +243,18 @@ def test_cp_with_pp_is_refused_by_the_cli(tmp_path):
     with pytest.raises(ConfigError, match="enable_cp with enable_pp") as e:
         pipeline_step(run, None, par, parts, OptimizerSettings.from_config(run))
     assert "\nfix: set enable_cp: false" in str(e.value)
+
+
+def test_cli_names_a_sequence_length_cp_cannot_split(tmp_path):
+    doc = yaml.safe_load((ROOT / "configs" / "training_nanogpt_cp.yaml").read_text())
+    model = yaml.safe_load((ROOT / "configs" / "model_configs" / "nanogpt_tiny.yaml").read_text())
+    model["transformer_config"]["max_sequence_length"] = 60  # not a multiple of 2 * 8
+    (tmp_path / "model.yaml").write_text(yaml.safe_dump(model))
+    doc["training_config"].update(
+        model_config=str(tmp_path / "model.yaml"), checkpoint_dir=str(tmp_path / "c")
+    )
+    path = tmp_path / "cp60.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    argv = ["--config", str(path), "--max-steps", "1", "--no-progress", "--out", str(tmp_path)]
+    with pytest.raises(ParallelPlanError, match=r"seq_len=60 does not split into 2\*cp = 16"):
+        nanogpt_train.cli(argv)

@@ -117,6 +117,12 @@ def pipeline_step(
             f"{run.path}: device_config.enable_pp is true but this model has no pipeline "
             "stages.\nfix: set enable_pp: false, or train NanoGPT or Llama."
         )
+    if par.cp_size > 1:
+        raise ConfigError(
+            f"{run.path}: device_config.enable_cp with enable_pp is not trained by ttjax yet (the "
+            "pipeline's stages take whole sequences).\nfix: set enable_cp: false, or enable_pp: "
+            "false."
+        )
     cfg = run.multihost.pipeline_parallel_config or PipelineParallelConfig(
         num_blocks=run.model.num_blocks
     )

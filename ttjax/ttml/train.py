@@ -27,7 +27,8 @@ from jax.sharding import PartitionSpec as P
 
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
-from ttjax.plan import Axes, is_logical
+from ttjax.plan import Axes, LogicalAxes, is_logical
+from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
@@ -236,8 +237,10 @@ class TrainStep:
         self.axes = par.axes()
         # Gradients and the loss are averaged over every role that splits the data.
         self.data_axes = tuple(dict.fromkeys(dims.split_roles("batch") + dims.split_roles("seq")))
-        batch = dims.split_roles("batch")
-        self.batch_spec = P(None, batch[0] if len(batch) == 1 else (batch or None), None)
+        # Whole rows of tokens [accum, batch, seq + 1]; the step cuts inputs and targets from
+        # them and splits those [accum, batch, seq] over the batch and sequence roles.
+        self.batch_spec = dims.spec(LogicalAxes(None, "batch", None))
+        self.data_spec = dims.spec(LogicalAxes(None, "batch", "seq"))
         self.param_shardings = jax.tree_util.tree_map(
             lambda s: NamedSharding(self.mesh, s), param_specs, is_leaf=_is_spec
         )
@@ -245,29 +248,33 @@ class TrainStep:
         self._grads = jax.shard_map(
             self._local_grads,
             mesh=self.mesh,
-            in_specs=(param_specs, self.batch_spec),
+            in_specs=(param_specs, self.data_spec, self.data_spec),
             out_specs=(P(), param_specs),
             check_vma=False,
         )
+        self._local_eval_map = jax.shard_map(
+            self._local_eval,
+            mesh=self.mesh,
+            in_specs=(param_specs, self.data_spec, self.data_spec),
+            out_specs=P(),
+            check_vma=False,
+        )
         self._eval = jax.jit(
-            jax.shard_map(
-                self._local_eval,
-                mesh=self.mesh,
-                in_specs=(param_specs, self.batch_spec),
-                out_specs=P(),
-                check_vma=False,
-            )
+            lambda params, tokens: self._local_eval_map(params, *self._cut(tokens))
+        )
+        self._grads_of_tokens = jax.jit(
+            lambda params, tokens: self._grads(params, *self._cut(tokens))
         )
         self._step = jax.jit(self._global_step)
         self._state_shardings: Any = None
 
     # -- the per-device part -------------------------------------------------------------------
 
-    def _loss(self, params: Any, tokens: Any) -> Any:
+    def _loss(self, params: Any, inputs: Any, targets: Any) -> Any:
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
         if self.logical is not None:
             params = self.axes.gather(params, self.logical)
-        return self.loss_fn(params, tokens[:, :-1], tokens[:, 1:], self.axes)
+        return self.loss_fn(params, inputs, targets, self.axes)
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
@@ -289,29 +296,29 @@ class TrainStep:
 
         return jax.tree_util.tree_map(one, grads, self.param_specs)
 
-    def _local_grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
+    def _local_grads(self, params: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
         """Loss and data-averaged gradients of this device's micro-batches (inside shard_map)."""
         grad_fn = jax.value_and_grad(self._loss)
 
-        def micro(acc: Any, tok: Any) -> tuple[Any, None]:
-            return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, tok)), None
+        def micro(acc: Any, xy: Any) -> tuple[Any, None]:
+            return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, *xy)), None
 
         zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
         if self.accum == 1:
-            total, _ = micro(zeros, tokens[0])
+            total, _ = micro(zeros, (inputs[0], targets[0]))
         else:
-            total, _ = lax.scan(micro, zeros, tokens)
+            total, _ = lax.scan(micro, zeros, (inputs, targets))
         loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
         return self._mean(loss), self._sync(grads)
 
-    def _local_eval(self, params: Any, tokens: Any) -> Any:
-        """Mean loss over the blocks of ``tokens`` [n, batch, seq + 1], no gradients."""
+    def _local_eval(self, params: Any, inputs: Any, targets: Any) -> Any:
+        """Mean loss over the blocks of ``inputs``/``targets`` [n, batch, seq], no gradients."""
 
-        def one(total: Any, tok: Any) -> tuple[Any, None]:
-            return total + self._loss(params, tok), None
+        def one(total: Any, xy: Any) -> tuple[Any, None]:
+            return total + self._loss(params, *xy), None
 
-        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
-        return self._mean(total / tokens.shape[0])
+        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), (inputs, targets))
+        return self._mean(total / inputs.shape[0])
 
     def eval_loss(self, params: Any, tokens: Any) -> Any:
         """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
@@ -319,8 +326,13 @@ class TrainStep:
 
     # -- the whole step ------------------------------------------------------------------------
 
+    def _cut(self, tokens: Any) -> tuple[Any, Any]:
+        """Inputs and targets of whole rows ``tokens`` [.., seq + 1], placed for the sequence
+        split (``ttjax.ttml.cp``), each [.., seq]; done on the global array, inside jit."""
+        return cp.split_tokens(tokens, self.par.dims)
+
     def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        loss, grads = self._grads(state.params, tokens)
+        loss, grads = self._grads(state.params, *self._cut(tokens))
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         params = jax.lax.with_sharding_constraint(params, self.param_shardings)
@@ -331,7 +343,7 @@ class TrainStep:
 
     def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
         """(loss, gradients) of one step, without the update: what the tests compare."""
-        return jax.jit(self._grads)(params, self._put_batch(tokens))
+        return self._grads_of_tokens(params, self._put_batch(tokens))
 
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
@@ -347,6 +359,7 @@ class TrainStep:
                 "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
             )
         self.par.dims.check_batch(shape[1], "TrainStep: ")
+        cp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
     def state_shardings(self, params: Any) -> TrainState:

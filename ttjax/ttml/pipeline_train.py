@@ -10,6 +10,7 @@ live. They are ordinary sharded arrays, so the orbax checkpoint saves and restor
 >>> step = PipelineTrainStep(pipe, make_pp_optimizer(settings), split=nanogpt_pipeline.split_params)
 >>> state = step.init_state(params)                 # whole params -> (io, staged blocks)
 >>> state, metrics = step(state, tokens)            # tokens [accum, batch, seq + 1]
+>>> loss, (d_io, d_staged_blocks) = step.grads(state.params, tokens)   # no update
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class PipelineTrainStep(BaseTrainStep):
     parameters.
 
     ``split(params) -> (io, blocks stacked on axis 0)`` cuts the model's whole parameters as the
-    pipeline adapter does (``models/nanogpt/pipeline.split_params``).
+    pipeline adapter does (``models/nanogpt/pipeline.split_params``); without it, the parameters
+    given to :meth:`init_state` are already ``(io, stacked blocks)``.
     """
 
     def __init__(
@@ -58,7 +60,7 @@ class PipelineTrainStep(BaseTrainStep):
         pipe: Pipeline,
         optimizer: optax.GradientTransformation,
         *,
-        split: Split,
+        split: Split | None = None,
         accum: int = 1,
         schedule: optax.Schedule | None = None,
     ) -> None:
@@ -120,7 +122,7 @@ class PipelineTrainStep(BaseTrainStep):
 
     def place_params(self, params: Any) -> tuple[Any, Any]:
         """Whole model parameters -> ``(io, staged blocks)`` placed on the mesh."""
-        io, stacked = self.split(params)
+        io, stacked = params if self.split is None else self.split(params)
         return self.pipe.place_io(io), self.pipe.stage_blocks(stacked)
 
 

@@ -90,7 +90,7 @@ class KillingTrainer(Trainer):
 
 
 def main(argv: list[str]) -> int:
-    cli.Trainer = KillingTrainer  # type: ignore[misc]  # the CLI builds this trainer instead
+    cli.Trainer = KillingTrainer  # the CLI builds this trainer instead
     return cli.main(argv, build=build, prog=PROG)
 
 

@@ -35,7 +35,7 @@ from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
-from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
 
 DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
@@ -146,6 +146,23 @@ def pipeline_step(
         pipe,
         make_pp_optimizer(opt),
         split=sp.split,
+        accum=run.training.gradient_accumulation_steps,
+        schedule=opt.schedule(),
+    )
+
+
+def train_step(
+    run: RunConfig, pctx: Any, par: Parallelism, parts: ModelParts, opt: OptimizerSettings
+) -> BaseTrainStep:
+    """The train step of ``run``: pipelined (:func:`pipeline_step`) when ``enable_pp`` is set,
+    else plain (:class:`TrainStep` on the model's layout and ``par``'s plan)."""
+    if run.device.enable_pp:
+        return pipeline_step(run, pctx, par, parts, opt)
+    return TrainStep(
+        parts.loss_fn,
+        parts.specs,
+        par,
+        make_optimizer(opt),
         accum=run.training.gradient_accumulation_steps,
         schedule=opt.schedule(),
     )
@@ -299,18 +316,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         vocab = model_vocab(run, par)
         data = load_dataset(t.tokenizer_type, vocab_size=vocab, data_path=t.data_path)
         parts = build(run, par, vocab)
-        step: TrainStep | PipelineTrainStep
-        if dev.enable_pp:
-            step = pipeline_step(run, pctx, par, parts, opt)
-        else:
-            step = TrainStep(
-                parts.loss_fn,
-                parts.specs,
-                par,
-                make_optimizer(opt),
-                accum=t.gradient_accumulation_steps,
-                schedule=opt.schedule(),
-            )
+        step = train_step(run, pctx, par, parts, opt)
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,
@@ -404,4 +410,5 @@ __all__ = [
     "refuse_ignored_keys",
     "run_cli",
     "strategies",
+    "train_step",
 ]

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from ttjax.errors import ConfigError
 from ttjax.plan import Axes
+from ttjax.ttml.fsdp import block_gather
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     LayerNorm,
@@ -153,7 +154,7 @@ class GPT:
             params["blocks"],
             x,
             self.config.remat_policy,
-            gather=lambda p: ax.gather(p, logical),  # FSDP: one block whole at a time
+            gather=block_gather(ax, logical),  # FSDP: one block whole at a time
         )
         x = self.ln_f(params["ln_f"], x)
         return self.wte.attend(params["wte"], x, tp)

@@ -21,7 +21,6 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError
-from ttjax.plan import LogicalAxes, is_logical
 
 Params = dict[str, Any]
 
@@ -76,7 +75,7 @@ def scan_blocks(
 
     ``block`` closes over everything but its parameters and the activations (the TP axis, RoPE
     tables); under ``remat_policy`` other than ``"none"`` it runs inside ``jax.checkpoint``.
-    ``gather`` (FSDP: ``lambda p: axes.gather(p, block_axes)``) runs on each block's parameters
+    ``gather`` (FSDP: ``ttjax.ttml.fsdp.block_gather``) runs on each block's parameters
     inside it: a block is all-gathered when it runs and, under remat, again in the backward pass,
     so one block is whole at a time (ZeRO-3); its transpose reduce-scatters the block's gradient.
     """
@@ -94,22 +93,10 @@ def scan_blocks(
     return lax.scan(body, x, stacked)[0]
 
 
-def outside_blocks(logical: Any) -> Any:
-    """``logical`` (a tree of ``LogicalAxes``) with the stacked blocks' leaves (leading
-    ``"layers"``) made never-split: what a step all-gathers up front, since
-    :func:`scan_blocks` gathers each block in its body."""
-    return jax.tree.map(
-        lambda a: LogicalAxes(*[None] * len(a)) if a.names[:1] == ("layers",) else a,
-        logical,
-        is_leaf=is_logical,
-    )
-
-
 __all__ = [
     "REMAT_POLICIES",
     "RUNNER_REMAT",
     "check_remat_policy",
-    "outside_blocks",
     "scan_blocks",
     "stack_blocks",
     "stacked_specs",

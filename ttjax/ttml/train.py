@@ -39,8 +39,8 @@ from ttjax.plan import Axes, LogicalAxes, is_logical
 from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
+from ttjax.ttml.fsdp import outside_blocks
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.stacked import outside_blocks
 
 LossFn = Callable[[Any, Any, Any, Axes], Any]
 SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
@@ -302,7 +302,7 @@ class TrainStep(BaseTrainStep):
     :class:`ttjax.plan.LogicalAxes` (the plan's rule table turns them into specs; needed for
     FSDP, whose parameters are gathered where they are used) or of ``PartitionSpec``. Under
     FSDP the step all-gathers the parameters up front, except the stacked blocks (leading
-    ``"layers"``), which the model's ``scan_blocks(..., gather=)`` gathers one block at a time.
+    ``"layers"``), which the model's scan gathers one block at a time (:mod:`ttjax.ttml.fsdp`).
     ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
     ``accum`` micro-batches are averaged per step (gradient accumulation).
     """

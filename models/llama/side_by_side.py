@@ -8,6 +8,10 @@
 3. Tessera named axes (``models/llama/dist_decode.py``): ``dist.local`` with
    ``dist.all_reduce(axis="tp")``.
 
+All three place the weights by the same logical axes (``models/llama/axes.py``) and rule table:
+Megatron layers, the embedding and LM head split by vocabulary (the TT-NN model with
+``embedding="vocab_parallel"`` and ``gather_logits=False``, the table's layout).
+
 Every row comes from ``ttjax.inspect`` on the compiled program: collectives by kind, the bytes
 each device sends, and XLA's per-device memory (arguments = weights + KV cache).
 """
@@ -49,6 +53,8 @@ def reports(config_name: str = "tiny", batch: int = 8) -> dict[str, Any]:
         weight_dtype="float32",
         cache_dtype="float32",
         scan_layers=False,
+        embedding="vocab_parallel",
+        gather_logits=False,
     )
     out["TT-NN explicit (ttnn.all_reduce)"] = ttnn.inspect.inspect(
         fn, *args, **opts, name="TT-NN decode step"

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec as P
 
+from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
+from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
@@ -42,18 +44,20 @@ class LlamaTrain:
     @property
     def layers(self) -> dict[str, Any]:
         c, hd = self.config, self.config.head_dim
+        col = partial(ColumnParallelLinear, has_bias=False)
+        row = partial(RowParallelLinear, has_bias=False, input_is_parallel=True)
+        heads, kv = split_axis("self_attn.q_proj.weight"), split_axis("self_attn.k_proj.weight")
+        mlp = split_axis("mlp.gate_proj.weight")
         return {
             "attention_norm": RMSNorm(c.dim, c.norm_eps),
-            "q_linear": ColumnParallelLinear(c.dim, c.n_heads * hd, has_bias=False),
-            "k_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "v_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "out_linear": RowParallelLinear(
-                c.n_heads * hd, c.dim, has_bias=False, input_is_parallel=True
-            ),
+            "q_linear": col(c.dim, c.n_heads * hd, split=heads),
+            "k_linear": col(c.dim, c.n_kv_heads * hd, split=kv),
+            "v_linear": col(c.dim, c.n_kv_heads * hd, split=kv),
+            "out_linear": row(c.n_heads * hd, c.dim, split=heads),
             "mlp_norm": RMSNorm(c.dim, c.norm_eps),
-            "w1": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w3": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w2": RowParallelLinear(c.ffn_dim, c.dim, has_bias=False, input_is_parallel=True),
+            "w1": col(c.dim, c.ffn_dim, split=mlp),
+            "w3": col(c.dim, c.ffn_dim, split=mlp),
+            "w2": row(c.ffn_dim, c.dim, split=mlp),
         }
 
     @property
@@ -62,7 +66,10 @@ class LlamaTrain:
 
     @property
     def fc(self) -> ColumnParallelLinear:
-        return ColumnParallelLinear(self.config.dim, self.config.vocab_size, has_bias=False)
+        c = self.config
+        return ColumnParallelLinear(
+            c.dim, c.vocab_size, has_bias=False, split=split_axis("lm_head.weight")
+        )
 
     def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, tp: str | None) -> Any:
         m, hd = self.layers, self.config.head_dim
@@ -126,19 +133,34 @@ def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[s
     }
 
 
-def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
-    """Megatron splits over TP (heads with their key/value heads), replicated over DDP."""
+def param_axes(config: LlamaConfig) -> dict[str, Any]:
+    """The logical axes of every parameter: the modules' own, split as ``models/llama/axes.py``
+    states (the plan's rules place them)."""
+    model = LlamaTrain(config)
+    block = {name: layer.axes() for name, layer in model.layers.items()}
+    return {
+        "tok_emb": model.tok_emb.axes(),
+        "blocks": [block for _ in range(config.n_layers)],
+        "ln_fc": RMSNorm(config.dim, config.norm_eps).axes(),
+        "fc": model.fc.axes(),
+    }
+
+
+def check_heads(config: LlamaConfig, par: Parallelism) -> None:
+    """Whole heads per TP device, with their key/value heads."""
     if par.tp_size > 1 and (config.n_heads % par.tp_size or config.n_kv_heads % par.tp_size):
         raise ConfigError(
             f"Llama: num_heads={config.n_heads} and num_groups={config.n_kv_heads} must both be "
             f"divisible by the TP size {par.tp_size}.\nfix: pick head counts that are multiples "
             "of the TP size, or a smaller TP axis."
         )
-    model = LlamaTrain(config)
-    block = {name: layer.specs(par) for name, layer in model.layers.items()}
-    return {
-        "tok_emb": model.tok_emb.specs(par),
-        "blocks": [block for _ in range(config.n_layers)],
-        "ln_fc": {"gamma": P()},
-        "fc": model.fc.specs(par),
-    }
+
+
+def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
+    """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
+    check_heads(config, par)
+    shapes = jax.eval_shape(
+        lambda w: params_from_weights(config, w),
+        {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in expected_shapes(config).items()},
+    )
+    return par.specs(param_axes(config), shapes)

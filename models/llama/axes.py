@@ -15,7 +15,7 @@ LogicalAxes('kv_heads', 'embed')
 >>> in_out(weight_axes("model.layers.3.self_attn.k_proj.weight"))   # TT-NN / TTML: [in, out]
 LogicalAxes('embed', 'kv_heads')
 >>> ParallelDims.from_sizes(dp=2, tp=4).spec(weight_axes("lm_head.weight"))
-P('tp')
+P('tp',)
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ def tt_mesh_mapper(mesh: ttnn.MeshDevice, dims: ParallelDims, axes: LogicalAxes)
         return ttnn.ReplicateTensorToMesh(mesh)
     shape = tuple(int(s) for s in mesh.shape)
     if len(dims.shape) == 1 and dims.shape[0] == mesh.get_num_devices():
-        return ttnn.ShardTensorToMesh(mesh, dim=per_axis[0])
+        (dim,) = per_axis
+        assert dim is not None
+        return ttnn.ShardTensorToMesh(mesh, dim=dim)
     if dims.shape == shape and len(shape) == 2:
         return ttnn.ShardTensor2dMesh(mesh, mesh_shape=shape, dims=per_axis)
     raise ShardingError(
@@ -131,7 +133,7 @@ def tt_mesh_mapper(mesh: ttnn.MeshDevice, dims: ParallelDims, axes: LogicalAxes)
 
 
 def dims_of_names(
-    shape: Sequence[int], names: Sequence[str], roles: dict[str, str] | None = None
+    shape: Sequence[int], names: Sequence[Any], roles: dict[Any, str] | None = None
 ) -> ParallelDims:
     """The plan of a mesh whose axes carry names: each name is a role, or is mapped to one by
     ``roles`` (torch-xla's ``("batch", "model")`` -> dp, tp); other names play no role."""
@@ -142,14 +144,12 @@ def dims_of_names(
     )
 
 
-def mesh_axis_spec(
-    dims: ParallelDims, axes: LogicalAxes, names: Sequence[str]
-) -> tuple[str | tuple[str, ...] | None, ...]:
+def mesh_axis_spec(dims: ParallelDims, axes: LogicalAxes, names: Sequence[Any]) -> tuple[Any, ...]:
     """A ``mark_sharding`` spec (one mesh axis name or None per dim) on a mesh whose axis ``i``
     is called ``names[i]`` and plays ``dims.roles[i]``."""
     name_of = {r: n for r, n in zip(dims.roles, names, strict=True) if r is not None}
     spec = list(dims.spec(axes)) + [None] * len(axes)
-    out: list[str | tuple[str, ...] | None] = []
+    out: list[Any] = []
     for entry in spec[: len(axes)]:
         mapped = tuple(name_of[r] for r in _roles(entry))
         out.append(None if not mapped else mapped[0] if len(mapped) == 1 else mapped)

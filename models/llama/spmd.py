@@ -58,12 +58,17 @@ def shard_llama_model(model: Any, mesh: xs.Mesh) -> LlamaReference:
 
 def plan(mesh: xs.Mesh) -> ParallelDims:
     """The roles of ``mesh``'s axes (named by role, or ``"batch"`` / ``"model"``)."""
-    return dims_of_names(mesh.mesh_shape, mesh.axis_names or (), ROLES)
+    return dims_of_names(mesh.mesh_shape, _names(mesh), ROLES)
 
 
 def spec(mesh: xs.Mesh, axes: LogicalAxes) -> tuple[Any, ...]:
     """The ``mark_sharding`` spec of a tensor with logical ``axes`` on ``mesh``."""
-    return mesh_axis_spec(plan(mesh), axes, mesh.axis_names or ())
+    return mesh_axis_spec(plan(mesh), axes, _names(mesh))
+
+
+def _names(mesh: xs.Mesh) -> tuple[Any, ...]:
+    """Axis names, or indices on an unnamed mesh (whose axes then play no role: replicated)."""
+    return mesh.axis_names or tuple(range(len(mesh.mesh_shape)))
 
 
 def batch_spec(mesh: xs.Mesh) -> tuple[Any, ...]:

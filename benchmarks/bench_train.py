@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -24,16 +24,21 @@ from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.inspect import inspect
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import stack_blocks, unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
-CONFIG = GPTConfig(vocab_size=512, block_size=64, n_layer=4, n_head=8, n_embd=256)
+# Remat off: the hand-written step keeps its activations too (the same algorithm, no recompute).
+CONFIG = GPTConfig(
+    vocab_size=512, block_size=64, n_layer=4, n_head=8, n_embd=256, remat_policy="none"
+)
 BATCH, SEQ = 16, 64
 OPT = OptimizerSettings(learning_rate=1e-3, warmup_steps=10, total_steps=1000)
 
 
-def hand_written_step(mesh: ttnn.MeshDevice, specs, optimizer):
-    """NanoGPT's TP+DDP step by hand: Megatron with raw psums, vocab-parallel loss, DDP mean."""
-    dp, tp = mesh.axis_names  # rows: DDP, cols: TP
+def hand_written_step(mesh: Mesh, specs, optimizer):
+    """NanoGPT's TP+DDP step by hand: Megatron with raw psums, vocab-parallel loss, DDP mean
+    (a Python loop over a list of blocks, where the model scans them stacked)."""
+    dp, tp = mesh.axis_names  # rows: DDP, cols: TP (named by role: "dp", "tp")
     hs = CONFIG.n_embd // CONFIG.n_head
 
     def ln(p, x):
@@ -63,7 +68,7 @@ def hand_written_step(mesh: ttnn.MeshDevice, specs, optimizer):
         inside = (local >= 0) & (local < v)
         rows = jnp.where(inside[..., None], jnp.take(w, jnp.clip(local, 0, v - 1), axis=0), 0.0)
         x = lax.psum(rows, tp) + params["wpe"][: idx.shape[-1]]
-        for p in params["blocks"]:
+        for p in params["blocks"]:  # a list here: see ``local``
             x = block(p, x)
         logits = ln(params["ln_f"], x) @ w.T
         m = lax.pmax(lax.stop_gradient(logits.max(-1, keepdims=True)), tp)
@@ -77,14 +82,17 @@ def hand_written_step(mesh: ttnn.MeshDevice, specs, optimizer):
 
     def local(params, tokens):
         tok = tokens[0]
+        # The stacked blocks as a list of per-block dicts, and the gradients stacked back.
+        params = {**params, "blocks": unstack_blocks(params["blocks"])}
         loss, grads = jax.value_and_grad(local_loss)(params, tok[:, :-1], tok[:, 1:])
+        grads = {**grads, "blocks": stack_blocks(grads["blocks"])}
         # The grad of a DDP-varying loss w.r.t. DDP-invariant params arrives summed over DDP.
         n = lax.axis_size(dp)
         grads = jax.tree_util.tree_map(lambda g: g / n, grads)
         return lax.psum(loss, dp) / n, grads
 
     grads_fn = jax.shard_map(
-        local, mesh=mesh.jax_mesh, in_specs=(specs, P(None, dp, None)), out_specs=(P(), specs)
+        local, mesh=mesh, in_specs=(specs, P(None, dp, None)), out_specs=(P(), specs)
     )
 
     @jax.jit
@@ -104,10 +112,10 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     params = init_params(CONFIG, 5489)
     rng = np.random.default_rng(0)
     tokens = rng.integers(0, CONFIG.vocab_size, (1, BATCH, SEQ + 1)).astype(np.int32)
-    dev_tokens = jax.device_put(tokens, NamedSharding(mesh.jax_mesh, P(None, "y", None)))
+    dev_tokens = jax.device_put(tokens, NamedSharding(par.jax_mesh, P(None, "dp", None)))
 
     state = ours.init_state(params)
-    hand = hand_written_step(mesh, specs, optimizer)
+    hand = hand_written_step(par.jax_mesh, specs, optimizer)
     hp, ho = state.params, state.opt_state
 
     # Same algorithm: three steps give the same losses.
@@ -133,7 +141,7 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     ddp = Parallelism(ddp_mesh, ddp_axis=1)
     ddp_step = TrainStep(GPT(CONFIG).loss, param_specs(CONFIG, ddp), ddp, optimizer)
     ddp_state = ddp_step.init_state(params)
-    ddp_tokens = jax.device_put(tokens, NamedSharding(ddp_mesh.jax_mesh, P(None, "x", None)))
+    ddp_tokens = jax.device_put(tokens, NamedSharding(ddp.jax_mesh, P(None, "dp", None)))
     ddp_rep = inspect(ddp_step._global_step, ddp_state, ddp_tokens, mesh=ddp_mesh, name="DDP 1x8")
     n_params = len(jax.tree_util.tree_leaves(params))
 

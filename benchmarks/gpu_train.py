@@ -41,14 +41,29 @@ from benchmarks._profile import profile_jax, profile_torch
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import LossFn, OptimizerSettings, TrainStep, make_optimizer
 
-CONFIGS = {  # name: (model, batch); the sequence length is the block size
+# name: (model, batch); the sequence length is the block size. Remat off: the torch side keeps
+# its activations too (no activation checkpointing).
+CONFIGS = {
     "gpt2-124m": (
-        GPTConfig(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768),
+        GPTConfig(
+            vocab_size=50304,
+            block_size=1024,
+            n_layer=12,
+            n_head=12,
+            n_embd=768,
+            remat_policy="none",
+        ),
         16,
     ),
-    "tiny": (GPTConfig(vocab_size=512, block_size=64, n_layer=2, n_head=4, n_embd=128), 4),
+    "tiny": (
+        GPTConfig(
+            vocab_size=512, block_size=64, n_layer=2, n_head=4, n_embd=128, remat_policy="none"
+        ),
+        4,
+    ),
 }
 # nanoGPT's train.py settings (constant lr: no warmup or decay inside a benchmark).
 CLIP = 1.0
@@ -191,7 +206,7 @@ def torch_state_dict(config: GPTConfig, params: Any) -> dict[str, Any]:
 
     sd = {"wte.weight": t(params["wte"]["weight"]), "wpe.weight": t(params["wpe"])}
     sd |= {"ln_f.weight": t(params["ln_f"]["scale"]), "ln_f.bias": t(params["ln_f"]["bias"])}
-    for i, b in enumerate(params["blocks"]):
+    for i, b in enumerate(unstack_blocks(params["blocks"])):
         for name in ("ln_1", "ln_2"):
             sd[f"h.{i}.{name}.weight"] = t(b[name]["scale"])
             sd[f"h.{i}.{name}.bias"] = t(b[name]["bias"])

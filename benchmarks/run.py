@@ -23,6 +23,7 @@ SUITES = {
     "numerics": ("benchmarks.bench_numerics", (2, 4)),
     "pipeline": ("benchmarks.bench_pipeline", (1, 4)),
     "cp": ("benchmarks.bench_cp", (1, 8)),
+    "compile": ("benchmarks.bench_compile", (2, 4)),
 }
 
 

@@ -7,6 +7,7 @@ device. These follow TT-NN's documented algorithm (ttnn_api.md sections 3.2-3.3)
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -157,3 +158,15 @@ def save_tiny_hf_llama(folder: Any) -> None:
     )
     torch.manual_seed(0)
     transformers.LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+
+
+_COLLECTIVE_OP = re.compile(
+    r'"stablehlo\.(all_reduce|reduce_scatter)"[^\n]*\n[^\n]*\n\s*%\S+ = stablehlo\.(\w+)'
+)
+
+
+def unordered_sums(stablehlo: str) -> list[str]:
+    """The all-reduces and reduce-scatters that add, in a lowered program's StableHLO text
+    (``jax.jit(f).lower(...).as_text()``): XLA picks their order, so under
+    ``ttjax.numerics("deterministic")`` a program should have none."""
+    return [kind for kind, op in _COLLECTIVE_OP.findall(stablehlo) if op == "add"]

@@ -227,6 +227,35 @@ def test_topology_lowering_is_n_minus_1_permute_steps(t3000):
     assert c["collective-permute"] == 6 and c["reduce-scatter"] == 0
 
 
+def test_ccl_lowering_is_part_of_the_jit_cache_key(t3000):
+    t, data = per_device_input(t3000, (1, 2, 64), np.float32, ttnn.float32, seed=3)
+    traces = []
+
+    @jax.jit
+    def gather(x):
+        traces.append(ttnn.ccl._lowering("all_gather", None))
+        return ttnn.all_gather(x, 2)
+
+    want = ref_all_gather(data, tuple(t3000.shape), 2, None)
+    native = gather(t)
+    with ttnn.ccl_lowering("topology"):
+        ring = gather(t)  # traced again, not the native program from the cache
+        counts = count_collectives(gather.lower(t).compile().as_text())
+    assert counts["collective-permute"] == 7 and counts["all-gather"] == 0
+    assert count_collectives(gather.lower(t).compile().as_text())["all-gather"] == 1
+    gather(t)  # native again: served from the cache
+    assert traces == ["native", "topology"]
+    for out in (native, ring):
+        assert_close(per_device_output(out), want, np.float32, exact=True)
+    ttnn.ccl_lowering("topology")  # a setter for this thread, too
+    try:
+        assert ttnn.ccl._lowering("all_gather", None) == "topology"
+    finally:
+        ttnn.ccl_lowering("native")
+    with pytest.raises(ttnn.CCLError, match=r"ccl_lowering\('ring'\): unknown lowering"):
+        ttnn.ccl_lowering("ring")
+
+
 # ---------------------------------------------------------------------------------------------
 # TT-NN doc examples
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from _reference import unordered_sums
 from conftest import mesh_of
 from jax.sharding import PartitionSpec as P
 
@@ -152,6 +153,47 @@ def test_psum_scatter_orders_and_splits_like_lax() -> None:
     want = np.concatenate(np.split(left_fold(pieces, np.float32), 8, axis=1), axis=0)
     np.testing.assert_array_equal(det, want)
     np.testing.assert_allclose(fast, want, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_of_psum_and_all_gather_sums_in_device_order() -> None:
+    """Autodiff of lax.psum / lax.all_gather (without check_vma) sums every device's cotangent in
+    XLA's order; under the policy those backward sums are ordered too (numpy left fold)."""
+    mesh = mesh_of((2, 4)).jax_mesh
+    rng = np.random.default_rng(2)
+    scale = np.float32(10.0) ** rng.integers(-3, 4, (8, 1, 1))  # magnitudes make order matter
+    x = rng.standard_normal((8, 2, 6)).astype(np.float32)  # device j: x[j], [2, 6]
+    c = (rng.standard_normal((8, 2, 6)) * scale).astype(np.float32)  # psum's cotangents
+    c_g = (rng.standard_normal((8, 2, 8, 6)) * scale[..., None]).astype(np.float32)  # gather's
+
+    def local(x, c, c_g):
+        def loss(x):
+            total = ttnn.numerics.psum(x, ("y", "x"))  # [2, 6]
+            gathered = ttnn.numerics.all_gather(x, ("y", "x"), axis=1)  # untiled: [2, 8, 6]
+            return jnp.sum(c[0] * total) + jnp.sum(c_g * gathered)
+
+        return jax.grad(loss)(x[0])[None]
+
+    spec = P(("y", "x"))
+    f = jax.jit(
+        jax.shard_map(local, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec, check_vma=False)
+    )
+    args = (jnp.asarray(x), jnp.asarray(c), jnp.asarray(c_g.reshape(16, 8, 6)))
+    # device i: sum_j c[j] (psum transposes to psum) + sum_j c_g[j][:, i] (gather -> scatter-sum)
+    want = np.stack(
+        [
+            left_fold(list(c), np.float32) + left_fold([g[:, i] for g in c_g], np.float32)
+            for i in range(8)
+        ]
+    )
+    with ttnn.numerics("deterministic"):
+        det = np.asarray(f(*args)).reshape(8, 2, 6)
+        assert unordered_sums(f.lower(*args).as_text()) == []
+    assert unordered_sums(f.lower(*args).as_text())  # fast: XLA's all-reduce / reduce-scatter
+    fast = np.asarray(f(*args)).reshape(8, 2, 6)
+    np.testing.assert_array_equal(det, want)
+    np.testing.assert_allclose(fast, want, rtol=1e-5, atol=1e-3)
+    # the data make the order show: summed from the last device, the psum part differs
+    assert not np.array_equal(left_fold(list(c), np.float32), left_fold(list(c[::-1]), np.float32))
 
 
 def test_reduce_errors_name_axis_and_size() -> None:

@@ -27,9 +27,7 @@ and costed. Sums follow the numerics policy (:mod:`ttjax.numerics`): under
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ttjax import _specs, numerics
+from ttjax import _policy, _specs, numerics
 from ttjax._dispatch import run_op
 from ttjax.enums import ReduceType, Topology
 from ttjax.errors import CCLError, MeshMismatchError
@@ -55,28 +53,25 @@ from ttjax.subdevice import GlobalSemaphore, create_global_semaphore
 from ttjax.tensor import Tensor
 
 _LOWERINGS = ("native", "topology")
-_default = threading.local()
+# Thread-local, and part of every jit cache key like ttjax.numerics: a jitted function that calls
+# a collective is traced again when the lowering changes, never served a stale program.
+_lowering_setting = _policy.Setting("ttjax.ccl_lowering", _LOWERINGS, "native")
 
 
-@contextlib.contextmanager
-def ccl_lowering(mode: str) -> Iterator[None]:
-    """Lower every CCL call in the block with ``mode``: ``"native"`` or ``"topology"``.
+def ccl_lowering(mode: str) -> _policy.Policy:
+    """Lower every CCL call with ``mode``, ``"native"`` or ``"topology"``, in a ``with`` block
+    (or for this thread, when not used as one). Part of jit's cache key, like ``ttjax.numerics``.
 
     >>> with ttnn.ccl_lowering("topology"):
     ...     y = ttnn.all_gather(x, dim=3)     # N-1 collective-permute steps around the ring
     """
     if mode not in _LOWERINGS:
         raise CCLError(f"ccl_lowering({mode!r}): unknown lowering.\nfix: one of {_LOWERINGS}.")
-    old = getattr(_default, "mode", "native")
-    _default.mode = mode
-    try:
-        yield
-    finally:
-        _default.mode = old
+    return _policy.Policy(_lowering_setting, mode)
 
 
 def _lowering(op: str, lowering: str | None) -> str:
-    mode = lowering if lowering is not None else getattr(_default, "mode", "native")
+    mode = lowering if lowering is not None else _lowering_setting.mode()
     if mode not in _LOWERINGS:
         raise CCLError(f"ttnn.{op}: lowering={mode!r} is unknown.\nfix: one of {_LOWERINGS}.")
     return mode
@@ -411,10 +406,11 @@ def all_gather(
     if c.n == 1:
         return write_output(c.t, output_tensor)
     names, n = c.names, c.n
+    policy = numerics.mode()
     if c.mode == "native":
 
-        def fn(x: Any) -> Any:
-            return lax.all_gather(x, names, axis=d, tiled=True)
+        def fn(x: Any) -> Any:  # its backward sums: in device order under the numerics policy
+            return numerics.all_gather(x, names, axis=d, tiled=True)
 
     else:
         sched = _ring_all_gather if c.ring else _line_all_gather
@@ -426,7 +422,7 @@ def all_gather(
         op,
         fn,
         [c.t],
-        static=(d, *c.key),
+        static=(d, policy, *c.key),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
     )
@@ -706,15 +702,15 @@ def broadcast(
     src = int(np.ravel_multi_index([coord[a] for a in c.axes], [shape[a] for a in c.axes]))
     names = c.names
 
-    def fn(x: Any) -> Any:
+    def fn(x: Any) -> Any:  # one contributor: exact; the backward sums, under the numerics policy
         mine = lax.axis_index(names) == src
-        return lax.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
+        return numerics.psum(jnp.where(mine, x, jnp.zeros_like(x)), names)
 
     return run_op(
         op,
         fn,
         [c.t],
-        static=(s, c.axes),
+        static=(s, c.axes, numerics.mode()),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
     )

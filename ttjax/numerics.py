@@ -16,16 +16,23 @@ ttjax.numerics('deterministic')
 >>> ttjax.numerics("fast")
 ttjax.numerics('fast')
 
-Inside ``jax.shard_map``, :func:`psum`, :func:`pmean` and :func:`psum_scatter` honour the policy
-(see :func:`pmean`).
+Inside ``jax.shard_map``, :func:`psum`, :func:`pmean`, :func:`psum_scatter` and :func:`all_gather`
+honour the policy, and so do their gradients: under ``"deterministic"`` the backward of a psum is an
+ordered psum and the backward of an all-gather an ordered reduce-scatter, where ``lax``'s transposes
+would sum in XLA's order. This is the one floor every sum of ttjax goes through: ``ttjax.ccl``,
+``ttjax.dist``, TTML's differentiable pairs, DDP, the pipeline and the train step. (In a
+``shard_map(check_vma=True)``, JAX itself sums the cotangents of values it implicitly made
+per-device, in XLA's order; ttjax's own shard_maps run with ``check_vma=False``.)
 
 The policy is part of JAX's jit cache key (``jax.make_user_context``): a jitted function traced
-under one policy is traced again under the other. Bottom layer: imports only jax and ttjax.errors.
+under one policy is traced again under the other. Bottom layer: imports only jax, ttjax._policy
+and ttjax.errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -136,6 +143,41 @@ def _ordered_psum_leaf(x: Any, axes: tuple[Any, ...]) -> Any:
     return jnp.reshape(full[: full.shape[0] - pad] if pad else full, x.shape)
 
 
+def _vma_checked(axes: tuple[Any, ...]) -> bool:
+    """True inside a ``shard_map(check_vma=True)``: device indices are typed varying there."""
+    return bool(set(axes) & _varying(lax.axis_index(axes)))
+
+
+def _differentiable(x: Any) -> bool:
+    return bool(jnp.issubdtype(jnp.result_type(x), jnp.inexact))
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _ordered_psum_nvma(x: Any, axes: tuple[Any, ...]) -> Any:
+    """The ordered psum without replication typing; its backward is the ordered psum again (what
+    ``lax.psum`` transposes to there), not the reduce-scatter that autodiff of the gather gives."""
+    return _ordered_psum_leaf(x, axes)
+
+
+def _ordered_psum_nvma_fwd(x: Any, axes: tuple[Any, ...]) -> tuple[Any, None]:
+    return _ordered_psum_leaf(x, axes), None
+
+
+def _ordered_psum_nvma_bwd(axes: tuple[Any, ...], _: None, g: Any) -> tuple[Any]:
+    return (_ordered_psum_nvma(g, axes),)
+
+
+_ordered_psum_nvma.defvjp(_ordered_psum_nvma_fwd, _ordered_psum_nvma_bwd)
+
+
+def _ordered_psum(x: Any, axes: tuple[Any, ...]) -> Any:
+    # With check_vma, autodiff of the ordered psum moves pieces only (exact); without it, the
+    # backward must be summed, in order, by the custom VJP.
+    if group_size(axes) == 1 or not _differentiable(x) or _vma_checked(axes):
+        return _ordered_psum_leaf(x, axes)
+    return _ordered_psum_nvma(x, axes)
+
+
 def psum(x: Any, axis_name: Any) -> Any:
     """``lax.psum`` under the numerics policy (deterministic: summed in device-index order).
 
@@ -144,7 +186,7 @@ def psum(x: Any, axis_name: Any) -> Any:
     axes = _axes(axis_name)
     if not deterministic():
         return lax.psum(x, axes)
-    return jax.tree.map(lambda leaf: _ordered_psum_leaf(leaf, axes), x)
+    return jax.tree.map(lambda leaf: _ordered_psum(leaf, axes), x)
 
 
 reduce_sum = psum
@@ -167,7 +209,8 @@ def pmean(x: Any, axis_name: Any) -> Any:
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False) -> Any:
-    """``lax.psum_scatter`` under the numerics policy (same arguments and shapes)."""
+    """``lax.psum_scatter`` under the numerics policy (same arguments and shapes); pieces go to
+    the devices of ``axis_name`` in mesh order. Its backward is an all-gather (no sum)."""
     axes = _axes(axis_name)
     if not deterministic():
         return lax.psum_scatter(x, axes, scatter_dimension=scatter_dimension, tiled=tiled)
@@ -187,11 +230,42 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
     return out if tiled else jnp.squeeze(out, d)
 
 
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _ordered_gather(x: Any, axes: tuple[Any, ...], dim: int, tiled: bool) -> Any:
+    """``lax.all_gather`` whose backward sums the cotangent pieces in device order."""
+    return lax.all_gather(x, axes, axis=dim, tiled=tiled)
+
+
+def _ordered_gather_fwd(x: Any, axes: tuple[Any, ...], dim: int, tiled: bool) -> tuple[Any, None]:
+    return lax.all_gather(x, axes, axis=dim, tiled=tiled), None
+
+
+def _ordered_gather_bwd(axes: tuple[Any, ...], dim: int, tiled: bool, _: None, g: Any) -> Any:
+    return (psum_scatter(g, axes, scatter_dimension=dim, tiled=tiled),)
+
+
+_ordered_gather.defvjp(_ordered_gather_fwd, _ordered_gather_bwd)
+
+
+def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
+    """``lax.all_gather`` under the numerics policy (same arguments and shapes); pieces come from
+    the devices of ``axis_name`` in mesh order.
+
+    The gather itself moves data only; its backward is a sum of every device's cotangent piece,
+    which the deterministic policy orders (:func:`psum_scatter`).
+    """
+    axes = _axes(axis_name)
+    if not deterministic() or group_size(axes) == 1 or not _differentiable(x):
+        return lax.all_gather(x, axes, axis=axis, tiled=tiled)
+    return _ordered_gather(x, axes, axis % (x.ndim + (0 if tiled else 1)), tiled)
+
+
 _policy.make_callable(__name__, _setting)
 
 __all__ = [
     "MODES",
     "Policy",
+    "all_gather",
     "deterministic",
     "group_size",
     "mode",

@@ -21,7 +21,7 @@ divides by the data-parallel sizes, a sharded dimension divides by its roles' si
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ import jax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from ttjax import numerics
 from ttjax.errors import ParallelPlanError
 
 #: Every role, in the order mesh axes are given out (TTML's DDP -> FSDP -> CP -> TP, then PP, EP).
@@ -141,6 +142,32 @@ class ParallelDims:
                 )
         roles = tuple(r for r in ROLES if r in sizes)
         return cls(tuple(sizes[r] for r in roles), roles)
+
+    @classmethod
+    def from_axes(
+        cls, shape: Sequence[int], axes: Mapping[str, int | None], where: str = "ParallelDims"
+    ) -> ParallelDims:
+        """Roles placed on given mesh axes: ``from_axes((2, 4), {"dp": 0, "tp": 1})``.
+
+        The one check that each role's axis exists and no two roles share an axis.
+        """
+        shape = tuple(int(d) for d in shape)
+        roles: list[str | None] = [None] * len(shape)
+        for role, axis in axes.items():
+            if axis is None:
+                continue
+            if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(shape):
+                raise ParallelPlanError(
+                    f"{where}: {role} axis {axis!r} is not an axis of the {len(shape)}-D mesh "
+                    f"{shape}.\nfix: use an axis in [0, {len(shape) - 1}] or None."
+                )
+            if roles[axis] is not None:
+                raise ParallelPlanError(
+                    f"{where}: {roles[axis]} and {role} both use mesh axis {axis}.\nfix: each "
+                    f"strategy takes its own mesh axis (TTML's order: {' -> '.join(ROLES)})."
+                )
+            roles[axis] = role
+        return cls(shape, tuple(roles))
 
     @classmethod
     def from_flags(cls, shape: Sequence[int], enabled: Iterable[str]) -> ParallelDims:
@@ -340,7 +367,7 @@ class Axes:
         """All-gather each leaf over the roles that shard parameters between uses (FSDP).
 
         Used where a parameter is used, inside ``shard_map``; its transpose reduce-scatters
-        the gradient. Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
+        the gradient (in device order under ``ttjax.numerics("deterministic")``). Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
         Without such a role it returns ``tree`` unchanged.
         """
         if self.fsdp is None or self.dims is None:
@@ -353,7 +380,7 @@ class Axes:
                 roles = dims.mesh_axes(name, used)
                 used.update(roles)
                 if axis in roles:
-                    return jax.lax.all_gather(x, axis, axis=d, tiled=True)
+                    return numerics.all_gather(x, axis, axis=d, tiled=True)
             return x
 
         return jax.tree_util.tree_map(one, logical, tree, is_leaf=is_logical)

@@ -2,7 +2,8 @@
 
 As TTML's ``PipelineParallelLlama``: the first stage embeds (``tok_emb``), every stage runs its
 ``llama_block_{i}`` range, the last applies ``ln_fc`` and ``fc``; ``io`` holds those three and the
-blocks are stacked on axis 0. Under TP the embedding and ``fc`` stay vocabulary-parallel.
+blocks are the training tree's own, stacked on axis 0. Under TP the embedding and ``fc`` stay
+vocabulary-parallel.
 
 >>> embed, block, head = stage_functions(LlamaTrain(config), tp=par.tp)
 >>> io, blocks = split_params(params_from_weights(config, random_weights(config, seed)))
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
+from models.llama import train_model
 from models.llama.config import LlamaConfig, rope_tables
-from models.llama.train_model import LlamaTrain, param_specs
+from models.llama.train_model import LlamaTrain
 from ttjax.ttml.modules import RMSNorm
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
@@ -46,16 +46,15 @@ def stage_functions(model: LlamaTrain, tp: str | None) -> tuple[Any, Any, Any]:
 
 
 def split_params(params: Params) -> tuple[Params, Params]:
-    """``{tok_emb, blocks: [...], ln_fc, fc}`` -> ``(io, blocks stacked on axis 0)``."""
-    io = {k: params[k] for k in IO_KEYS}
-    return io, jax.tree.map(lambda *xs: np.stack(xs), *params["blocks"])
+    """``{tok_emb, blocks, ln_fc, fc}`` -> ``(io, blocks)`` (blocks stay ``[n_layers, ...]``)."""
+    return {k: params[k] for k in IO_KEYS}, params["blocks"]
 
 
 def io_specs(config: LlamaConfig, par: Parallelism) -> Params:
-    specs = param_specs(config, par)
+    specs = train_model.param_specs(config, par)
     return {k: specs[k] for k in IO_KEYS}
 
 
 def block_specs(config: LlamaConfig, par: Parallelism) -> Params:
     """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
-    return param_specs(config, par)["blocks"][0]
+    return train_model.block_specs(config, par)

@@ -22,6 +22,7 @@ from ttjax.errors import ConfigError
 from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import RUNNER_REMAT
 
 
 def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
@@ -60,7 +61,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
         f"Llama {n / 1e6:.2f}M params ({config.n_layers} blocks, {config.n_heads} heads / "
         f"{config.n_kv_heads} kv, dim {config.dim}, vocab {config.vocab_size})"
     )
-    model = LlamaTrain(config)
+    model = LlamaTrain(config, remat_policy=RUNNER_REMAT[run.model.runner_type])
 
     def stages(p: Parallelism) -> StageParts:
         return StageParts.from_adapter(pipeline, model, config, p)

@@ -3,6 +3,8 @@
 Q/K/V, gate and up are column-parallel, O and down row-parallel, the embedding and the (untied) LM
 head vocab-parallel; grouped-query heads are split with their key/value heads. Shared by the
 trainer (``models/llama/train.py``) and its pipeline adapter (``models/llama/pipeline.py``).
+``params["blocks"]`` holds the blocks stacked on a leading ``[n_layers]`` axis, run under
+``lax.scan`` with ``jax.checkpoint`` (``remat_policy``), so compile time does not grow with depth.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
+from ttjax.plan import is_logical
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     RMSNorm,
@@ -28,6 +31,7 @@ from ttjax.ttml.modules import (
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import check_remat_policy, scan_blocks, stack_blocks
 
 
 def rotate_half(x: Any) -> Any:
@@ -37,9 +41,17 @@ def rotate_half(x: Any) -> Any:
 
 @dataclass(frozen=True)
 class LlamaTrain:
-    """Llama's training forward on one device's local parameters (``tp``: the TP axis name)."""
+    """Llama's training forward on one device's local parameters (``tp``: the TP axis name).
+
+    ``remat_policy`` (``ttjax.ttml.stacked``): ``"full"`` recomputes each block in the backward
+    pass, ``"dots"`` keeps its matmul outputs, ``"none"`` keeps every activation.
+    """
 
     config: LlamaConfig
+    remat_policy: str = "full"
+
+    def __post_init__(self) -> None:
+        check_remat_policy("LlamaTrain", self.remat_policy)
 
     @property
     def layers(self) -> dict[str, Any]:
@@ -94,8 +106,9 @@ class LlamaTrain:
         T = idx.shape[-1]
         cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
         x = self.tok_emb(params["tok_emb"], idx, tp)
-        for p in params["blocks"]:
-            x = self.block(p, x, cos, sin, tp)
+        x = scan_blocks(
+            lambda p, h: self.block(p, h, cos, sin, tp), params["blocks"], x, self.remat_policy
+        )
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
         return self.fc(params["fc"], x, tp)
 
@@ -104,7 +117,8 @@ class LlamaTrain:
 
 
 def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:
-    """The canonical (Hugging Face) weight dict -> the training tree (projections as [in, out])."""
+    """The canonical (Hugging Face) weight dict -> the training tree (projections as [in, out],
+    the blocks stacked on a leading ``[n_layers]`` axis)."""
 
     def lin(name: str) -> dict[str, Any]:
         return {"weight": jnp.asarray(w[name].T)}
@@ -127,20 +141,27 @@ def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[s
         )
     return {
         "tok_emb": {"weight": jnp.asarray(w["model.embed_tokens.weight"])},
-        "blocks": blocks,
+        "blocks": stack_blocks(blocks),
         "ln_fc": {"gamma": jnp.asarray(w["model.norm.weight"])},
         "fc": lin("lm_head.weight"),
     }
 
 
+def block_axes(config: LlamaConfig) -> dict[str, Any]:
+    """The logical axes of one block's parameters: the modules' own, split as
+    ``models/llama/axes.py`` states."""
+    return {name: layer.axes() for name, layer in LlamaTrain(config).layers.items()}
+
+
 def param_axes(config: LlamaConfig) -> dict[str, Any]:
-    """The logical axes of every parameter: the modules' own, split as ``models/llama/axes.py``
-    states (the plan's rules place them)."""
+    """The logical axes of every parameter (the plan's rules place them); the stacked blocks
+    lead with ``"layers"``."""
     model = LlamaTrain(config)
-    block = {name: layer.axes() for name, layer in model.layers.items()}
     return {
         "tok_emb": model.tok_emb.axes(),
-        "blocks": [block for _ in range(config.n_layers)],
+        "blocks": jax.tree.map(
+            lambda a: a.prepend("layers"), block_axes(config), is_leaf=is_logical
+        ),
         "ln_fc": RMSNorm(config.dim, config.norm_eps).axes(),
         "fc": model.fc.axes(),
     }
@@ -154,6 +175,12 @@ def check_heads(config: LlamaConfig, par: Parallelism) -> None:
             f"divisible by the TP size {par.tp_size}.\nfix: pick head counts that are multiples "
             "of the TP size, or a smaller TP axis."
         )
+
+
+def block_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
+    """PartitionSpecs of one block's parameters (the pipeline stages blocks one by one)."""
+    check_heads(config, par)
+    return par.specs(block_axes(config))
 
 
 def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from ttjax.ttml.modules import (
     VocabParallelEmbedding,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
+from ttjax.ttml.stacked import check_remat_policy, scan_blocks
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,12 @@ class GPTConfig:
     # jax.nn.dot_product_attention's implementation: None (JAX's choice: XLA), "xla", or "cudnn"
     # (cuDNN flash attention: a GPU, bf16/fp16, head size a multiple of 8 up to 128).
     attention: str | None = None
+    # jax.checkpoint around each block (ttjax.ttml.stacked): "full" recomputes it in the backward
+    # pass, "dots" keeps its matmul outputs, "none" keeps every activation.
+    remat_policy: str = "full"
 
     def __post_init__(self) -> None:
+        check_remat_policy("GPTConfig", self.remat_policy)
         if self.attention not in (None, "xla", "cudnn"):
             raise ConfigError(
                 f"GPTConfig: attention={self.attention!r} is not an attention implementation.\n"
@@ -102,7 +107,11 @@ class Block:
 
 @dataclass(frozen=True)
 class GPT:
-    """Token + position embeddings, ``n_layer`` blocks, a final LayerNorm, the tied LM head."""
+    """Token + position embeddings, ``n_layer`` blocks, a final LayerNorm, the tied LM head.
+
+    ``params["blocks"]`` holds the blocks stacked on a leading ``[n_layer]`` axis; they run under
+    ``lax.scan`` (one traced block, so compile time does not grow with depth).
+    """
 
     config: GPTConfig
 
@@ -123,8 +132,8 @@ class GPT:
         tp = Axes.of(axes).tp
         T = idx.shape[-1]
         x = self.wte(params["wte"], idx, tp) + params["wpe"][:T]
-        for p in params["blocks"]:
-            x = self.block(p, x, tp)
+        block = self.block
+        x = scan_blocks(lambda p, h: block(p, h, tp), params["blocks"], x, self.config.remat_policy)
         x = self.ln_f(params["ln_f"], x)
         return self.wte.attend(params["wte"], x, tp)
 

@@ -1,7 +1,8 @@
 """NanoGPT (``models/nanogpt``) cut into pipeline stages for ``ttjax.ttml.pipeline.Pipeline``.
 
 ``io`` holds the token and position embeddings and the final norm (the tied LM head reuses
-``wte``); the blocks are stacked on axis 0, one entry per block, as the pipeline stages them.
+``wte``); the blocks are NanoGPT's own ``params["blocks"]``, already stacked on axis 0 as the
+pipeline stages them.
 Under TP the embedding and the LM head stay vocabulary-parallel, so logits are never gathered.
 
 >>> embed, block, head = stage_functions(GPT(config), tp=par.tp)
@@ -14,11 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-import numpy as np
-
+from models.nanogpt import weights
 from models.nanogpt.model import GPT, GPTConfig
-from models.nanogpt.weights import param_specs
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
 
@@ -43,22 +41,20 @@ def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
 
 
 def split_params(params: Params) -> tuple[Params, Params]:
-    """NanoGPT's ``{wte, wpe, blocks: [...], ln_f}`` -> ``(io, blocks stacked on axis 0)``."""
-    io = {k: params[k] for k in IO_KEYS}
-    return io, jax.tree.map(lambda *xs: np.stack(xs), *params["blocks"])
+    """NanoGPT's ``{wte, wpe, blocks, ln_f}`` -> ``(io, blocks)``, blocks ``[n_layer, ...]``."""
+    return {k: params[k] for k in IO_KEYS}, params["blocks"]
 
 
-def join_params(io: Params, blocks: Params, n_layer: int) -> Params:
-    """The inverse of :func:`split_params` (blocks stacked ``[n_layer, ...]``)."""
-    listed = [jax.tree.map(lambda a, i=i: a[i], blocks) for i in range(n_layer)]
-    return {**io, "blocks": listed}
+def join_params(io: Params, blocks: Params) -> Params:
+    """The inverse of :func:`split_params`."""
+    return {**io, "blocks": blocks}
 
 
 def io_specs(config: GPTConfig, par: Parallelism) -> Params:
-    specs = param_specs(config, par)
+    specs = weights.param_specs(config, par)
     return {k: specs[k] for k in IO_KEYS}
 
 
 def block_specs(config: GPTConfig, par: Parallelism) -> Params:
     """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
-    return param_specs(config, par)["blocks"][0]
+    return weights.block_specs(config, par)

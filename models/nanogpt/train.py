@@ -18,10 +18,12 @@ from ttjax.errors import ConfigError
 from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import RUNNER_REMAT
 
 
 def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
-    """NanoGPT's config from the model file's ``transformer_config``."""
+    """NanoGPT's config from the model file's ``transformer_config`` (``runner_type`` picks the
+    remat policy)."""
     m = run.model
     unsupported = {
         "weight_tying": (m.weight_tying, "enabled"),
@@ -40,6 +42,7 @@ def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
         n_layer=m.num_blocks,
         n_head=m.num_heads,
         n_embd=m.embedding_dim,
+        remat_policy=RUNNER_REMAT[m.runner_type],
     )
 
 

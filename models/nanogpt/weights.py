@@ -1,6 +1,6 @@
 """NanoGPT's parameters: created whole from a seed (the same on every mesh) and their TP specs.
 
->>> params = init_params(config, seed=5489)      # whole arrays on the host
+>>> params = init_params(config, seed=5489)      # whole arrays; params["blocks"] is [n_layer, ...]
 >>> specs = param_specs(config, par)             # PartitionSpecs from param_axes(config)
 """
 
@@ -14,14 +14,15 @@ import jax.numpy as jnp
 
 from models.nanogpt.model import GPT, GPTConfig
 from ttjax.errors import ConfigError
-from ttjax.plan import LogicalAxes
+from ttjax.plan import LogicalAxes, is_logical
 from ttjax.ttml.parallel import Parallelism
 
 
 def init_params(config: GPTConfig, seed: int) -> dict[str, Any]:
     """GPT-2 initialisation (normal 0.02; residual projections 0.02 / sqrt(2 n_layer)).
 
-    One jitted program (one compile, not one per random op), the same on every mesh.
+    One jitted program (one compile, not one per random op), the same on every mesh. The blocks
+    come stacked on a leading ``[n_layer]`` axis (block ``i`` from the seed's keys ``2 + 6 i ..``).
     """
     return _init_params(config, seed)
 
@@ -29,27 +30,36 @@ def init_params(config: GPTConfig, seed: int) -> dict[str, Any]:
 @partial(jax.jit, static_argnums=0)
 def _init_params(config: GPTConfig, seed: Any) -> dict[str, Any]:
     model = GPT(config)
-    keys = iter(jax.random.split(jax.random.key(seed), 2 + 6 * config.n_layer))
+    layers = model.block.layers
+    keys = jax.random.split(jax.random.key(seed), 2 + len(layers) * config.n_layer)
+
+    def block(block_keys: Any) -> dict[str, Any]:
+        return {name: layer.init(k) for (name, layer), k in zip(layers.items(), block_keys)}
+
     params: dict[str, Any] = {
-        "wte": model.wte.init(next(keys)),
-        "wpe": 0.02 * jax.random.normal(next(keys), (config.block_size, config.n_embd)),
-        "blocks": [
-            {name: layer.init(next(keys)) for name, layer in model.block.layers.items()}
-            for _ in range(config.n_layer)
-        ],
+        "wte": model.wte.init(keys[0]),
+        "wpe": 0.02 * jax.random.normal(keys[1], (config.block_size, config.n_embd)),
+        "blocks": jax.vmap(block)(keys[2:].reshape(config.n_layer, len(layers))),
         "ln_f": model.ln_f.init(),
     }
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), params)
 
 
+def block_axes(config: GPTConfig) -> dict[str, Any]:
+    """The logical axes of one block's parameters."""
+    return {name: layer.axes() for name, layer in GPT(config).block.layers.items()}
+
+
 def param_axes(config: GPTConfig) -> dict[str, Any]:
-    """The logical axes of every parameter, stated once (the plan's rules place them)."""
+    """The logical axes of every parameter, stated once (the plan's rules place them); the
+    stacked blocks lead with ``"layers"``."""
     model = GPT(config)
-    block = {name: layer.axes() for name, layer in model.block.layers.items()}
     return {
         "wte": model.wte.axes(),
         "wpe": LogicalAxes("positions", "embed"),
-        "blocks": [block for _ in range(config.n_layer)],
+        "blocks": jax.tree.map(
+            lambda a: a.prepend("layers"), block_axes(config), is_leaf=is_logical
+        ),
         "ln_f": model.ln_f.axes(),
     }
 
@@ -63,6 +73,12 @@ def check_heads(config: GPTConfig, par: Parallelism) -> None:
         )
 
 
+def block_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
+    """PartitionSpecs of one block's parameters (the pipeline stages blocks one by one)."""
+    check_heads(config, par)
+    return par.specs(block_axes(config))
+
+
 def param_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
     """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
     check_heads(config, par)
@@ -70,4 +86,4 @@ def param_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
     return par.specs(param_axes(config), shapes)
 
 
-__all__ = ["check_heads", "init_params", "param_axes", "param_specs"]
+__all__ = ["block_axes", "block_specs", "check_heads", "init_params", "param_axes", "param_specs"]

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _reference import unordered_sums
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -160,6 +161,33 @@ def test_all_reduce_follows_the_numerics_policy() -> None:
     for row in host[1:]:
         acc = acc + row
     np.testing.assert_array_equal(got[0], acc)
+
+
+def test_all_gather_backward_follows_the_numerics_policy() -> None:
+    """The gradient of dist.all_gather sums every device's cotangent for this device's block:
+    under "deterministic" in device order, bitwise numpy's left fold."""
+    m = dist.Mesh(axes=["dp"], devices=range(8))
+    rng = np.random.default_rng(3)
+    spec = dist.ShardSpec((0,), ("dp",))
+    host = rng.standard_normal((8, 4)).astype(np.float32)  # device k: row k
+    scale = np.float32(10.0) ** rng.integers(-4, 5, (8, 1, 1))  # magnitudes make the order show
+    cot = (rng.standard_normal((8, 8, 4)) * scale).astype(np.float32)  # device k: cot[k], [8, 4]
+    x = dist.tensor(host.shape, layout=spec, mesh=m, dtype="fp32", init=host)
+    c = dist.tensor((64, 4), layout=spec, mesh=m, dtype="fp32", init=cot.reshape(64, 4))
+
+    def grad(a, c):
+        return jax.grad(lambda a: jnp.sum(c * dist.all_gather(a, axis="dp", dim=0)))(a)
+
+    program = jax.jit(dist.local(grad, mesh=m, in_layouts=(spec, spec), out_layouts=spec))
+    assert unordered_sums(program.lower(x, c).as_text()) == ["reduce_scatter"]  # fast: XLA's
+    with ttnn.numerics("deterministic"):
+        assert unordered_sums(program.lower(x, c).as_text()) == []
+        got = np.asarray(program(x, c))
+    want = cot[0].copy()
+    for rows in cot[1:]:
+        want = want + rows  # row i: device 0's, then 1's, ... cotangent for device i's block
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(want, sum(cot[::-1][1:], cot[-1]))
 
 
 def test_collective_errors_name_axis_and_fix(mesh: dist.Mesh) -> None:

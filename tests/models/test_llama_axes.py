@@ -10,6 +10,7 @@ import pytest
 from conftest import mesh_of
 from flax import nnx
 from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
 import ttjax.spmd as xs
@@ -95,7 +96,7 @@ def test_ttml_param_axes_are_the_tables() -> None:
     for (module, leaf), name in TTML_NAMES.items():
         want = LAYER_AXES[name]
         want = in_out(want) if leaf == "weight" else want  # TTML stores linears [in, out]
-        assert axes["blocks"][1][module][leaf] == want, name
+        assert axes["blocks"][module][leaf] == want.prepend("layers"), name  # stacked blocks
     assert axes["tok_emb"]["weight"] == TOP_AXES["model.embed_tokens.weight"]
     assert axes["fc"]["weight"] == in_out(TOP_AXES["lm_head.weight"])
     assert axes["ln_fc"]["gamma"] == TOP_AXES["model.norm.weight"]
@@ -115,27 +116,22 @@ def test_four_variants_place_every_weight_alike(shape: tuple[int, int]) -> None:
     par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
     specs, params = param_specs(CONFIG, par), params_from_weights(CONFIG, weights)
     ttml: dict[str, dict[tuple[int, int], np.ndarray]] = {}
-    flat = {
-        f"model.layers.{i}.{name}": params["blocks"][i][module][leaf]
-        for i in range(CONFIG.n_layers)
-        for (module, leaf), name in TTML_NAMES.items()
-    }
-    flat["model.embed_tokens.weight"] = params["tok_emb"]["weight"]
-    flat["lm_head.weight"] = params["fc"]["weight"]
-    flat["model.norm.weight"] = params["ln_fc"]["gamma"]
-    spec_of = {
-        f"model.layers.{i}.{name}": specs["blocks"][i][module][leaf]
-        for i in range(CONFIG.n_layers)
-        for (module, leaf), name in TTML_NAMES.items()
-    }
-    spec_of["model.embed_tokens.weight"] = specs["tok_emb"]["weight"]
-    spec_of["lm_head.weight"] = specs["fc"]["weight"]
-    spec_of["model.norm.weight"] = specs["ln_fc"]["gamma"]
-    for name, value in flat.items():
-        placed = jax.device_put(value, NamedSharding(par.jax_mesh, spec_of[name]))
-        pieces = _pieces(placed, np.asarray(par.jax_mesh.devices))
+    devices = np.asarray(par.jax_mesh.devices)
+
+    def place(name: str, value: jax.Array, spec: P, layer: int | None = None) -> None:
+        pieces = _pieces(jax.device_put(value, NamedSharding(par.jax_mesh, spec)), devices)
         stored_io = name.endswith("proj.weight") or name == "lm_head.weight"
-        ttml[name] = {rc: p.T if stored_io else p for rc, p in pieces.items()}
+        for rc, piece in pieces.items():
+            piece = piece if layer is None else piece[layer]  # the stacked blocks' layer axis
+            ttml.setdefault(name, {})[rc] = piece.T if stored_io else piece
+
+    for (module, leaf), name in TTML_NAMES.items():
+        for i in range(CONFIG.n_layers):
+            spec = specs["blocks"][module][leaf]
+            place(f"model.layers.{i}.{name}", params["blocks"][module][leaf], spec, i)
+    place("model.embed_tokens.weight", params["tok_emb"]["weight"], specs["tok_emb"]["weight"])
+    place("lm_head.weight", params["fc"]["weight"], specs["fc"]["weight"])
+    place("model.norm.weight", params["ln_fc"]["gamma"], specs["ln_fc"]["gamma"])
     got["ttml"] = ttml
 
     # torch-xla mark_sharding on the Flax reference, seed 004's ("batch", "model") names.

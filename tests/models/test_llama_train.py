@@ -9,11 +9,15 @@ import numpy as np
 import pytest
 
 import ttjax as ttnn
-from models.llama.config import get_config
+from models.llama.config import get_config, rope_tables
 from models.llama.reference import LlamaReference
 from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
+from ttjax.errors import ConfigError
+from ttjax.ttml.modules import RMSNorm
+from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
 CONFIG = get_config("tiny").with_(max_seq_len=16)
@@ -26,6 +30,46 @@ def test_training_forward_equals_reference():
     model = LlamaTrain(CONFIG)
     got = jax.jit(lambda p, x: model(p, x, None))(params_from_weights(CONFIG, w), ids)
     np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=1e-5)
+
+
+def _unrolled_loss(params, idx, targets):
+    """Llama's training loss with its blocks in a Python loop over the stacked parameters' rows."""
+    model, T = LlamaTrain(CONFIG), idx.shape[-1]
+    cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(CONFIG, T))
+    x = model.tok_emb(params["tok_emb"], idx, None)
+    for p in unstack_blocks(params["blocks"]):
+        x = model.block(p, x, cos, sin, None)
+    x = RMSNorm(CONFIG.dim, CONFIG.norm_eps)(params["ln_fc"], x)
+    return cross_entropy_loss(model.fc(params["fc"], x, None), targets, None)
+
+
+@pytest.mark.parametrize("policy", ["full", "dots", "none"])
+def test_scanned_blocks_equal_the_unrolled_loop(policy):
+    """The scan over stacked blocks (each remat policy): loss and gradients of the Python loop."""
+    params = params_from_weights(CONFIG, random_weights(CONFIG, seed=3))
+    assert params["blocks"]["w1"]["weight"].shape[0] == CONFIG.n_layers
+    ids = jnp.asarray(np.random.default_rng(1).integers(0, CONFIG.vocab_size, (2, 13)), jnp.int32)
+    model = LlamaTrain(CONFIG, remat_policy=policy)
+    loss, grads = jax.jit(
+        jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:], None))
+    )(params)
+    want_loss, want = jax.jit(
+        jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
+    )(params)
+    assert float(loss) == pytest.approx(float(want_loss), abs=1e-6)
+    for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(want)):
+        np.testing.assert_allclose(
+            g,
+            w,
+            rtol=1e-5,
+            atol=1e-6 * float(np.max(np.abs(w))),
+            err_msg=jax.tree_util.keystr(path),
+        )
+
+
+def test_unknown_remat_policy_is_a_config_error():
+    with pytest.raises(ConfigError, match="LlamaTrain: remat_policy='dot'"):
+        LlamaTrain(CONFIG, remat_policy="dot")
 
 
 @pytest.mark.slow

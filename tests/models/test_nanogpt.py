@@ -14,6 +14,7 @@ from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.errors import ConfigError
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import unstack_blocks
 
 CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
 
@@ -53,7 +54,7 @@ def _hf_model(params):
         "transformer.ln_f.weight": t(params["ln_f"]["scale"]),
         "transformer.ln_f.bias": t(params["ln_f"]["bias"]),
     }
-    for i, b in enumerate(params["blocks"]):
+    for i, b in enumerate(unstack_blocks(params["blocks"])):
         p = f"transformer.h.{i}."
         sd |= {
             p + "ln_1.weight": t(b["ln_1"]["scale"]),
@@ -135,3 +136,43 @@ def test_tp_ddp_logits_and_loss_match_gpt2(setup):
 def test_unknown_attention_implementation_is_a_config_error():
     with pytest.raises(ConfigError, match="attention='flash'"):
         GPTConfig(attention="flash")
+
+
+def test_unknown_remat_policy_is_a_config_error():
+    with pytest.raises(ConfigError, match="remat_policy='some'") as info:
+        GPTConfig(remat_policy="some")
+    assert str(info.value).splitlines()[-1].startswith("fix: one of ['full', 'dots', 'none']")
+
+
+def _unrolled_loss(params, idx, targets):
+    """NanoGPT's loss with its blocks in a Python loop over the rows of the stacked parameters."""
+    model = GPT(CONFIG)
+    x = model.wte(params["wte"], idx, None) + params["wpe"][: idx.shape[-1]]
+    for p in unstack_blocks(params["blocks"]):
+        x = model.block(p, x, None)
+    logits = model.wte.attend(params["wte"], model.ln_f(params["ln_f"], x), None)
+    logp = jax.nn.log_softmax(logits, -1)
+    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], -1))
+
+
+@pytest.mark.parametrize("policy", ["full", "dots", "none"])
+def test_scanned_blocks_equal_the_unrolled_loop(policy):
+    """The scan over stacked blocks (each remat policy): loss and gradients of the Python loop."""
+    params = init_params(CONFIG, 7)
+    ids = jnp.asarray(np.random.default_rng(2).integers(0, CONFIG.vocab_size, (2, 17)), jnp.int32)
+    model = GPT(GPTConfig(**{**CONFIG.__dict__, "remat_policy": policy}))
+    loss, grads = jax.jit(
+        jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:], None))
+    )(params)
+    want_loss, want = jax.jit(
+        jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
+    )(params)
+    assert float(loss) == pytest.approx(float(want_loss), abs=1e-6)
+    for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(want)):
+        np.testing.assert_allclose(
+            g,
+            w,
+            rtol=1e-5,
+            atol=1e-6 * float(np.max(np.abs(w))),
+            err_msg=jax.tree_util.keystr(path),
+        )

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _reference import unordered_sums
+from conftest import mesh_of
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -195,27 +197,55 @@ def test_ccl_reduce_scatter_broadcast_partition(mesh):
     )
 
 
+@pytest.mark.parametrize("mode", ["fast", "deterministic"])
+def test_ccl_gradients_under_numerics_policy(mesh, mode):
+    """all_gather, broadcast and all_reduce differentiate under either numerics policy; under
+    "deterministic" the backward of all_gather is the ordered reduce-scatter, not XLA's."""
+    x, w = _rand(1, 1, 8, 16), _rand(1, 1, 16, 32)
+
+    def chain(x, w):
+        y = ttnn.all_gather(ttnn.matmul(x, w), dim=3, cluster_axis=1)
+        y = ttnn.broadcast(y, ttnn.MeshCoordinate(0, 2), cluster_axis=1)
+        return ttnn.all_reduce(y, cluster_axis=0)
+
+    with ttnn.numerics(mode):
+        _check(
+            mesh, chain, lambda x, w: 2 * (x @ w), [x, w], [(None, None), (None, 3)], (1, 1, 8, 32)
+        )
+        tensors = (_put(mesh, x, (None, None)), _put(mesh, w, (None, 3)))
+        grad = jax.jit(jax.grad(lambda x, w: jnp.sum(chain(x, w).value), argnums=(0, 1)))
+        kinds = unordered_sums(grad.lower(*tensors).as_text())
+    assert ("reduce_scatter" in kinds) == (mode == "fast")
+
+
 # ---------------------------------------------------------------------------------------------
 # TTML's comm ops: per-device gradients inside shard_map (numpy reference per device)
 # ---------------------------------------------------------------------------------------------
 
 
-def _per_device_grad(mesh, local_loss, x_spec, x, c):
-    """Each device's grad of ``local_loss(x_local, c_local)`` (c: one cotangent per device)."""
-    n = mesh.get_num_devices()
+def _per_device_grad_program(mesh, local_loss, x_spec):
+    """Jitted: each device's grad of ``local_loss(x_local, c_local)`` (c: one cotangent per device)."""
 
     def body(x, c):
         return jax.grad(local_loss)(x, c[0])[None]
 
-    fn = jax.shard_map(
-        body,
-        mesh=mesh.jax_mesh,
-        in_specs=(x_spec, P(("y", "x"))),
-        out_specs=P(("y", "x")),
-        check_vma=False,
+    return jax.jit(
+        jax.shard_map(
+            body,
+            mesh=mesh.jax_mesh,
+            in_specs=(x_spec, P(("y", "x"))),
+            out_specs=P(("y", "x")),
+            check_vma=False,
+        )
     )
-    out = np.asarray(jax.jit(fn)(jnp.asarray(x), jnp.asarray(c)))
-    assert out.shape[0] == n
+
+
+def _per_device_grad(mesh, local_loss, x_spec, x, c):
+    """Each device's grad of ``local_loss(x_local, c_local)`` (c: one cotangent per device)."""
+    out = np.asarray(
+        _per_device_grad_program(mesh, local_loss, x_spec)(jnp.asarray(x), jnp.asarray(c))
+    )
+    assert out.shape[0] == mesh.get_num_devices()
     return out
 
 
@@ -252,3 +282,59 @@ def test_ttml_pairs_scatter_and_all_gather(line):
     g = _per_device_grad(line, lambda x, c: jnp.sum(c * dist.all_gather(x, 0, "x")), P("x"), xs, c8)
     want = np.stack([c8[i, 2 * i : 2 * i + 2] for i in range(4)])  # scatter: own slice
     np.testing.assert_allclose(g.reshape(4, 2), want, rtol=1e-6)
+
+
+def _left_fold(rows: np.ndarray) -> np.ndarray:
+    """``((rows[0] + rows[1]) + rows[2]) + ...`` in float32: device order."""
+    acc = rows[0].astype(np.float32)
+    for r in rows[1:]:
+        acc = acc + r.astype(np.float32)
+    return acc
+
+
+def test_ttml_pairs_sum_in_device_order_under_deterministic_numerics():
+    """Forward and backward sums of TTML's pairs follow ttjax.numerics: bitwise numpy's left fold
+    over the 8 devices of a 1x8 line, and no XLA-ordered sum in the program."""
+    mesh = mesh_of((1, 8))
+    rng = np.random.default_rng(3)
+    scale = np.float32(10.0) ** rng.integers(-4, 5, (8, 1))  # magnitudes make the order show
+    x = rng.standard_normal(16).astype(np.float32)
+    xs = (rng.standard_normal((8, 16)) * scale).astype(np.float32)
+    c = (rng.standard_normal((8, 16)) * scale).astype(np.float32)
+    for rows in (c, xs):
+        assert not np.array_equal(_left_fold(rows), _left_fold(rows[::-1]))
+    cases = [  # (local loss, x's spec, x, each device's gradient)
+        (lambda x, c: jnp.sum(c * dist.broadcast(x, "x")), P(), x, np.tile(_left_fold(c), (8, 1))),
+        (lambda x, c: jnp.sum(c * dist.all_reduce(x[0], "x")), P("x"), xs, c),
+        (
+            lambda x, c: jnp.sum(c * dist.all_reduce(x[0], "x", noop_backward=False)),
+            P("x"),
+            xs,
+            np.tile(_left_fold(c), (8, 1)),
+        ),
+        (lambda x, c: jnp.sum(c[:1] * dist.scatter(x, 0, "x")), P(), xs.reshape(-1)[:8], None),
+        (  # all_gather: its backward keeps this device's slice, exact
+            lambda x, c: jnp.sum(c * dist.all_gather(x, 0, "x")),
+            P("x"),
+            xs[0],  # 2 per device
+            np.stack([c[i, 2 * i : 2 * i + 2] for i in range(8)]),
+        ),
+    ]
+    with ttnn.numerics("deterministic"):
+        for i, (loss, spec, arg, want) in enumerate(cases):
+            program = _per_device_grad_program(mesh, loss, spec)
+            got = np.asarray(program(jnp.asarray(arg), jnp.asarray(c))).reshape(8, -1)
+            assert unordered_sums(program.lower(jnp.asarray(arg), jnp.asarray(c)).as_text()) == []
+            if want is None:  # scatter: its backward all-gathers c[:, 0], exact
+                want = np.tile(c[:, 0], (8, 1))
+            np.testing.assert_array_equal(got, want.reshape(8, -1), err_msg=f"case {i}")
+        total = jax.jit(
+            jax.shard_map(
+                lambda x: dist.all_reduce(x[0], "x"),
+                mesh=mesh.jax_mesh,
+                in_specs=P("x"),
+                out_specs=P(),
+                check_vma=False,
+            )
+        )(jnp.asarray(xs))
+    np.testing.assert_array_equal(np.asarray(total), _left_fold(xs))

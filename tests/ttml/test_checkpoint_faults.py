@@ -155,11 +155,11 @@ def test_no_checkpoint_verifies_names_every_step(tmp_path, saved):
     [
         (
             {"n_layer": 2},
-            "params/blocks/1/attn_proj/bias (shape [32]) is in the model but not in the checkpoint",
+            "params/blocks/attn_proj/bias has saved shape [1, 32] but model shape [2, 32]",
         ),
         (
             {"n_embd": 64},
-            "params/blocks/0/attn_proj/bias has saved shape [32] but model shape [64]",
+            "params/blocks/attn_proj/bias has saved shape [1, 32] but model shape [1, 64]",
         ),
         ({}, "opt_state/0/count (shape []) is in the model but not in the checkpoint"),
     ],

@@ -287,3 +287,17 @@ def test_banner_of_a_pp_run(tmp_path, monkeypatch):
         )
     finally:
         ctx.close_device()
+
+
+@pytest.mark.parametrize(("runner", "policy"), [("default", "none"), ("memory_efficient", "full")])
+def test_runner_type_picks_the_remat_policy(tmp_path, runner, policy):
+    """TTML's ``memory_efficient`` runner recomputes each block (remat); ``default`` keeps all."""
+    from models.llama import train as llama_train
+
+    run = load_config(_config(tmp_path, runner_type=runner))
+    assert nanogpt_train.gpt_config(run, 128).remat_policy == policy
+    llama = {"model_type": "llama", "num_groups": 2, "weight_tying": "disabled"}
+    run = load_config(_config(tmp_path, "llama", runner_type=runner, **llama))
+    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
+    loss_fn = llama_train.build(run, par, 128).loss_fn
+    assert loss_fn.__self__.remat_policy == policy

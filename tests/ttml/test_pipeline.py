@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _reference import unordered_sums
 from jax.sharding import Mesh
 
 import ttjax
@@ -55,7 +56,7 @@ def _batch(cfg: GPTConfig, key: Any, size: int) -> tuple[Any, Any]:
 
 def _reference_loss(cfg: GPTConfig, io: Any, blocks: Any, tokens: Any, targets: Any) -> Any:
     """The whole model on one device (``GPT.loss``): the parity reference for every layout."""
-    params = gpt_pipeline.join_params(io, blocks, cfg.n_layer)
+    params = gpt_pipeline.join_params(io, blocks)
     return GPT(cfg).loss(params, tokens, targets, None)
 
 
@@ -217,6 +218,22 @@ def test_1f1b_ddp2_pp4_step_matches_single_device(fast_reference) -> None:
     _assert_same_step(pipe, out, loss, grads)
 
 
+def test_1f1b_ddp2_pp4_sums_in_device_order_under_deterministic(fast_reference) -> None:
+    """The pipeline's stage sums of the io gradients and loss, and its DDP means, follow
+    ``ttjax.numerics``: none is left to XLA, and two runs are bitwise equal."""
+    (io, blocks, tokens, targets), loss, grads = fast_reference
+    pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="1f1b", m=2, dp="dp")
+    args = (pipe.place_io(io), pipe.stage_blocks(blocks), tokens, targets)
+    assert unordered_sums(jax.jit(pipe.value_and_grad).lower(*args).as_text())  # fast: XLA's
+    with ttjax.numerics("deterministic"):
+        step = jax.jit(pipe.value_and_grad)
+        assert unordered_sums(step.lower(*args).as_text()) == []
+        runs = [jax.device_get(step(*args)) for _ in range(2)]
+    for a, b in zip(*(jax.tree_util.tree_leaves(r) for r in runs)):
+        np.testing.assert_array_equal(a, b)
+    _assert_same_step(pipe, runs[0], loss, grads)
+
+
 def test_inspect_lists_one_forward_and_one_backward_permute_per_tick(gpipe_pp4) -> None:
     pipe, compiled, _ = gpipe_pp4
     report = ttjax.inspect.report_compiled(compiled, mesh=pipe.jax_mesh, name="gpipe pp4")
@@ -244,7 +261,9 @@ def test_bad_configs_name_the_value() -> None:
     pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="gpipe", m=3, dp="dp")
     with pytest.raises(ConfigError, match=r"num_microbatches=3 does not divide the batch of 8"):
         pipe.check_batch(16)
-    with pytest.raises(ConfigError, match=r"batch_size=5 is not divisible by the DDP size 2"):
+    with pytest.raises(
+        ConfigError, match=r"batch_size=5 must be divisible by the data-parallel size 2"
+    ):
         pipe.check_batch(5)
     with pytest.raises(ConfigError, match=r"dp_axis='data' is not an axis"):
         _pipeline(CFG, mesh, schedule="1f1b", m=1, dp="data")

@@ -209,7 +209,7 @@ def all_gather(x: Any, axis: Any, dim: int = 0) -> Any:
     JAX types the result as per-device: return it with an out layout sharded over ``axis``, or
     use it inside the region (only sums, ``all_reduce``, come back as replicated)."""
     axes = _region("all_gather", axis)
-    return lax.all_gather(x, axes, axis=dim, tiled=True)
+    return numerics.all_gather(x, axes, axis=dim, tiled=True)
 
 
 def _shift(op: str, x: Any, axis: str, k: int) -> Any:

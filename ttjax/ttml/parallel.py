@@ -21,8 +21,7 @@ from typing import Any
 from jax.sharding import Mesh
 
 import ttjax
-from ttjax.errors import ConfigError
-from ttjax.plan import ROLES, Axes, ParallelDims
+from ttjax.plan import Axes, ParallelDims
 
 # ``Parallelism``'s keyword for each role (TTML calls data parallelism DDP).
 _KEYWORDS = {
@@ -49,26 +48,9 @@ class Parallelism:
     dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        shape = tuple(int(d) for d in self.mesh.shape)
-        roles: list[str | None] = [None] * len(shape)
-        for role, kw in _KEYWORDS.items():
-            axis = getattr(self, kw)
-            if axis is None:
-                continue
-            if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(shape):
-                raise ConfigError(
-                    f"Parallelism: {kw}={axis!r} is not an axis of the {len(shape)}-D mesh "
-                    f"{shape}.\nfix: use an axis in [0, {len(shape) - 1}] or None."
-                )
-            if roles[axis] is not None:
-                other = _KEYWORDS[roles[axis]]  # type: ignore[index]
-                raise ConfigError(
-                    f"Parallelism: {other} and {kw} both use mesh axis {axis}.\n"
-                    f"fix: each strategy takes its own mesh axis (TTML's order: "
-                    f"{' -> '.join(ROLES)})."
-                )
-            roles[axis] = role
-        object.__setattr__(self, "dims", ParallelDims(shape, tuple(roles)))
+        axes = {role: getattr(self, kw) for role, kw in _KEYWORDS.items()}
+        dims = ParallelDims.from_axes(tuple(self.mesh.shape), axes, "Parallelism")
+        object.__setattr__(self, "dims", dims)
 
     @classmethod
     def from_context(cls, ctx: Any, mesh: ttjax.MeshDevice) -> Parallelism:

@@ -27,7 +27,7 @@ explicit-collective style, as in ``ttjax.ttml.train``)::
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, NamedTuple
 
@@ -39,8 +39,10 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ttjax import numerics
 from ttjax.errors import ConfigError, ShapeMismatchError
 from ttjax.inspect import ProgramReport
+from ttjax.plan import ParallelDims
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
@@ -129,6 +131,7 @@ class Pipeline:
     io_specs: Any = None
     block_specs: Any = None
     unroll: int | bool = 1
+    _dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jm = _jax_mesh(self.mesh)
@@ -139,12 +142,10 @@ class Pipeline:
                     f"pipeline: {name}={axis!r} is not an axis of the mesh (axes "
                     f"{tuple(jm.axis_names)}).\nfix: name one of {tuple(jm.axis_names)}."
                 )
-        axes = [a for a in (self.pp_axis, self.dp_axis, self.tp_axis) if a is not None]
-        if len(set(axes)) != len(axes):
-            raise ConfigError(
-                f"pipeline: pp_axis, dp_axis and tp_axis must differ, got {axes}.\n"
-                "fix: DDP, TP and PP each take their own mesh axis."
-            )
+        roles = {"pp": self.pp_axis, "dp": self.dp_axis, "tp": self.tp_axis}
+        index = {r: None if a is None else jm.axis_names.index(a) for r, a in roles.items()}
+        dims = ParallelDims.from_axes(tuple(jm.devices.shape), index, "pipeline")
+        object.__setattr__(self, "_dims", dims)
         if self.schedule not in SCHEDULES:
             raise ConfigError(
                 f"pipeline: schedule={self.schedule!r} is not a known schedule (allowed: "
@@ -309,11 +310,7 @@ class Pipeline:
     def check_batch(self, batch: int) -> None:
         """Raise a ConfigError unless ``batch`` splits over DDP and then into microbatches."""
         dp, m = self.dp_size, self.num_microbatches
-        if batch % dp:
-            raise ConfigError(
-                f"pipeline: batch_size={batch} is not divisible by the DDP size {dp}.\n"
-                f"fix: use a batch size that is a multiple of {dp}."
-            )
+        self._dims.check_batch(batch, "pipeline: ")
         if (batch // dp) % m:
             raise ConfigError(
                 f"pipeline: num_microbatches={m} does not divide the batch of {batch // dp} "
@@ -482,10 +479,9 @@ class Pipeline:
         loss = jnp.mean(carry["losses"])
         d_io, d_blocks = carry["d_io"], carry["d_blocks"]
         if p > 1:
-            loss = lax.psum(loss, pp)
-            d_io = lax.psum(d_io, pp)
+            loss, d_io = numerics.psum((loss, d_io), pp)
         if self.dp_axis is not None:
-            loss, d_io, d_blocks = lax.pmean((loss, d_io, d_blocks), self.dp_axis)
+            loss, d_io, d_blocks = numerics.pmean((loss, d_io, d_blocks), self.dp_axis)
         out = loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
         if count:
             busy = carry["busy"]

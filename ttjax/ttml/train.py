@@ -133,8 +133,17 @@ class OptimizerSettings:
 
 
 def decay_matrices(params: Any) -> Any:
-    """nanoGPT's weight-decay rule: decay parameters with 2 or more dims (not biases, norms)."""
-    return jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
+    """nanoGPT's weight-decay rule: decay parameters with 2 or more dims (not biases, norms).
+
+    Leaves under a ``blocks`` key are blocks stacked on a leading layer axis
+    (``ttjax.ttml.stacked``): they are judged on one block's dims.
+    """
+
+    def decay(path: Any, p: Any) -> bool:
+        stacked = any(getattr(k, "key", None) == "blocks" for k in path)
+        return p.ndim - stacked >= 2
+
+    return jax.tree_util.tree_map_with_path(decay, params)
 
 
 def make_optimizer(
@@ -262,10 +271,7 @@ class TrainStep:
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
-        if not self.data_axes:
-            return x
-        n = math.prod(lax.axis_size(a) for a in self.data_axes)
-        return ttjax.numerics.psum(x, self.data_axes) / n
+        return ttjax.numerics.pmean(x, self.data_axes) if self.data_axes else x
 
     def _sync(self, grads: Any) -> Any:
         """Average gradients over the data-splitting roles (TTML's ``synchronize_gradients``).

@@ -12,7 +12,9 @@ scatter       keep this device's slice    all_gather
 all_gather    concatenate the slices      scatter (keep this device's slice)
 ============  ==========================  ================================
 
-``axis`` is a mesh axis name (a ``str``); ``None`` makes every op the identity (no TP).
+``axis`` is a mesh axis name (a ``str``); ``None`` makes every op the identity (no TP). Every sum,
+forward or backward, goes through :mod:`ttjax.numerics`, so ``ttjax.numerics("deterministic")``
+adds the devices' pieces in device order, bit for bit the same on every run.
 
 >>> h = broadcast(x, "cols")            # enter a column-parallel region
 >>> y = all_reduce(x @ w_row, "cols")   # leave a row-parallel one
@@ -25,6 +27,8 @@ from typing import Any
 
 import jax
 from jax import lax
+
+from ttjax import numerics
 
 
 def _slice(x: Any, dim: int, axis: str) -> Any:
@@ -43,7 +47,7 @@ def _broadcast_fwd(x: Any, axis: str) -> tuple[Any, None]:
 
 
 def _broadcast_bwd(axis: str, _: None, g: Any) -> tuple[Any]:
-    return (lax.psum(g, axis),)
+    return (numerics.psum(g, axis),)
 
 
 _broadcast.defvjp(_broadcast_fwd, _broadcast_bwd)
@@ -51,11 +55,11 @@ _broadcast.defvjp(_broadcast_fwd, _broadcast_bwd)
 
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
 def _all_reduce(x: Any, axis: str) -> Any:
-    return lax.psum(x, axis)
+    return numerics.psum(x, axis)
 
 
 def _all_reduce_fwd(x: Any, axis: str) -> tuple[Any, None]:
-    return lax.psum(x, axis), None
+    return numerics.psum(x, axis), None
 
 
 def _all_reduce_bwd(axis: str, _: None, g: Any) -> tuple[Any]:
@@ -67,11 +71,11 @@ _all_reduce.defvjp(_all_reduce_fwd, _all_reduce_bwd)
 
 @partial(jax.custom_vjp, nondiff_argnums=(1, 2))
 def _all_gather(x: Any, dim: int, axis: str) -> Any:
-    return lax.all_gather(x, axis, axis=dim, tiled=True)
+    return numerics.all_gather(x, axis, axis=dim, tiled=True)
 
 
 def _all_gather_fwd(x: Any, dim: int, axis: str) -> tuple[Any, None]:
-    return lax.all_gather(x, axis, axis=dim, tiled=True), None
+    return numerics.all_gather(x, axis, axis=dim, tiled=True), None
 
 
 def _all_gather_bwd(dim: int, axis: str, _: None, g: Any) -> tuple[Any]:
@@ -91,7 +95,7 @@ def _scatter_fwd(x: Any, dim: int, axis: str) -> tuple[Any, None]:
 
 
 def _scatter_bwd(dim: int, axis: str, _: None, g: Any) -> tuple[Any]:
-    return (lax.all_gather(g, axis, axis=dim, tiled=True),)
+    return (numerics.all_gather(g, axis, axis=dim, tiled=True),)
 
 
 _scatter.defvjp(_scatter_fwd, _scatter_bwd)
@@ -110,7 +114,7 @@ def all_reduce(x: Any, axis: str | None, noop_backward: bool = True) -> Any:
     """
     if axis is None:
         return x
-    return _all_reduce(x, axis) if noop_backward else lax.psum(x, axis)
+    return _all_reduce(x, axis) if noop_backward else numerics.psum(x, axis)
 
 
 def all_gather(x: Any, dim: int, axis: str | None) -> Any:

@@ -23,9 +23,10 @@ from models.llama.config import LlamaConfig, rope_tables
 from models.llama.reference import apply_rope
 from ttjax import dist
 from ttjax.dist import op
-from ttjax.plan import ParallelDims
+from ttjax.plan import LogicalAxes, ParallelDims
 
-VOCAB = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))  # logits [B, 1, V]: split vocab
+#: Logits ``[B, 1, V]``: split by vocabulary, as the LM head's output features.
+LOGITS_AXES = LogicalAxes(None, None, "vocab")
 
 
 def plan(mesh: dist.Mesh) -> ParallelDims:
@@ -154,5 +155,5 @@ def decode_step(config: LlamaConfig, mesh: dist.Mesh) -> Any:
         local,
         mesh=mesh,
         in_layouts=(lay, None, None, cache, cache),
-        out_layouts=(VOCAB, cache, cache),
+        out_layouts=(shard_spec(plan(mesh), LOGITS_AXES), cache, cache),
     )

@@ -1,10 +1,12 @@
 """One Llama decode step written with Tessera's names (``ttjax.dist``): named ``tp`` axis, shard
 specs on the weights and KV cache, a per-device region with ``all_reduce(axis="tp")``.
 
-q/k/v/gate/up and the LM head are split by output rows (``partition=("row",)``), o/down by input
-columns (``("col",)``), the KV cache by KV heads; embedding and norms are replicated. Each layer
-does two all-reduces (attention and MLP), as Megatron TP does; the logits come back as one global
-array split over ``tp`` by vocabulary (no gather inside the step). RMSNorm + SwiGLU Llamas only.
+Each weight's layout comes from its logical axes (``models/llama/axes.py``) under the rule table
+on the mesh's role-named axes: q/k/v/gate/up and the LM head split by output rows, o/down by input
+columns, the embedding by vocabulary rows (a masked lookup + one all-reduce), the KV cache by KV
+heads; norms and RoPE tables replicated. Each layer does two all-reduces (attention and MLP), as
+Megatron TP does; the logits come back as one global array split over ``tp`` by vocabulary (no
+gather inside the step). RMSNorm + SwiGLU Llamas only.
 """
 
 from __future__ import annotations
@@ -16,40 +18,33 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from models.llama.axes import KV_CACHE_AXES, ROPE_AXES, dims_of_names, shard_spec, weight_axes
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.reference import apply_rope
 from ttjax import dist
 from ttjax.dist import op
+from ttjax.plan import LogicalAxes, ParallelDims
 
-COLUMN = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))  # [out, in]: split out features
-ROW = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))  # split in features
-KV = dist.ShardSpec(partition=(1,), mesh_axes=("tp",))  # cache [B, n_kv, S, hs]: split KV heads
-VOCAB = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))  # logits [B, 1, V]: split vocab
+#: Logits ``[B, 1, V]``: split by vocabulary, as the LM head's output features.
+LOGITS_AXES = LogicalAxes(None, None, "vocab")
 
 
-def layouts(config: LlamaConfig) -> dict[str, Any]:
-    """Weight name -> ShardSpec (REPLICATED when not split)."""
-    out: dict[str, Any] = {
-        "embed": dist.REPLICATED,
-        "norm": dist.REPLICATED,
-        "head": COLUMN,
-    }
-    out["cos"] = out["sin"] = dist.REPLICATED
-    for i in range(config.n_layers):
-        for n in ("wq", "wk", "wv", "gate", "up"):
-            out[f"{i}.{n}"] = COLUMN
-        for n in ("wo", "down"):
-            out[f"{i}.{n}"] = ROW
-        out[f"{i}.ln1"] = out[f"{i}.ln2"] = dist.REPLICATED
+def plan(mesh: dist.Mesh) -> ParallelDims:
+    """The roles of ``mesh``'s axes (named by role: ``"tp"``, ``"dp"``, ...)."""
+    return dims_of_names(mesh.shape, mesh.axes)
+
+
+def layouts(config: LlamaConfig, mesh: dist.Mesh) -> dict[str, Any]:
+    """Weight name -> its ShardSpec on ``mesh`` (REPLICATED when not split), from its logical
+    axes (RoPE tables: ``ROPE_AXES``)."""
+    dims = plan(mesh)
+    out = {k: shard_spec(dims, weight_axes(v)) for k, v in hf_names(config).items()}
+    out["cos"] = out["sin"] = shard_spec(dims, ROPE_AXES)
     return out
 
 
-def place_weights(
-    config: LlamaConfig, weights: dict[str, np.ndarray], mesh: dist.Mesh
-) -> dict[str, jax.Array]:
-    """The canonical weight dict (``weights.py``) laid out on ``mesh`` (float32)."""
-    if config.norm != "rms" or config.mlp != "swiglu" or config.parallel_block:
-        raise ValueError(f"dist_decode supports RMSNorm + SwiGLU Llamas, not {config.name!r}")
+def hf_names(config: LlamaConfig) -> dict[str, str]:
+    """This module's weight name -> the canonical dict's (``weights.py``)."""
     names = {
         "embed": "model.embed_tokens.weight",
         "norm": "model.norm.weight",
@@ -70,9 +65,18 @@ def place_weights(
                 f"{i}.ln2": p + "post_attention_layernorm.weight",
             }
         )
-    host = {k: weights[v] for k, v in names.items()}
+    return names
+
+
+def place_weights(
+    config: LlamaConfig, weights: dict[str, np.ndarray], mesh: dist.Mesh
+) -> dict[str, jax.Array]:
+    """The canonical weight dict (``weights.py``) laid out on ``mesh`` (float32)."""
+    if config.norm != "rms" or config.mlp != "swiglu" or config.parallel_block:
+        raise ValueError(f"dist_decode supports RMSNorm + SwiGLU Llamas, not {config.name!r}")
+    host = {k: weights[v] for k, v in hf_names(config).items()}
     host["cos"], host["sin"] = rope_tables(config)
-    lay = layouts(config)
+    lay = layouts(config, mesh)
     return {
         k: dist.tensor(v.shape, layout=lay[k], mesh=mesh, dtype="fp32", init=v)
         for k, v in host.items()
@@ -81,9 +85,10 @@ def place_weights(
 
 def place_cache(k: list[Any], v: list[Any], mesh: dist.Mesh) -> tuple[list[Any], list[Any]]:
     """Per-layer caches ``[B, n_kv, S, hs]`` split over ``tp`` by KV head."""
+    kv = shard_spec(plan(mesh), KV_CACHE_AXES)
 
     def put(c: Any) -> jax.Array:
-        return dist.tensor(c.shape, layout=KV, mesh=mesh, dtype="fp32", init=np.asarray(c))
+        return dist.tensor(c.shape, layout=kv, mesh=mesh, dtype="fp32", init=np.asarray(c))
 
     return [put(c) for c in k], [put(c) for c in v]
 
@@ -99,10 +104,23 @@ def decode_step(config: LlamaConfig, mesh: dist.Mesh) -> Any:
     hs, eps = c.head_dim, c.norm_eps
     tp = mesh.axis_size("tp")
     nh, nkv = c.n_heads // tp, c.n_kv_heads // tp  # heads per device
+    lay = layouts(c, mesh)
+    vocab_split = lay["embed"] is not dist.REPLICATED
+
+    def embed(table: Any, tokens: Any) -> Any:
+        """Rows of the table; split by vocabulary, each device looks up the ids it owns (zeros
+        elsewhere) and one all-reduce sums the single owner's row into place."""
+        if not vocab_split:
+            return table[tokens]
+        rows = table.shape[0]
+        ids = tokens - dist.axis_index("tp") * rows
+        owned = (ids >= 0) & (ids < rows)
+        x = jnp.where(owned[..., None], table[jnp.clip(ids, 0, rows - 1)], 0.0)
+        return dist.all_reduce(x, axis="tp")
 
     def local(p: dict[str, Any], tokens: Any, pos: Any, ks: list[Any], vs: list[Any]) -> Any:
         B = tokens.shape[0]
-        x = p["embed"][tokens]  # [B, 1, C]
+        x = embed(p["embed"], tokens)  # [B, 1, C]
         cos, sin = p["cos"][pos][:, None, None], p["sin"][pos][:, None, None]  # [B, 1, 1, hs]
         new_k, new_v = [], []
         for i in range(c.n_layers):
@@ -132,10 +150,10 @@ def decode_step(config: LlamaConfig, mesh: dist.Mesh) -> Any:
         logits = jnp.einsum("btc,vc->btv", x, p["head"], preferred_element_type=jnp.float32)
         return logits, new_k, new_v  # [B, 1, V / tp]: the vocab-parallel head's slice
 
-    cache = [KV] * c.n_layers
+    cache = [shard_spec(plan(mesh), KV_CACHE_AXES)] * c.n_layers
     return dist.local(
         local,
         mesh=mesh,
-        in_layouts=(layouts(c), None, None, cache, cache),
-        out_layouts=(VOCAB, cache, cache),
+        in_layouts=(lay, None, None, cache, cache),
+        out_layouts=(shard_spec(plan(mesh), LOGITS_AXES), cache, cache),
     )

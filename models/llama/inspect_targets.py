@@ -33,6 +33,8 @@ def build(
     weight_dtype: str = "bfloat8_b",
     cache_dtype: str = "bfloat16",
     scan_layers: bool = True,
+    embedding: str = "hidden_sharded",
+    gather_logits: bool = True,
 ) -> TtLlama:
     """An abstract (weightless) model with a KV cache of ``context`` positions."""
     cfg = get_config(config)
@@ -47,6 +49,8 @@ def build(
         cache_dtype=_DTYPES[cache_dtype],
         max_seq_len=context,
         scan_layers=scan_layers,
+        embedding=embedding,
+        gather_logits=gather_logits,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import ttjax as ttnn
+from models.llama.axes import BATCH_AXES
 from models.llama.config import LlamaConfig
 from models.llama.sharding import LlamaSharding
 
@@ -107,9 +108,7 @@ class TtLlama(LlamaSharding):
     # ------------------------------------------------------------------------------------------
 
     def _batch_mapper(self) -> Any:
-        if self.dp > 1:
-            return ttnn.ShardTensorToMesh(self.mesh, dim=0)
-        return ttnn.ReplicateTensorToMesh(self.mesh)
+        return self._mapper(BATCH_AXES)  # split over dp, replicated under tp
 
     def tokens_to_device(self, tokens: np.ndarray, device: bool = True) -> ttnn.Tensor:
         """Token ids [B, S] -> a uint32 tensor (batch sharded in DP, replicated in TP)."""

@@ -47,7 +47,8 @@ class RopeTable(nnx.Variable):
 
 
 def _param(weights: dict[str, np.ndarray], name: str, dtype: Any) -> nnx.Param:
-    return nnx.Param(jnp.asarray(weights[name], dtype=dtype))
+    """A weight of the canonical dict; ``hf_name`` keeps its name (``spmd.py`` places it by it)."""
+    return nnx.Param(jnp.asarray(weights[name], dtype=dtype), hf_name=name)
 
 
 class Norm(nnx.Module):

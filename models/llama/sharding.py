@@ -1,21 +1,36 @@
 """How a Llama's weights and KV caches are laid out on the mesh, and loaded onto it.
 
-Column-parallel weights (QKV, gate, up, LM head) are sharded on their output dim and row-parallel
-ones (O, down) on their input dim; norms and rope tables are replicated. Each layer's weights are
-described by a :class:`WeightRecipe`; ``models.llama.model.TtLlama`` keeps only the computation.
+Where each weight lies comes from its logical axes (``models/llama/axes.py``) under the model's
+plan (:attr:`LlamaSharding.plan`: ``mode`` ``"tp"`` or ``"dp"`` over every device of the mesh):
+column-parallel weights (QKV, gate, up, LM head) split on their output dim, row-parallel ones
+(O, down) on their input dim, norms and rope tables replicated. Each layer's weights are described
+by a :class:`WeightRecipe`; ``models.llama.model.TtLlama`` keeps only the computation.
 
->>> WeightRecipe(None, (64,), None, None)
-WeightRecipe(value=None, shape=(64,), shard_dim=None, dtype=None, matrix=False)
+>>> WeightRecipe(None, (64,), LogicalAxes("norm"), None)
+WeightRecipe(value=None, shape=(64,), axes=LogicalAxes('norm'), dtype=None, matrix=False)
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 import ttjax as ttnn
+from models.llama.axes import (
+    HIDDEN_SHARDED_EMBEDDING_RULES,
+    KV_CACHE_AXES,
+    ROPE_AXES,
+    in_out,
+    shard_dims,
+    tt_mesh_mapper,
+    weight_axes,
+)
 from models.llama.config import rope_tables
+from models.llama.weights import expected_shapes
+from ttjax.plan import LogicalAxes, ParallelDims
 
 if TYPE_CHECKING:
     from models.llama.config import LlamaConfig
@@ -26,6 +41,13 @@ def _t(a: Any) -> Any:
     return None if a is None else np.asarray(a).T
 
 
+@lru_cache(maxsize=8)
+def _layer_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Each decoder layer's weight shapes in the canonical dict, by name after ``model.layers.0.``."""
+    prefix = "model.layers.0."
+    return {k[len(prefix) :]: v for k, v in expected_shapes(config).items() if k.startswith(prefix)}
+
+
 def _per_device_columns(*parts: np.ndarray) -> np.ndarray:
     """``[rows, tp, cols_i]`` pieces -> ``[rows, tp * sum(cols_i)]`` grouped per device
     (``[a_0 b_0 | a_1 b_1 | ...]``), so a width shard over ``tp`` devices hands device ``d`` its
@@ -34,7 +56,7 @@ def _per_device_columns(*parts: np.ndarray) -> np.ndarray:
 
 
 class WeightRecipe(NamedTuple):
-    """One weight: its host value (None when abstract), shape, shard dim, dtype and role.
+    """One weight: its host value (None when abstract), shape, logical axes, dtype and role.
 
     ``shape=None`` marks a weight this architecture does not have; ``matrix`` marks a linear
     weight given as TT-NN's [in, out] (stored [out, in] with ``transpose_weights``).
@@ -42,7 +64,7 @@ class WeightRecipe(NamedTuple):
 
     value: Any
     shape: tuple[int, ...] | None
-    shard_dim: int | None
+    axes: LogicalAxes | None
     dtype: Any
     matrix: bool = False
 
@@ -73,6 +95,15 @@ class LlamaSharding:
     q_heads: int
     kv_heads: int
 
+    @property
+    def plan(self) -> ParallelDims:
+        """``mode`` (``"tp"`` or ``"dp"``) over every device of the mesh, in row-major order."""
+        return ParallelDims((self.mesh.get_num_devices(),), (self.mode,))
+
+    def _mapper(self, axes: LogicalAxes, plan: ParallelDims | None = None) -> Any:
+        """The mesh mapper of a tensor with logical ``axes`` under ``plan`` (the model's)."""
+        return tt_mesh_mapper(self.mesh, plan or self.plan, axes)
+
     def _check_divisible(self) -> None:
         c = self.config
         problems = []
@@ -102,11 +133,13 @@ class LlamaSharding:
         self,
         value: Any,
         shape: tuple[int, ...],
-        shard_dim: int | None,
+        axes: LogicalAxes,
         dtype: Any,
         matrix: bool = False,
+        plan: ParallelDims | None = None,
     ) -> ttnn.Tensor:
-        """Host array (or just its shape when abstract) -> device tensor, sharded on ``shard_dim``.
+        """Host array (or just its shape when abstract) -> device tensor, laid out by its logical
+        ``axes`` under ``plan`` (the model's).
 
         ``matrix`` marks a linear weight given as TT-NN's [in, out]; with
         ``transpose_weights`` it is stored [out, in] instead (and used with ``transpose_b``).
@@ -115,13 +148,8 @@ class LlamaSharding:
         if matrix and self.transpose_weights:
             value = None if value is None else np.swapaxes(np.asarray(value), -1, -2)
             shape = (*shape[:-2], shape[-1], shape[-2])
-            if shard_dim is not None:
-                shard_dim = len(shape) - 2 if shard_dim == len(shape) - 1 else len(shape) - 1
-        mapper = (
-            ttnn.ShardTensorToMesh(mesh, dim=shard_dim)
-            if shard_dim is not None and self.tp > 1
-            else ttnn.ReplicateTensorToMesh(mesh)
-        )
+            axes = in_out(axes)
+        mapper = self._mapper(axes, plan)
         layout = ttnn.TILE_LAYOUT
         if self.abstract:
             return ttnn.abstract_tensor(
@@ -145,17 +173,27 @@ class LlamaSharding:
         embed = get("model.embed_tokens.weight")
         head = embed if c.tie_word_embeddings else get("lm_head.weight")
         cos, sin = rope_tables(c, self.max_seq_len)
-        # Hidden-sharded table (all_gather after the lookup) or vocab-parallel rows (all_reduce).
-        embed_dim = 0 if self.vocab_parallel else (1 if c.dim % tp == 0 else None)
+        # Vocab-parallel rows (the rule table's layout; all_reduce after a masked lookup), or
+        # TT-NN's hidden-sharded table (all_gather after the lookup; replicated if dim does not
+        # divide).
+        embed_axes, embed_plan = weight_axes("model.embed_tokens.weight"), self.plan
+        if not self.vocab_parallel:
+            embed_plan = replace(self.plan, rules=HIDDEN_SHARDED_EMBEDDING_RULES)
+            if c.dim % tp:
+                embed_axes = LogicalAxes(None, None)
+        head_axes = in_out(weight_axes("lm_head.weight"))
+        norm_axes = weight_axes("model.norm.weight")
         self.params: dict[str, Any] = {
-            "embed": self._put(embed, (c.vocab_size, c.dim), embed_dim, ad),
-            "lm_head": self._put(_t(head), (c.dim, c.vocab_size), 1, self.weight_dtype, True),
-            "norm": self._put(get("model.norm.weight"), (c.dim,), None, ad),
-            "norm_bias": self._put(get("model.norm.bias"), (c.dim,), None, ad)
+            "embed": self._put(embed, (c.vocab_size, c.dim), embed_axes, ad, plan=embed_plan),
+            "lm_head": self._put(
+                _t(head), (c.dim, c.vocab_size), head_axes, self.weight_dtype, True
+            ),
+            "norm": self._put(get("model.norm.weight"), (c.dim,), norm_axes, ad),
+            "norm_bias": self._put(get("model.norm.bias"), (c.dim,), norm_axes, ad)
             if layer_norm
             else None,
-            "cos": self._put(cos, cos.shape, None, ad),
-            "sin": self._put(sin, sin.shape, None, ad),
+            "cos": self._put(cos, cos.shape, ROPE_AXES, ad),
+            "sin": self._put(sin, sin.shape, ROPE_AXES, ad),
         }
         if tp > 1:
             # Each device's first vocabulary row (embedding rows and LM-head columns alike); not a
@@ -164,18 +202,18 @@ class LlamaSharding:
                 np.arange(tp, dtype=np.uint32) * (c.vocab_size // tp),
                 dtype=ttnn.uint32,
                 device=self.mesh,
-                mesh_mapper=ttnn.ShardTensorToMesh(self.mesh, dim=0),
+                mesh_mapper=self._mapper(LogicalAxes("vocab")),
             )
         specs = [self._layer_specs(w, i) for i in range(c.n_layers)]
         if self.scan_layers:
             # One stacked tensor per weight ([n_layers, ...] per device) for ttnn.scan.
             self.params["layers"] = {
                 name: None
-                if r.shape is None
+                if r.shape is None or r.axes is None
                 else self._put(
                     None if self.abstract else np.stack([s[name].value for s in specs]),
                     (c.n_layers, *r.shape),
-                    None if r.shard_dim is None else r.shard_dim + 1,
+                    r.axes.prepend("layers"),
                     r.dtype,
                     r.matrix,
                 )
@@ -190,8 +228,8 @@ class LlamaSharding:
     def _layer_specs(self, w: dict[str, np.ndarray], i: int) -> dict[str, WeightRecipe]:
         """Layer ``i``'s weights as ``name -> WeightRecipe``.
 
-        Column-parallel weights are sharded on their last dim, row-parallel ones on their first;
-        norms are replicated. A ``None`` shape marks a weight this architecture does not have.
+        Each weight's logical axes are the canonical dict's (``axes.py``), as [in, out] for
+        linears; a ``None`` shape marks a weight this architecture does not have.
         """
         c, tp, hd = self.config, self.tp, self.config.head_dim
         wd, ad = self.weight_dtype, self.dtype
@@ -210,8 +248,15 @@ class LlamaSharding:
             k = self._kv_columns(_t(get("self_attn.k_proj.weight")))
             v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
             wqkv = _per_device_columns(q, k, v)
+        q_axes, kv_axes = (in_out(weight_axes(p + f"self_attn.{n}_proj.weight")) for n in "qk")
+        if shard_dims(self.plan, q_axes) != shard_dims(self.plan, kv_axes):
+            raise ttnn.errors.ShardingError(
+                f"{c.name}: the fused QKV weight needs q ({q_axes!r}) and k/v ({kv_axes!r}) split "
+                f"alike, but {self.plan!r} splits them differently.\n"
+                "fix: map 'heads' and 'kv_heads' to the same roles in the rule table."
+            )
         swiglu = c.mlp == "swiglu"
-        dim, ffn, none = (c.dim,), (c.dim, c.ffn_dim), WeightRecipe.absent()
+        none = WeightRecipe.absent()
         R = WeightRecipe
         fused = swiglu and self.fuse_gate_up
         gate_up = None
@@ -219,39 +264,36 @@ class LlamaSharding:
             gate = _t(get("mlp.gate_proj.weight")).reshape(c.dim, tp, -1)
             up = _t(get("mlp.up_proj.weight")).reshape(c.dim, tp, -1)
             gate_up = _per_device_columns(gate, up)  # [gate_0 up_0 | gate_1 up_1 | ...]
+        w_in = "mlp.gate_proj.weight" if swiglu else "mlp.dense_h_to_4h.weight"
+        w_out = "mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight"
+
+        def norm(name: str, present: bool = True) -> WeightRecipe:
+            return R(get(name), (c.dim,), weight_axes(p + name), ad) if present else none
+
+        def linear(
+            name: str, value: Any = None, shape: tuple[int, ...] | None = None
+        ) -> WeightRecipe:
+            """A linear as TT-NN's [in, out] (``value`` / ``shape`` for a fused one)."""
+            axes = in_out(weight_axes(p + name))
+            if shape is None:
+                value, shape = _t(get(name)), _layer_shapes(c)[name][::-1]
+            return R(value, shape, axes, wd, True)
+
         specs: dict[str, WeightRecipe] = {
-            "attn_norm": R(get("input_layernorm.weight"), dim, None, ad),
-            "attn_norm_bias": R(get("input_layernorm.bias"), dim, None, ad) if layer_norm else none,
-            "wqkv": R(wqkv, (c.dim, qkv_cols), 1, wd, True),  # column-parallel
-            "wo": R(_t(get("self_attn.o_proj.weight")), (c.n_heads * hd, c.dim), 0, wd, True),
-            "mlp_norm": none
-            if c.parallel_block
-            else R(get("post_attention_layernorm.weight"), dim, None, ad),
-            "mlp_norm_bias": R(get("post_attention_layernorm.bias"), dim, None, ad)
-            if layer_norm and not c.parallel_block
-            else none,
-            # gate (swiglu) or dense_h_to_4h (gelu): column-parallel
-            "w_in": none
+            "attn_norm": norm("input_layernorm.weight"),
+            "attn_norm_bias": norm("input_layernorm.bias", layer_norm),
+            "wqkv": linear("self_attn.q_proj.weight", wqkv, (c.dim, qkv_cols)),
+            "wo": linear("self_attn.o_proj.weight"),
+            "mlp_norm": norm("post_attention_layernorm.weight", not c.parallel_block),
+            "mlp_norm_bias": norm(
+                "post_attention_layernorm.bias", layer_norm and not c.parallel_block
+            ),
+            "w_in": none if fused else linear(w_in),
+            "w_up": linear("mlp.up_proj.weight") if swiglu and not fused else none,
+            "w_gate_up": linear("mlp.gate_proj.weight", gate_up, (c.dim, 2 * c.ffn_dim))
             if fused
-            else R(
-                _t(get("mlp.gate_proj.weight" if swiglu else "mlp.dense_h_to_4h.weight")),
-                ffn,
-                1,
-                wd,
-                True,
-            ),
-            "w_up": R(_t(get("mlp.up_proj.weight")), ffn, 1, wd, True)
-            if swiglu and not fused
             else none,
-            "w_gate_up": R(gate_up, (c.dim, 2 * c.ffn_dim), 1, wd, True) if fused else none,
-            # down / dense_4h_to_h: row-parallel
-            "w_out": R(
-                _t(get("mlp.down_proj.weight" if swiglu else "mlp.dense_4h_to_h.weight")),
-                (c.ffn_dim, c.dim),
-                0,
-                wd,
-                True,
-            ),
+            "w_out": linear(w_out),
         }
         return specs
 
@@ -274,9 +316,10 @@ class LlamaSharding:
         n = self.mesh.get_num_devices()
         mapper = None
         if n > 1:
-            dim = len(layers) + (1 if self.tp > 1 else 0)
+            axes = KV_CACHE_AXES.prepend(*("layers" for _ in layers))
+            (dim,) = (d for d in shard_dims(self.plan, axes) if d is not None)
             shape[dim] *= n
-            mapper = ttnn.ShardTensorToMesh(self.mesh, dim=dim)
+            mapper = self._mapper(axes)
         if self.abstract:
             make = lambda: ttnn.abstract_tensor(  # noqa: E731
                 shape,

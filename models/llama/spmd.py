@@ -2,10 +2,13 @@
 
     python -m models.llama.demo --frontend spmd --config tiny
 
-``shard_llama_model(model, mesh)`` marks q/k/v/gate/up column-parallel (``("model", None)``),
-o/down row-parallel (``(None, "model")``) and everything else replicated, in place, on the Flax
-reference (``reference.py``) or on a transformers ``LlamaForCausalLM`` (converted first with the
-Hugging Face loader in ``weights.py``). Calling it again with another mesh re-shards the same
+``shard_llama_model(model, mesh)`` annotates every weight, in place, by its logical axes
+(``models/llama/axes.py``) under the rule table: q/k/v/gate/up column-parallel
+(``("model", None)``), o/down row-parallel (``(None, "model")``), the embedding and LM head split
+by vocabulary, norms and RoPE tables replicated. It takes the Flax reference (``reference.py``)
+or a transformers ``LlamaForCausalLM`` (converted first with the Hugging Face loader in
+``weights.py``). Mesh axes are named by role (``"dp"``, ``"tp"``) or as seed 004 names them
+(``"batch"`` -> dp, ``"model"`` -> tp). Calling it again with another mesh re-shards the same
 parameters, e.g. from (1, 8) to (2, 4) ("batch", "model"), without reloading.
 """
 
@@ -20,11 +23,13 @@ from flax import nnx
 
 import ttjax
 import ttjax.spmd as xs
+from models.llama.axes import KV_CACHE_AXES, dims_of_names, mesh_axis_spec, weight_axes
 from models.llama.reference import LlamaReference
 from models.llama.weights import load_hf_checkpoint
+from ttjax.plan import LogicalAxes, ParallelDims
 
-COLUMN = ("model", None)  # split output features (rows of [out, in])
-ROW = (None, "model")  # split input features
+#: Seed 004's mesh axis names and the roles they play.
+ROLES = {"batch": "dp", "model": "tp"}
 
 
 def from_transformers(hf_model: Any, dtype: Any = np.float32) -> LlamaReference:
@@ -36,30 +41,41 @@ def from_transformers(hf_model: Any, dtype: Any = np.float32) -> LlamaReference:
 
 
 def shard_llama_model(model: Any, mesh: xs.Mesh) -> LlamaReference:
-    """Seed 004's ``shard_llama_model``: Megatron TP annotations per decoder layer.
+    """Seed 004's ``shard_llama_model``: each weight annotated by its logical axes (Megatron TP).
 
     ``model`` is a ``LlamaReference`` (sharded in place and returned) or a transformers
-    ``LlamaForCausalLM`` (converted, then sharded; the new Flax model is returned).
+    ``LlamaForCausalLM`` (converted, then sharded; the new Flax model is returned). Each
+    ``nnx.Param`` carries its canonical name (``hf_name``); other variables (RoPE tables) are
+    replicated.
     """
     if not isinstance(model, LlamaReference):
         model = from_transformers(model)
-    annotated: set[int] = set()
-    for layer in model.layers:
-        for w in (layer.mlp.w_up, layer.mlp.w_gate, layer.attn.wq, layer.attn.wk, layer.attn.wv):
-            xs.mark_sharding(w, mesh, COLUMN)
-            annotated.add(id(w))
-        for w in (layer.mlp.w_down, layer.attn.wo):
-            xs.mark_sharding(w, mesh, ROW)
-            annotated.add(id(w))
     for _, var in nnx.iter_graph(model):
-        if isinstance(var, nnx.Variable) and id(var) not in annotated:
-            xs.mark_sharding(var, mesh, (None,) * np.ndim(var.get_value()))  # replicated
+        if isinstance(var, nnx.Variable):
+            name = var.get_metadata().get("hf_name")
+            axes = weight_axes(name) if name else LogicalAxes(*[None] * np.ndim(var.get_value()))
+            xs.mark_sharding(var, mesh, spec(mesh, axes))
     return model
 
 
+def plan(mesh: xs.Mesh) -> ParallelDims:
+    """The roles of ``mesh``'s axes (named by role, or ``"batch"`` / ``"model"``)."""
+    return dims_of_names(mesh.mesh_shape, _names(mesh), ROLES)
+
+
+def spec(mesh: xs.Mesh, axes: LogicalAxes) -> tuple[Any, ...]:
+    """The ``mark_sharding`` spec of a tensor with logical ``axes`` on ``mesh``."""
+    return mesh_axis_spec(plan(mesh), axes, _names(mesh))
+
+
+def _names(mesh: xs.Mesh) -> tuple[Any, ...]:
+    """Axis names, or indices on an unnamed mesh (whose axes then play no role: replicated)."""
+    return mesh.axis_names or tuple(range(len(mesh.mesh_shape)))
+
+
 def batch_spec(mesh: xs.Mesh) -> tuple[Any, ...]:
-    """Inputs: split over "batch" when the mesh has that axis with size > 1, else replicated."""
-    return ("batch", None) if mesh.shape().get("batch", 1) > 1 else (None, None)
+    """Inputs ``[B, T]``: split over the dp axis when it has size > 1, else replicated."""
+    return spec(mesh, LogicalAxes("batch", None))
 
 
 def sharded_forward(model: LlamaReference, mesh: xs.Mesh, tokens: Any) -> jax.Array:
@@ -78,8 +94,8 @@ def decode_step(model: LlamaReference, mesh: xs.Mesh, batch: int) -> tuple[Any, 
     """``(fn, args)`` of one jitted decode step over the annotated model (for ttjax.inspect)."""
     graphdef, state = nnx.split(model)
     cache = model.init_cache(batch)
-    # The KV cache [B, n_kv, S, hs] is annotated too: split by KV head over "model".
-    cache_spec = (batch_spec(mesh)[0], "model", None, None)
+    # The KV cache [B, n_kv, S, hs] is annotated too: split by KV head over tp.
+    cache_spec = spec(mesh, KV_CACHE_AXES)
     cache = jax.tree.map(lambda c: xs.mark_sharding(c, mesh, cache_spec), cache)
     tokens = xs.mark_sharding(np.zeros((batch, 1), np.int32), mesh, batch_spec(mesh))
     pos = xs.mark_sharding(np.zeros((batch,), np.int32), mesh, batch_spec(mesh)[:1])

@@ -16,7 +16,7 @@ import jax
 
 from models.llama import pipeline
 from models.llama.config import LlamaConfig, RopeScaling
-from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
+from models.llama.train_model import LlamaTrain, check_heads, param_axes, params_from_weights
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
 from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
@@ -66,7 +66,8 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     def stages(p: Parallelism) -> StageParts:
         return StageParts.from_adapter(pipeline, model, config, p)
 
-    return ModelParts(model.loss, params, param_specs(config, par), desc, stages)
+    check_heads(config, par)
+    return ModelParts(model.loss, params, param_axes(config), desc, stages)
 
 
 PROG = "python -m models.llama.train"

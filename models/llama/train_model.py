@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
+from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
+from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
-from ttjax.plan import Axes
+from ttjax.plan import Axes, is_logical
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     RMSNorm,
@@ -31,7 +33,7 @@ from ttjax.ttml.modules import (
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.stacked import check_remat_policy, scan_blocks, stack_blocks, stacked_specs
+from ttjax.ttml.stacked import check_remat_policy, scan_blocks, stack_blocks
 
 
 def rotate_half(x: Any) -> Any:
@@ -58,18 +60,20 @@ class LlamaTrain:
     @property
     def layers(self) -> dict[str, Any]:
         c, hd = self.config, self.config.head_dim
+        col = partial(ColumnParallelLinear, has_bias=False)
+        row = partial(RowParallelLinear, has_bias=False, input_is_parallel=True)
+        heads, kv = split_axis("self_attn.q_proj.weight"), split_axis("self_attn.k_proj.weight")
+        mlp = split_axis("mlp.gate_proj.weight")
         return {
             "attention_norm": RMSNorm(c.dim, c.norm_eps),
-            "q_linear": ColumnParallelLinear(c.dim, c.n_heads * hd, has_bias=False),
-            "k_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "v_linear": ColumnParallelLinear(c.dim, c.n_kv_heads * hd, has_bias=False),
-            "out_linear": RowParallelLinear(
-                c.n_heads * hd, c.dim, has_bias=False, input_is_parallel=True
-            ),
+            "q_linear": col(c.dim, c.n_heads * hd, split=heads),
+            "k_linear": col(c.dim, c.n_kv_heads * hd, split=kv),
+            "v_linear": col(c.dim, c.n_kv_heads * hd, split=kv),
+            "out_linear": row(c.n_heads * hd, c.dim, split=heads),
             "mlp_norm": RMSNorm(c.dim, c.norm_eps),
-            "w1": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w3": ColumnParallelLinear(c.dim, c.ffn_dim, has_bias=False),
-            "w2": RowParallelLinear(c.ffn_dim, c.dim, has_bias=False, input_is_parallel=True),
+            "w1": col(c.dim, c.ffn_dim, split=mlp),
+            "w3": col(c.dim, c.ffn_dim, split=mlp),
+            "w2": row(c.ffn_dim, c.dim, split=mlp),
         }
 
     @property
@@ -78,7 +82,10 @@ class LlamaTrain:
 
     @property
     def fc(self) -> ColumnParallelLinear:
-        return ColumnParallelLinear(self.config.dim, self.config.vocab_size, has_bias=False)
+        c = self.config
+        return ColumnParallelLinear(
+            c.dim, c.vocab_size, has_bias=False, split=split_axis("lm_head.weight")
+        )
 
     def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, axes: Axes | str | None) -> Any:
         m, hd = self.layers, self.config.head_dim
@@ -155,23 +162,47 @@ def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[s
     }
 
 
-def block_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
-    """PartitionSpecs of one block: Megatron splits over TP (heads with their key/value heads)."""
+def block_axes(config: LlamaConfig) -> dict[str, Any]:
+    """The logical axes of one block's parameters: the modules' own, split as
+    ``models/llama/axes.py`` states."""
+    return {name: layer.axes() for name, layer in LlamaTrain(config).layers.items()}
+
+
+def param_axes(config: LlamaConfig) -> dict[str, Any]:
+    """The logical axes of every parameter (the plan's rules place them); the stacked blocks
+    lead with ``"layers"``."""
+    model = LlamaTrain(config)
+    return {
+        "tok_emb": model.tok_emb.axes(),
+        "blocks": jax.tree.map(
+            lambda a: a.prepend("layers"), block_axes(config), is_leaf=is_logical
+        ),
+        "ln_fc": RMSNorm(config.dim, config.norm_eps).axes(),
+        "fc": model.fc.axes(),
+    }
+
+
+def check_heads(config: LlamaConfig, par: Parallelism) -> None:
+    """Whole heads per TP device, with their key/value heads."""
     if par.tp_size > 1 and (config.n_heads % par.tp_size or config.n_kv_heads % par.tp_size):
         raise ConfigError(
             f"Llama: num_heads={config.n_heads} and num_groups={config.n_kv_heads} must both be "
             f"divisible by the TP size {par.tp_size}.\nfix: pick head counts that are multiples "
             "of the TP size, or a smaller TP axis."
         )
-    return {name: layer.specs(par) for name, layer in LlamaTrain(config).layers.items()}
+
+
+def block_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
+    """PartitionSpecs of one block's parameters (the pipeline stages blocks one by one)."""
+    check_heads(config, par)
+    return par.specs(block_axes(config))
 
 
 def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
-    """Megatron splits over TP, replicated over DDP (and along the blocks' layer axis)."""
-    model = LlamaTrain(config)
-    return {
-        "tok_emb": model.tok_emb.specs(par),
-        "blocks": stacked_specs(block_specs(config, par)),
-        "ln_fc": {"gamma": P()},
-        "fc": model.fc.specs(par),
-    }
+    """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
+    check_heads(config, par)
+    shapes = jax.eval_shape(
+        lambda w: params_from_weights(config, w),
+        {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in expected_shapes(config).items()},
+    )
+    return par.specs(param_axes(config), shapes)

@@ -24,6 +24,7 @@ from models.llama.config import LlamaConfig, rope_tables
 from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
 from ttjax.plan import Axes, is_logical
+from ttjax.ttml.fsdp import block_gather
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     RMSNorm,
@@ -120,8 +121,13 @@ class LlamaTrain:
             tables = rope_tables(self.config, T * lax.axis_size(ax.cp))
             cos, sin = (jnp.asarray(a)[pos][:, None, :] for a in tables)
         x = self.tok_emb(params["tok_emb"], idx, tp)
+        logical = {name: layer.axes() for name, layer in self.layers.items()}
         x = scan_blocks(
-            lambda p, h: self.block(p, h, cos, sin, ax), params["blocks"], x, self.remat_policy
+            lambda p, h: self.block(p, h, cos, sin, ax),
+            params["blocks"],
+            x,
+            self.remat_policy,
+            gather=block_gather(ax, logical),  # FSDP: one block whole at a time
         )
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
         return self.fc(params["fc"], x, tp)

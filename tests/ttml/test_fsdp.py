@@ -34,7 +34,7 @@ from ttjax.ttml.config import load_config
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
-from ttjax.ttml.train import TrainState, TrainStep, make_optimizer
+from ttjax.ttml.train import OptimizerSettings, TrainState, TrainStep, make_optimizer
 
 # name -> (mesh shape, {Parallelism keyword: mesh axis}), TTML's axis order (DDP -> FSDP -> TP).
 LAYOUTS = {
@@ -312,3 +312,29 @@ def test_fsdp_with_pp_is_refused_not_ignored():
     assert ctx.get_fsdp_axis() == 0 and ctx.get_pp_axis() == 1
     with pytest.raises(ConfigError, match=r"FSDP \(enable_fsdp\) is not combined with PP"):
         Pipeline.from_context(ctx, None, None, None, None)
+
+
+def test_llama_fsdp2_tp4_equals_single_device():
+    """The TTML Llama's scan gathers its blocks too: FSDP 2 x TP 4 (2x4) follows one device."""
+    from models.llama.config import get_config
+    from models.llama.train_model import LlamaTrain, param_axes, params_from_weights
+    from models.llama.weights import random_weights
+
+    config = get_config("tiny").with_(max_seq_len=16)
+    opt = OptimizerSettings(learning_rate=3e-3, warmup_steps=2, total_steps=6)
+    weights = params_from_weights(config, random_weights(config, seed=5489))
+    data = np.random.default_rng(0).integers(0, config.vocab_size, (6, 1, 4, 13)).astype(np.int32)
+
+    def llama_losses(shape, **axes):
+        par = Parallelism(mesh(shape), **axes)
+        step = TrainStep(LlamaTrain(config).loss, param_axes(config), par, make_optimizer(opt))
+        state, out = step.init_state(weights), []
+        for tokens in data:
+            state, m = step(state, tokens)
+            out.append(float(m["loss"]))
+        return np.asarray(out), step
+
+    want, _ = llama_losses((1, 1))
+    got, step = llama_losses((2, 4), fsdp_axis=0, tp_axis=1)
+    assert "fsdp" in step.param_specs["blocks"]["w1"]["weight"]
+    np.testing.assert_allclose(got, want, rtol=1e-5)

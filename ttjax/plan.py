@@ -39,6 +39,8 @@ ROLES: tuple[str, ...] = ("dp", "fsdp", "cp", "tp", "pp", "ep")
 #: listed role that is in use, in this order); a logical axis with no rule is never split.
 LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("batch", "dp"),
+    ("batch", "fsdp"),
+    ("embed", "fsdp"),
     ("vocab", "tp"),
     ("heads", "tp"),
     ("kv_heads", "tp"),

@@ -41,10 +41,12 @@ def from_transformers(hf_model: Any, dtype: Any = np.float32) -> LlamaReference:
 
 
 def shard_llama_model(model: Any, mesh: xs.Mesh) -> LlamaReference:
-    """Seed 004's ``shard_llama_model``: Megatron TP annotations per decoder layer.
+    """Seed 004's ``shard_llama_model``: each weight annotated by its logical axes (Megatron TP).
 
     ``model`` is a ``LlamaReference`` (sharded in place and returned) or a transformers
-    ``LlamaForCausalLM`` (converted, then sharded; the new Flax model is returned).
+    ``LlamaForCausalLM`` (converted, then sharded; the new Flax model is returned). Each
+    ``nnx.Param`` carries its canonical name (``hf_name``); other variables (RoPE tables) are
+    replicated.
     """
     if not isinstance(model, LlamaReference):
         model = from_transformers(model)

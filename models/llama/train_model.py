@@ -22,7 +22,7 @@ from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
-from ttjax.plan import is_logical
+from ttjax.plan import Axes, is_logical
 from ttjax.ttml.modules import (
     ColumnParallelLinear,
     RMSNorm,
@@ -101,8 +101,11 @@ class LlamaTrain:
         gate = jax.nn.silu(m["w1"](p["w1"], h, tp)) * m["w3"](p["w3"], h, tp)
         return x + m["w2"](p["w2"], gate, tp)
 
-    def __call__(self, params: dict[str, Any], idx: Any, tp: str | None) -> Any:
-        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary)."""
+    def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
+        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary).
+
+        ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
+        tp = Axes.of(axes).tp
         T = idx.shape[-1]
         cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
         x = self.tok_emb(params["tok_emb"], idx, tp)
@@ -112,8 +115,8 @@ class LlamaTrain:
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
         return self.fc(params["fc"], x, tp)
 
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, tp: str | None) -> Any:
-        return cross_entropy_loss(self(params, idx, tp), targets, tp)
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
+        return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
 
 
 def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:

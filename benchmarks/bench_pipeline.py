@@ -18,13 +18,16 @@ from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.pipeline import Pipeline, make_train_step
+from ttjax.ttml.pipeline import Pipeline
+from ttjax.ttml.pipeline_train import PipelineTrainStep
 
 CFG = GPTConfig(vocab_size=256, block_size=64, n_layer=8, n_head=4, n_embd=128)
 BATCH = 32
 
 
-def _step(mesh: ttnn.MeshDevice, m: int, schedule: str) -> tuple[Pipeline, object, object]:
+def _step(
+    mesh: ttnn.MeshDevice, m: int, schedule: str
+) -> tuple[Pipeline, object, PipelineTrainStep]:
     par = Parallelism(mesh)
     pipe = Pipeline(
         mesh,
@@ -36,24 +39,23 @@ def _step(mesh: ttnn.MeshDevice, m: int, schedule: str) -> tuple[Pipeline, objec
         io_specs=gpt_pipeline.io_specs(CFG, par),
         block_specs=gpt_pipeline.block_specs(CFG, par),
     )
-    init, step = make_train_step(pipe, optax.adamw(1e-3))
-    return pipe, init(*gpt_pipeline.split_params(init_params(CFG, 0))), step
+    step = PipelineTrainStep(pipe, optax.adamw(1e-3), split=gpt_pipeline.split_params)
+    return pipe, step.init_state(init_params(CFG, 0)), step
 
 
-def _batch(cfg: GPTConfig, size: int) -> tuple[jax.Array, jax.Array]:
-    """Random ``(tokens, targets)`` of ``size`` sequences (targets = tokens shifted by one)."""
-    seq = jax.random.randint(jax.random.key(1), (size, cfg.block_size + 1), 0, cfg.vocab_size)
-    return seq[:, :-1], seq[:, 1:]
+def _batch(cfg: GPTConfig, size: int) -> jax.Array:
+    """``[1, size, seq + 1]``: one block of random sequences (the step shifts the targets)."""
+    return jax.random.randint(jax.random.key(1), (1, size, cfg.block_size + 1), 0, cfg.vocab_size)
 
 
 def run(mesh: ttnn.MeshDevice) -> list[Row]:
-    tokens, targets = _batch(CFG, BATCH)
+    tokens = _batch(CFG, BATCH)
     pipe8, state8, step8 = _step(mesh, 8, "1f1b")
     pipe1, state1, step1 = _step(mesh, 1, "1f1b")
     times = compare(
         {
-            "m=8": lambda: step8(state8, tokens, targets),
-            "m=1": lambda: step1(state1, tokens, targets),
+            "m=8": lambda: step8(state8, tokens),
+            "m=1": lambda: step1(state1, tokens),
         },
         repeats=5,
         number=3,

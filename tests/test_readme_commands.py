@@ -37,7 +37,7 @@ SCRIPTS = {
     RUN: [sys.executable, "-m", "ttjax.run"],
 }
 # Python blocks that train or compile a pipeline: run under -m slow (a substring picks each).
-SLOW_BLOCKS = ("make_train_step(pipe",)
+SLOW_BLOCKS = ("PipelineTrainStep(pipe",)
 # Python blocks that need something outside the repository: substring -> environment variable.
 NEEDS = {"ttjax.compat": "TT_METAL_HOME"}  # Tenstorrent's model code: a tt-metal checkout
 

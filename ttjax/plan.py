@@ -41,6 +41,7 @@ LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("batch", "dp"),
     ("batch", "fsdp"),
     ("embed", "fsdp"),
+    ("seq", "cp"),
     ("vocab", "tp"),
     ("heads", "tp"),
     ("kv_heads", "tp"),

@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
@@ -30,6 +31,7 @@ from ttjax.ttml.modules import (
     VocabParallelEmbedding,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
+from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import check_remat_policy, scan_blocks, stack_blocks
 
@@ -41,8 +43,10 @@ def rotate_half(x: Any) -> Any:
 
 @dataclass(frozen=True)
 class LlamaTrain:
-    """Llama's training forward on one device's local parameters (``tp``: the TP axis name).
+    """Llama's training forward on one device's local parameters.
 
+    ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None); under CP
+    (``axes.cp``) RoPE takes each token's global position and attention runs as a ring.
     ``remat_policy`` (``ttjax.ttml.stacked``): ``"full"`` recomputes each block in the backward
     pass, ``"dots"`` keeps its matmul outputs, ``"none"`` keeps every activation.
     """
@@ -83,39 +87,47 @@ class LlamaTrain:
             c.dim, c.vocab_size, has_bias=False, split=split_axis("lm_head.weight")
         )
 
-    def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, tp: str | None) -> Any:
+    def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, axes: Axes | str | None) -> Any:
         m, hd = self.layers, self.config.head_dim
+        tp, cp = Axes.of(axes).tp, Axes.of(axes).cp
         B, T, _ = x.shape
         h = m["attention_norm"](p["attention_norm"], x)
         q = m["q_linear"](p["q_linear"], h, tp).reshape(B, T, -1, hd)
         k = m["k_linear"](p["k_linear"], h, tp).reshape(B, T, -1, hd)
         v = m["v_linear"](p["v_linear"], h, tp).reshape(B, T, -1, hd)
         q, k = (a * cos + rotate_half(a) * sin for a in (q, k))
-        group = q.shape[2] // k.shape[2]
-        k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-        att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
-        att = jnp.where(jnp.tril(jnp.ones((T, T), bool)), att, -jnp.inf)
-        y = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(att, -1), v).reshape(B, T, -1)
+        if cp is not None:
+            y = ring_attention(q, k, v, cp).reshape(B, T, -1)
+        else:
+            group = q.shape[2] // k.shape[2]
+            k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
+            att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
+            att = jnp.where(jnp.tril(jnp.ones((T, T), bool)), att, -jnp.inf)
+            y = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(att, -1), v).reshape(B, T, -1)
         x = x + m["out_linear"](p["out_linear"], y, tp)
         h = m["mlp_norm"](p["mlp_norm"], x)
         gate = jax.nn.silu(m["w1"](p["w1"], h, tp)) * m["w3"](p["w3"], h, tp)
         return x + m["w2"](p["w2"], gate, tp)
 
     def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
-        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary).
-
-        ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
-        tp = Axes.of(axes).tp
-        T = idx.shape[-1]
-        cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
+        """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary)."""
+        ax = Axes.of(axes)
+        tp, T = ax.tp, idx.shape[-1]
+        if ax.cp is None:
+            cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
+        else:  # this device's tokens sit at scattered global positions (load balancing)
+            pos = local_positions(T, ax.cp)
+            tables = rope_tables(self.config, T * lax.axis_size(ax.cp))
+            cos, sin = (jnp.asarray(a)[pos][:, None, :] for a in tables)
         x = self.tok_emb(params["tok_emb"], idx, tp)
         x = scan_blocks(
-            lambda p, h: self.block(p, h, cos, sin, tp), params["blocks"], x, self.remat_policy
+            lambda p, h: self.block(p, h, cos, sin, ax), params["blocks"], x, self.remat_policy
         )
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
         return self.fc(params["fc"], x, tp)
 
     def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
+        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP)."""
         return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
 
 

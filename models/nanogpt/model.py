@@ -28,6 +28,7 @@ from ttjax.ttml.modules import (
     VocabParallelEmbedding,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
+from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.stacked import check_remat_policy, scan_blocks
 
 
@@ -84,25 +85,36 @@ class Block:
             ),
         }
 
-    def attn(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+    def attn(self, p: dict[str, Any], x: Any, axes: Axes | str | None) -> Any:
+        """Causal self-attention; under CP (``axes.cp``) ring attention over the whole sequence."""
         m, hs = self.layers, self.config.n_embd // self.config.n_head
+        ax = Axes.of(axes)
         B, T, _ = x.shape
-        qkv = m["c_attn"](p["c_attn"], x, tp)  # [B, T, local heads * 3 * hs]
+        qkv = m["c_attn"](p["c_attn"], x, ax.tp)  # [B, T, local heads * 3 * hs]
         q, k, v = jnp.moveaxis(qkv.reshape(B, T, -1, 3, hs), 3, 0)  # each [B, T, nh, hs]
-        y = jax.nn.dot_product_attention(
-            q, k, v, scale=1 / math.sqrt(hs), is_causal=True, implementation=self.config.attention
-        ).reshape(B, T, -1)
-        return m["attn_proj"](p["attn_proj"], y, tp)
+        if ax.cp is None:
+            y = jax.nn.dot_product_attention(
+                q,
+                k,
+                v,
+                scale=1 / math.sqrt(hs),
+                is_causal=True,
+                implementation=self.config.attention,
+            )
+        else:
+            y = ring_attention(q, k, v, ax.cp, scale=1 / math.sqrt(hs))
+        return m["attn_proj"](p["attn_proj"], y.reshape(B, T, -1), ax.tp)
 
     def mlp(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
         m = self.layers
         h = jax.nn.gelu(m["c_fc"](p["c_fc"], x, tp), approximate=True)
         return m["mlp_proj"](p["mlp_proj"], h, tp)
 
-    def __call__(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+    def __call__(self, p: dict[str, Any], x: Any, axes: Axes | str | None) -> Any:
+        """``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
         m = self.layers
-        x = x + self.attn(p, m["ln_1"](p["ln_1"], x), tp)
-        return x + self.mlp(p, m["ln_2"](p["ln_2"], x), tp)
+        x = x + self.attn(p, m["ln_1"](p["ln_1"], x), axes)
+        return x + self.mlp(p, m["ln_2"](p["ln_2"], x), Axes.of(axes).tp)
 
 
 @dataclass(frozen=True)
@@ -129,11 +141,13 @@ class GPT:
 
     def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
         """Logits ``[B, T, vocab / tp]``: this device's slice of the vocabulary."""
-        tp = Axes.of(axes).tp
-        T = idx.shape[-1]
-        x = self.wte(params["wte"], idx, tp) + params["wpe"][:T]
+        ax = Axes.of(axes)
+        tp, T = ax.tp, idx.shape[-1]
+        # Under CP this device holds tokens at scattered global positions (load balancing).
+        wpe = params["wpe"][:T] if ax.cp is None else params["wpe"][local_positions(T, ax.cp)]
+        x = self.wte(params["wte"], idx, tp) + wpe
         block = self.block
-        x = scan_blocks(lambda p, h: block(p, h, tp), params["blocks"], x, self.config.remat_policy)
+        x = scan_blocks(lambda p, h: block(p, h, ax), params["blocks"], x, self.config.remat_policy)
         x = self.ln_f(params["ln_f"], x)
         return self.wte.attend(params["wte"], x, tp)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import checkpoint_program
 import jax
 import jax.numpy as jnp
+import killed_train
 import numpy as np
 import pytest
 import yaml
@@ -108,13 +109,14 @@ def losses(path: Path) -> list[float]:
 @pytest.mark.slow
 def test_lost_rank_then_resume_continues_the_same_losses(tmp_path):
     cfg = tiny_config(tmp_path / "tiny.yaml", tmp_path / "ckpt")
-    train = [sys.executable, "-m", "models.nanogpt.train", "--config", str(cfg)]
+    # NanoGPT's CLI, whose rank with TTJAX_FAULT_KILL_AT_STEP set dies (the step is wrapped).
+    train = [sys.executable, str(Path(killed_train.__file__)), "--config", str(cfg)]
     train += ["--out", str(tmp_path / "out"), "--no-progress"]
     # Rank 1 kills itself (SIGKILL) after step 5: checkpoints 2 and 4 are on disk.
     faulty = write_bindings(
         tmp_path / "faulty.yaml",
         ["0,1,2,3", "4,5,6,7"],
-        env={1: {"TTJAX_FAULT_KILL_AT_STEP": "5"}},
+        env={1: {killed_train.ENV: "5"}},
         mesh_graph_desc_path=str(MGD),
     )
     w = Watched(launcher_argv(faulty, tmp_path, *train))

@@ -25,7 +25,8 @@ from models.nanogpt.weights import init_params
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import PipelineParallelConfig
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.pipeline import Pipeline, make_train_step, permutes_per_tick
+from ttjax.ttml.pipeline import Pipeline, permutes_per_tick
+from ttjax.ttml.pipeline_train import PipelineTrainStep
 
 BATCH = 16
 OPT = optax.adamw(1e-2, weight_decay=0.01)
@@ -122,13 +123,16 @@ def _pipeline(cfg, mesh, *, schedule, m, dp=None, tp=None, blocks_per_rank=None)
 
 
 def _train(pipe: Pipeline, cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
-    init, step = make_train_step(pipe, OPT)
-    state = init(*_params(cfg))
+    """The pipelined train step's losses, and the gradients each update used (``step.grads``)."""
+    step = PipelineTrainStep(pipe, OPT)
+    state = step.init_state(_params(cfg))
     losses, grads = [], []
     for i in range(steps):
         tokens, targets = _batch(cfg, jax.random.key(100 + i), BATCH)
-        state, loss, (d_io, d_blocks) = step(state, tokens, targets)
-        losses.append(float(loss))
+        block = jnp.concatenate([tokens, targets[:, -1:]], axis=1)[None]  # [1, batch, seq + 1]
+        _, (d_io, d_blocks) = step.grads(state.params, block)
+        state, metrics = step(state, block)
+        losses.append(float(metrics["loss"]))
         grads.append(jax.device_get((d_io, pipe.unstage_blocks(d_blocks))))
     return losses, grads
 

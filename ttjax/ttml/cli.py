@@ -35,7 +35,7 @@ from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
-from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
 
 DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
@@ -117,6 +117,12 @@ def pipeline_step(
             f"{run.path}: device_config.enable_pp is true but this model has no pipeline "
             "stages.\nfix: set enable_pp: false, or train NanoGPT or Llama."
         )
+    if par.cp_size > 1:
+        raise ConfigError(
+            f"{run.path}: device_config.enable_cp with enable_pp is not trained by ttjax yet (the "
+            "pipeline's stages take whole sequences).\nfix: set enable_cp: false, or enable_pp: "
+            "false."
+        )
     cfg = run.multihost.pipeline_parallel_config or PipelineParallelConfig(
         num_blocks=run.model.num_blocks
     )
@@ -140,6 +146,23 @@ def pipeline_step(
         pipe,
         make_pp_optimizer(opt),
         split=sp.split,
+        accum=run.training.gradient_accumulation_steps,
+        schedule=opt.schedule(),
+    )
+
+
+def train_step(
+    run: RunConfig, pctx: Any, par: Parallelism, parts: ModelParts, opt: OptimizerSettings
+) -> BaseTrainStep:
+    """The train step of ``run``: pipelined (:func:`pipeline_step`) when ``enable_pp`` is set,
+    else plain (:class:`TrainStep` on the model's layout and ``par``'s plan)."""
+    if run.device.enable_pp:
+        return pipeline_step(run, pctx, par, parts, opt)
+    return TrainStep(
+        parts.loss_fn,
+        parts.specs,
+        par,
+        make_optimizer(opt),
         accum=run.training.gradient_accumulation_steps,
         schedule=opt.schedule(),
     )
@@ -293,18 +316,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         vocab = model_vocab(run, par)
         data = load_dataset(t.tokenizer_type, vocab_size=vocab, data_path=t.data_path)
         parts = build(run, par, vocab)
-        step: TrainStep | PipelineTrainStep
-        if dev.enable_pp:
-            step = pipeline_step(run, pctx, par, parts, opt)
-        else:
-            step = TrainStep(
-                parts.loss_fn,
-                parts.specs,
-                par,
-                make_optimizer(opt),
-                accum=t.gradient_accumulation_steps,
-                schedule=opt.schedule(),
-            )
+        step = train_step(run, pctx, par, parts, opt)
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,
@@ -398,4 +410,5 @@ __all__ = [
     "refuse_ignored_keys",
     "run_cli",
     "strategies",
+    "train_step",
 ]

@@ -22,6 +22,9 @@ explicit-collective style, as in ``ttjax.ttml.train``)::
 >>> pipe = Pipeline(mesh, embed, block, head, num_blocks=8, pp_axis="x", num_microbatches=8)
 >>> blocks = pipe.stage_blocks(stacked_blocks)     # [num_blocks, ...] -> [p, slots, ...]
 >>> loss, (d_io, d_blocks) = jax.jit(pipe.value_and_grad)(io, blocks, tokens, targets)
+
+The train step around it (optimizer, accumulation, ``TrainState``) is the one step of
+``ttjax.ttml.train`` with the pipelined gradient strategy, ``ttjax.ttml.pipeline_train``.
 """
 
 from __future__ import annotations
@@ -29,12 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -498,39 +500,8 @@ class Pipeline:
 
 
 # ---------------------------------------------------------------------------------------------
-# A train step and what it sends
+# What a step sends
 # ---------------------------------------------------------------------------------------------
-
-
-class TrainState(NamedTuple):
-    """Parameters (embedding/head and staged blocks) and the optax state."""
-
-    io: Params
-    blocks: Params
-    opt_state: Any
-
-
-def make_train_step(
-    pipe: Pipeline, optimizer: optax.GradientTransformation
-) -> tuple[Callable[[Params, Params], TrainState], Callable[..., Any]]:
-    """``(init, step)``: ``step(state, tokens, targets) -> (state, loss, (d_io, d_blocks))``, jitted.
-
-    The optimizer updates the staged blocks where they live (AdamW is elementwise; padded slots
-    have zero gradients and stay zero), so no parameter moves between stages.
-    """
-
-    def init(io: Params, stacked_blocks: Params) -> TrainState:
-        io, blocks = pipe.place_io(io), pipe.stage_blocks(stacked_blocks)
-        return TrainState(io, blocks, jax.jit(optimizer.init)((io, blocks)))
-
-    @jax.jit
-    def step(state: TrainState, tokens: Any, targets: Any) -> Any:
-        loss, grads = pipe.value_and_grad(state.io, state.blocks, tokens, targets)
-        updates, opt_state = optimizer.update(grads, state.opt_state, (state.io, state.blocks))
-        io, blocks = optax.apply_updates((state.io, state.blocks), updates)
-        return TrainState(io, blocks, opt_state), loss, grads
-
-    return init, step
 
 
 @dataclass(frozen=True)
@@ -595,8 +566,6 @@ __all__ = [
     "Pipeline",
     "TickPermute",
     "TickPlan",
-    "TrainState",
-    "make_train_step",
     "permutes_per_tick",
     "print_permutes",
     "tick_plan",

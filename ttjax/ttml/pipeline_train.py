@@ -1,14 +1,16 @@
-"""The pipeline-parallel train step: :class:`ttjax.ttml.pipeline.Pipeline` behind TrainStep's API.
+"""The pipelined gradient strategy of the one train step (:class:`ttjax.ttml.train.BaseTrainStep`).
 
 ``PipelineTrainStep`` is what the CLI and :class:`ttjax.ttml.trainer.Trainer` drive when
-``device_config.enable_pp`` is set: the same ``TrainState`` (step, params, opt_state), the same
-optax AdamW with clipping and the same gradient accumulation, but the parameters are
-``(io, staged blocks)``: block parameters lie ``[stage, slot, ...]`` on the PP axis and are updated
-where they live. They are ordinary sharded arrays, so the orbax checkpoint saves and restores them.
+``device_config.enable_pp`` is set: the step's own ``TrainState`` (step, params, opt_state),
+optimizer update, metrics and gradient accumulation, but the gradients come from
+:meth:`ttjax.ttml.pipeline.Pipeline.value_and_grad` and the parameters are ``(io, staged
+blocks)``: block parameters lie ``[stage, slot, ...]`` on the PP axis and are updated where they
+live. They are ordinary sharded arrays, so the orbax checkpoint saves and restores them.
 
 >>> step = PipelineTrainStep(pipe, make_pp_optimizer(settings), split=nanogpt_pipeline.split_params)
 >>> state = step.init_state(params)                 # whole params -> (io, staged blocks)
 >>> state, metrics = step(state, tokens)            # tokens [accum, batch, seq + 1]
+>>> loss, (d_io, d_staged_blocks) = step.grads(state.params, tokens)   # no update
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError
 from ttjax.ttml.pipeline import Pipeline
-from ttjax.ttml.train import OptimizerSettings, TrainState, make_optimizer
+from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, make_optimizer
 
 Split = Callable[[Any], tuple[Any, Any]]
 
@@ -44,11 +46,13 @@ def make_pp_optimizer(config: OptimizerSettings) -> optax.GradientTransformation
     return make_optimizer(config, decay_mask=staged_decay_mask)
 
 
-class PipelineTrainStep:
-    """One jitted step of ``pipe`` (forward, backward over the schedule, AdamW) on staged params.
+class PipelineTrainStep(BaseTrainStep):
+    """The pipelined strategy: ``pipe``'s schedule computes the loss and the gradients of staged
+    parameters.
 
     ``split(params) -> (io, blocks stacked on axis 0)`` cuts the model's whole parameters as the
-    pipeline adapter does (``models/nanogpt/pipeline.split_params``).
+    pipeline adapter does (``models/nanogpt/pipeline.split_params``); without it, the parameters
+    given to :meth:`init_state` are already ``(io, stacked blocks)``.
     """
 
     def __init__(
@@ -56,26 +60,17 @@ class PipelineTrainStep:
         pipe: Pipeline,
         optimizer: optax.GradientTransformation,
         *,
-        split: Split,
+        split: Split | None = None,
         accum: int = 1,
         schedule: optax.Schedule | None = None,
     ) -> None:
-        if accum < 1:
-            raise ConfigError(
-                f"PipelineTrainStep: gradient_accumulation_steps={accum} must be >= 1.\n"
-                "fix: use 1 or more."
-            )
-        self.pipe, self.optimizer, self.split = pipe, optimizer, split
-        self.accum, self.schedule = accum, schedule
-        self.mesh = pipe.jax_mesh
+        super().__init__(pipe.jax_mesh, optimizer, accum=accum, schedule=schedule)
+        self.pipe, self.split = pipe, split
         self.batch_spec = P(None, pipe.dp_axis, None)
-        self._replicated = NamedSharding(self.mesh, P())
-        self._step = jax.jit(self._global_step)
+        self._grads = self._pipeline_grads
         self._eval = jax.jit(self._eval_loss)
 
-    # -- the step ------------------------------------------------------------------------------
-
-    def _grads(self, params: tuple[Any, Any], tokens: Any) -> tuple[Any, Any]:
+    def _pipeline_grads(self, params: tuple[Any, Any], tokens: Any) -> tuple[Any, Any]:
         """Mean loss and gradients over the ``accum`` micro-batches of ``tokens``."""
         io, blocks = params
 
@@ -90,25 +85,8 @@ class PipelineTrainStep:
             total, _ = lax.scan(micro, zeros, tokens)
         return jax.tree_util.tree_map(lambda a: a / self.accum, total)
 
-    def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        loss, grads = self._grads(state.params, tokens)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        params = lax.with_sharding_constraint(params, self.param_shardings(params))
-        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
-        if self.schedule is not None:
-            metrics["lr"] = self.schedule(state.step)
-        return TrainState(state.step + 1, params, opt_state), metrics
-
-    def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        """One step on ``tokens`` [accum, global batch, seq + 1]."""
-        return self._step(state, self._put_batch(tokens))
-
-    def grads(self, params: tuple[Any, Any], tokens: Any) -> tuple[Any, Any]:
-        """(loss, (d_io, d_staged_blocks)) of one step without the update."""
-        return jax.jit(self._grads)(params, self._put_batch(tokens))
-
     def _eval_loss(self, params: tuple[Any, Any], tokens: Any) -> Any:
+        """Mean loss on ``tokens`` [n, batch, seq + 1] (the pipeline's schedule; grads unused)."""
         io, blocks = params
 
         def one(total: Any, tok: Any) -> tuple[Any, None]:
@@ -117,10 +95,6 @@ class PipelineTrainStep:
 
         total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
         return total / tokens.shape[0]
-
-    def eval_loss(self, params: tuple[Any, Any], tokens: Any) -> Any:
-        """Mean loss on ``tokens`` [n, batch, seq + 1] (the pipeline's schedule; grads unused)."""
-        return self._eval(params, self._put_batch(tokens, check_accum=False))
 
     # -- placing things on the mesh ------------------------------------------------------------
 
@@ -135,7 +109,7 @@ class PipelineTrainStep:
         self.pipe.check_batch(shape[1])
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
-    def param_shardings(self, params: tuple[Any, Any]) -> tuple[Any, Any]:
+    def param_shardings_of(self, params: tuple[Any, Any]) -> tuple[Any, Any]:
         """Shardings of ``(io, staged blocks)``: io by ``io_specs``, blocks on the PP axis."""
         io, blocks = params
         specs = (
@@ -146,26 +120,10 @@ class PipelineTrainStep:
             lambda s: NamedSharding(self.mesh, s), specs, is_leaf=lambda x: isinstance(x, P)
         )
 
-    def stage_params(self, params: Any) -> tuple[Any, Any]:
+    def place_params(self, params: Any) -> tuple[Any, Any]:
         """Whole model parameters -> ``(io, staged blocks)`` placed on the mesh."""
-        io, stacked = self.split(params)
+        io, stacked = params if self.split is None else self.split(params)
         return self.pipe.place_io(io), self.pipe.stage_blocks(stacked)
-
-    def init_state(self, params: Any) -> TrainState:
-        """Stage whole parameters onto the mesh and create the optimizer state beside them."""
-        staged = self.stage_params(params)
-        shardings = self.param_shardings(staged)
-        abstract = jax.eval_shape(self.optimizer.init, staged)
-        opt_shardings = optax.tree_map_params(
-            self.optimizer,
-            lambda _, s: s,
-            abstract,
-            shardings,
-            transform_non_params=lambda _: self._replicated,
-        )
-        opt_state = jax.jit(self.optimizer.init, out_shardings=opt_shardings)(staged)
-        step = jax.device_put(jnp.zeros((), jnp.int32), self._replicated)
-        return TrainState(step, staged, opt_state)
 
 
 __all__ = ["PipelineTrainStep", "make_pp_optimizer", "staged_decay_mask"]

@@ -1,10 +1,17 @@
 """One jitted SPMD train step, TTML's algorithm: forward, cross-entropy, backward per device,
 ``synchronize_gradients`` over DDP, then optax AdamW (warmup + cosine) with global-norm clipping.
 
-The per-device part (forward, loss, ``jax.grad`` over ``accum`` micro-batches, the DDP average)
-runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax then updates the
-parameter pytree as global arrays, so the clipping norm is the norm of the whole gradient.
-Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
+There is one step, :class:`BaseTrainStep`: the optimizer update, the metrics (loss, grad_norm,
+lr), the :class:`TrainState`, its shardings, ``init_state``, ``grads`` and ``eval_loss`` are
+written there once. Its two gradient strategies differ only in how the parameters are placed and
+how the batch, the gradients and the evaluation loss are computed: :class:`TrainStep` (plain:
+every role but PP) and ``ttjax.ttml.pipeline_train.PipelineTrainStep`` (pipelined, staged blocks).
+
+The plain per-device part (forward, loss, ``jax.grad`` over ``accum`` micro-batches, the DDP
+average) runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax then
+updates the parameter pytree as global arrays, so the clipping norm is the norm of the whole
+gradient. Parameters arrive whole (from one seed) and are sharded by their specs: every mesh
+starts equal.
 
 >>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(OptimizerSettings(3e-4)))
 >>> state = step.init_state(params)
@@ -14,6 +21,7 @@ Parameters arrive whole (from one seed) and are sharded by their specs: every me
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -27,7 +35,8 @@ from jax.sharding import PartitionSpec as P
 
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
-from ttjax.plan import Axes, is_logical
+from ttjax.plan import Axes, LogicalAxes, is_logical
+from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
@@ -180,6 +189,97 @@ class TrainState(NamedTuple):
     opt_state: Any
 
 
+class BaseTrainStep(ABC):
+    """The one train step: ``__call__`` (one optimizer update), ``grads``, ``eval_loss``,
+    ``init_state`` and ``state_shardings``, whatever the gradient strategy.
+
+    A strategy (a subclass) sets ``_grads(params, tokens) -> (loss, grads)`` (traced in the jitted
+    step) and ``_eval(params, tokens) -> loss`` (jitted) in its ``__init__``, and says how whole
+    parameters are placed (:meth:`place_params`), where placed parameters lie
+    (:meth:`param_shardings_of`) and how a batch is checked and placed (``_put_batch``).
+    """
+
+    _grads: Callable[[Any, Any], tuple[Any, Any]]
+    _eval: Callable[[Any, Any], Any]
+    batch_spec: P
+
+    def __init__(
+        self,
+        mesh: jax.sharding.Mesh,
+        optimizer: optax.GradientTransformation,
+        *,
+        accum: int,
+        schedule: optax.Schedule | None,
+    ) -> None:
+        if accum < 1:
+            raise ConfigError(
+                f"{type(self).__name__}: gradient_accumulation_steps={accum} must be >= 1.\n"
+                "fix: use 1 or more."
+            )
+        self.mesh, self.optimizer, self.accum, self.schedule = mesh, optimizer, accum, schedule
+        self._replicated = NamedSharding(mesh, P())
+        self._step = jax.jit(self._global_step)
+
+    # -- what a strategy provides ------------------------------------------------------------
+
+    @abstractmethod
+    def place_params(self, params: Any) -> Any:
+        """Whole model parameters (from one seed) -> the parameters as the state holds them."""
+
+    @abstractmethod
+    def param_shardings_of(self, params: Any) -> Any:
+        """The shardings of placed parameters ``params`` (arrays or tracers)."""
+
+    @abstractmethod
+    def _put_batch(self, tokens: Any, check_accum: bool = True) -> Any:
+        """Check ``tokens`` [accum (or n), batch, seq + 1] and place them on the mesh."""
+
+    # -- the step, written once --------------------------------------------------------------
+
+    def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
+        loss, grads = self._grads(state.params, tokens)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        params = lax.with_sharding_constraint(params, self.param_shardings_of(params))
+        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
+        if self.schedule is not None:
+            metrics["lr"] = self.schedule(state.step)
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
+        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
+        return self._step(state, self._put_batch(tokens))
+
+    def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
+        """(loss, gradients) of one step, without the update: what the tests compare."""
+        return jax.jit(self._grads)(params, self._put_batch(tokens))
+
+    def eval_loss(self, params: Any, tokens: Any) -> Any:
+        """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
+        return self._eval(params, self._put_batch(tokens, check_accum=False))
+
+    def state_shardings(self, params: Any) -> TrainState:
+        """Shardings of a whole ``TrainState`` (optimizer moments lie like their parameters)."""
+        shardings = self.param_shardings_of(params)
+        abstract = jax.eval_shape(self.optimizer.init, params)
+        opt = optax.tree_map_params(
+            self.optimizer,
+            lambda _, s: s,
+            abstract,
+            shardings,
+            transform_non_params=lambda _: self._replicated,
+        )
+        return TrainState(self._replicated, shardings, opt)
+
+    def init_state(self, params: Any) -> TrainState:
+        """Place whole parameters onto the mesh and create the optimizer state beside them."""
+        placed = self.place_params(params)
+        shardings = self.state_shardings(placed)
+        opt_state = jax.jit(self.optimizer.init, out_shardings=shardings.opt_state)(placed)
+        step = jax.device_put(jnp.zeros((), jnp.int32), self._replicated)
+        return TrainState(step, placed, opt_state)
+
+
 def _is_spec(x: Any) -> bool:
     return isinstance(x, P)
 
@@ -194,8 +294,8 @@ def _names(spec: P) -> set[str]:
     return out
 
 
-class TrainStep:
-    """The jitted step of ``loss_fn(params, inputs, targets, axes) -> mean loss`` on ``par``'s plan.
+class TrainStep(BaseTrainStep):
+    """The plain strategy: ``loss_fn(params, inputs, targets, axes) -> mean loss`` per device.
 
     ``layout`` gives the parameters' place on the mesh: a pytree of
     :class:`ttjax.plan.LogicalAxes` (the plan's rule table turns them into specs; needed for
@@ -214,10 +314,7 @@ class TrainStep:
         accum: int = 1,
         schedule: optax.Schedule | None = None,
     ) -> None:
-        if accum < 1:
-            raise ConfigError(
-                f"TrainStep: gradient_accumulation_steps={accum} must be >= 1.\nfix: use 1 or more."
-            )
+        super().__init__(par.jax_mesh, optimizer, accum=accum, schedule=schedule)
         logical = None
         if any(is_logical(x) for x in jax.tree_util.tree_leaves(layout, is_leaf=is_logical)):
             logical, param_specs = layout, par.specs(layout)
@@ -231,43 +328,47 @@ class TrainStep:
                 "ttjax.plan.LogicalAxes (the model's param_axes), or turn FSDP off."
             )
         self.loss_fn, self.logical, self.param_specs, self.par = loss_fn, logical, param_specs, par
-        self.optimizer, self.accum, self.schedule = optimizer, accum, schedule
-        self.mesh = par.jax_mesh
         self.axes = par.axes()
         # Gradients and the loss are averaged over every role that splits the data.
         self.data_axes = tuple(dict.fromkeys(dims.split_roles("batch") + dims.split_roles("seq")))
-        batch = dims.split_roles("batch")
-        self.batch_spec = P(None, batch[0] if len(batch) == 1 else (batch or None), None)
+        # Whole rows of tokens [accum, batch, seq + 1]; the step cuts inputs and targets from
+        # them and splits those [accum, batch, seq] over the batch and sequence roles.
+        self.batch_spec = dims.spec(LogicalAxes(None, "batch", None))
+        self.data_spec = dims.spec(LogicalAxes(None, "batch", "seq"))
         self.param_shardings = jax.tree_util.tree_map(
             lambda s: NamedSharding(self.mesh, s), param_specs, is_leaf=_is_spec
         )
-        self._replicated = NamedSharding(self.mesh, P())
-        self._grads = jax.shard_map(
+        self._grads_map = jax.shard_map(
             self._local_grads,
             mesh=self.mesh,
-            in_specs=(param_specs, self.batch_spec),
+            in_specs=(param_specs, self.data_spec, self.data_spec),
             out_specs=(P(), param_specs),
             check_vma=False,
         )
-        self._eval = jax.jit(
-            jax.shard_map(
-                self._local_eval,
-                mesh=self.mesh,
-                in_specs=(param_specs, self.batch_spec),
-                out_specs=P(),
-                check_vma=False,
-            )
+        self._local_eval_map = jax.shard_map(
+            self._local_eval,
+            mesh=self.mesh,
+            in_specs=(param_specs, self.data_spec, self.data_spec),
+            out_specs=P(),
+            check_vma=False,
         )
-        self._step = jax.jit(self._global_step)
-        self._state_shardings: Any = None
+        self._eval = jax.jit(
+            lambda params, tokens: self._local_eval_map(params, *self._cut(tokens))
+        )
+        self._grads = lambda params, tokens: self._grads_map(params, *self._cut(tokens))
+
+    def _cut(self, tokens: Any) -> tuple[Any, Any]:
+        """Inputs and targets of whole rows ``tokens`` [.., seq + 1], placed for the sequence
+        split (``ttjax.ttml.cp``), each [.., seq]; done on the global array, inside jit."""
+        return cp.split_tokens(tokens, self.par.dims)
 
     # -- the per-device part -------------------------------------------------------------------
 
-    def _loss(self, params: Any, tokens: Any) -> Any:
+    def _loss(self, params: Any, inputs: Any, targets: Any) -> Any:
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
         if self.logical is not None:
             params = self.axes.gather(params, self.logical)
-        return self.loss_fn(params, tokens[:, :-1], tokens[:, 1:], self.axes)
+        return self.loss_fn(params, inputs, targets, self.axes)
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
@@ -289,53 +390,29 @@ class TrainStep:
 
         return jax.tree_util.tree_map(one, grads, self.param_specs)
 
-    def _local_grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
+    def _local_grads(self, params: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
         """Loss and data-averaged gradients of this device's micro-batches (inside shard_map)."""
         grad_fn = jax.value_and_grad(self._loss)
 
-        def micro(acc: Any, tok: Any) -> tuple[Any, None]:
-            return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, tok)), None
+        def micro(acc: Any, xy: Any) -> tuple[Any, None]:
+            return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, *xy)), None
 
         zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
         if self.accum == 1:
-            total, _ = micro(zeros, tokens[0])
+            total, _ = micro(zeros, (inputs[0], targets[0]))
         else:
-            total, _ = lax.scan(micro, zeros, tokens)
+            total, _ = lax.scan(micro, zeros, (inputs, targets))
         loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
         return self._mean(loss), self._sync(grads)
 
-    def _local_eval(self, params: Any, tokens: Any) -> Any:
-        """Mean loss over the blocks of ``tokens`` [n, batch, seq + 1], no gradients."""
+    def _local_eval(self, params: Any, inputs: Any, targets: Any) -> Any:
+        """Mean loss over the blocks of ``inputs``/``targets`` [n, batch, seq], no gradients."""
 
-        def one(total: Any, tok: Any) -> tuple[Any, None]:
-            return total + self._loss(params, tok), None
+        def one(total: Any, xy: Any) -> tuple[Any, None]:
+            return total + self._loss(params, *xy), None
 
-        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), tokens)
-        return self._mean(total / tokens.shape[0])
-
-    def eval_loss(self, params: Any, tokens: Any) -> Any:
-        """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
-        return self._eval(params, self._put_batch(tokens, check_accum=False))
-
-    # -- the whole step ------------------------------------------------------------------------
-
-    def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        loss, grads = self._grads(state.params, tokens)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        params = jax.lax.with_sharding_constraint(params, self.param_shardings)
-        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
-        if self.schedule is not None:
-            metrics["lr"] = self.schedule(state.step)
-        return TrainState(state.step + 1, params, opt_state), metrics
-
-    def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
-        """(loss, gradients) of one step, without the update: what the tests compare."""
-        return jax.jit(self._grads)(params, self._put_batch(tokens))
-
-    def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
-        return self._step(state, self._put_batch(tokens))
+        total, _ = lax.scan(one, jnp.zeros((), jnp.float32), (inputs, targets))
+        return self._mean(total / inputs.shape[0])
 
     # -- placing things on the mesh ------------------------------------------------------------
 
@@ -347,32 +424,22 @@ class TrainStep:
                 "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
             )
         self.par.dims.check_batch(shape[1], "TrainStep: ")
+        cp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
-    def state_shardings(self, params: Any) -> TrainState:
-        """Shardings of a whole ``TrainState`` (optimizer moments lie like their parameters)."""
-        abstract = jax.eval_shape(self.optimizer.init, params)
-        opt = optax.tree_map_params(
-            self.optimizer,
-            lambda _, s: s,
-            abstract,
-            self.param_shardings,
-            transform_non_params=lambda _: self._replicated,
-        )
-        return TrainState(self._replicated, self.param_shardings, opt)
+    def param_shardings_of(self, params: Any) -> Any:
+        """The parameters' shardings (by their specs; the same for every value)."""
+        return self.param_shardings
 
-    def init_state(self, params: Any) -> TrainState:
-        """Shard whole parameters onto the mesh and create the optimizer state beside them."""
+    def place_params(self, params: Any) -> Any:
+        """Shard whole parameters onto the mesh by their specs."""
         if self.logical is not None:
             self.par.specs(self.logical, params)  # every split dimension divides, or raise
-        shardings = self.state_shardings(params)
-        params = jax.device_put(params, self.param_shardings)
-        opt_state = jax.jit(self.optimizer.init, out_shardings=shardings.opt_state)(params)
-        step = jax.device_put(jnp.zeros((), jnp.int32), self._replicated)
-        return TrainState(step, params, opt_state)
+        return jax.device_put(params, self.param_shardings)
 
 
 __all__ = [
+    "BaseTrainStep",
     "OptimizerSettings",
     "TrainState",
     "TrainStep",

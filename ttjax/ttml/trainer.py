@@ -12,9 +12,12 @@ restore_latest``) and reports the ones it skipped. ``segments`` records which me
 steps across resumes.
 
 Under ``ttjax-run`` every process runs the loop and writes its shards of each checkpoint; only
-process 0 writes the log, the progress bar and the PNG. ``TTJAX_FAULT_KILL_AT_STEP=N`` (set on one
-rank through ``env_overrides``) makes that process kill itself with SIGKILL after step N, once its
-checkpoints are on disk: the fault a ``--resume`` restart recovers from.
+process 0 writes the log, the progress bar and the PNG.
+
+The trainer takes its step by a protocol (:class:`TrainStepProtocol`: ``init_state``, ``__call__``,
+``eval_loss``, ``mesh``, ``accum``): :class:`ttjax.ttml.train.TrainStep`, the pipelined
+``PipelineTrainStep``, or a test's wrapper (``tests/distributed/killed_train.py`` kills a rank
+after a step, the fault a ``--resume`` restart recovers from).
 
 >>> trainer = Trainer(step, data, LoopSettings(batch_size=16, seq_len=64, max_steps=300), out_dir)
 >>> state, history = trainer.run(state)                  # or trainer.resume(params) to continue
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import sys
 import threading
@@ -32,17 +34,42 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttjax.errors import CheckpointError, ConfigError
+from ttjax.errors import CheckpointError
 from ttjax.ttml.checkpoint import Checkpointer, Restored
 from ttjax.ttml.data import TokenDataset
-from ttjax.ttml.pipeline_train import PipelineTrainStep
-from ttjax.ttml.train import TrainingDivergedError, TrainState, TrainStep
+from ttjax.ttml.train import TrainingDivergedError, TrainState
+
+
+class TrainStepProtocol(Protocol):
+    """What the trainer calls on a train step (:class:`ttjax.ttml.train.BaseTrainStep` has it)."""
+
+    @property
+    def mesh(self) -> jax.sharding.Mesh:
+        """The step's mesh (its shape is recorded in each run segment)."""
+        ...
+
+    @property
+    def accum(self) -> int:
+        """Micro-batches per step (gradient accumulation): the first dim of ``tokens``."""
+        ...
+
+    def init_state(self, params: Any) -> TrainState:
+        """Whole parameters -> a fresh state on the mesh (also the template ``resume`` restores)."""
+        ...
+
+    def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
+        """One step on ``tokens`` [accum, batch, seq + 1]: the new state and its metrics."""
+        ...
+
+    def eval_loss(self, params: Any, tokens: Any) -> Any:
+        """Mean loss of ``params`` on ``tokens`` [n, batch, seq + 1] (validation)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -60,11 +87,12 @@ class LoopSettings:
 
 
 class Trainer:
-    """Runs a :class:`TrainStep` (or a :class:`PipelineTrainStep`) over a :class:`TokenDataset`, logging into ``out_dir``."""
+    """Runs a train step (:class:`TrainStepProtocol`) over a :class:`TokenDataset`, logging into
+    ``out_dir``."""
 
     def __init__(
         self,
-        step: TrainStep | PipelineTrainStep,
+        step: TrainStepProtocol,
         data: TokenDataset,
         settings: LoopSettings,
         out_dir: str | Path,
@@ -80,7 +108,6 @@ class Trainer:
         self.unigram = data.unigram_loss()
         self.log_path = self.out_dir / "log.jsonl"
         self.primary = jax.process_index() == 0
-        self.kill_at = _fault_step()
         self.interrupted: signal.Signals | None = None  # set when SIGINT/SIGTERM stopped `run`
         self.restored: Restored | None = None  # what `resume` used and skipped
         self.segments: list[dict[str, Any]] = []  # earlier launches: which mesh ran which steps
@@ -178,8 +205,6 @@ class Trainer:
                     with self.log_path.open("a") as f:
                         f.write(json.dumps(rec) + "\n")
                 progress.update(rec)
-                if self.kill_at == i + 1:
-                    self._kill_self(i + 1)
                 signum = stop.agreed()
                 if signum and i + 1 < s.max_steps:
                     self.interrupted = signal.Signals(signum)
@@ -212,17 +237,6 @@ class Trainer:
         if not bool(_all_finite(state.params)):
             self._diverged(step, float("nan"), state, what="the parameters are")
         self.checkpointer.save(step, state, meta=self._meta(step, history))
-
-    def _kill_self(self, step: int) -> None:
-        """Fault injection (``TTJAX_FAULT_KILL_AT_STEP``): die as a crashed host would."""
-        if self.checkpointer is not None:
-            self.checkpointer.wait()
-        print(
-            f"TTJAX_FAULT_KILL_AT_STEP={step}: process {jax.process_index()} kills itself "
-            f"(latest checkpoint: step {self.checkpointer and self.checkpointer.latest_step()})",
-            flush=True,
-        )
-        os.kill(os.getpid(), signal.SIGKILL)
 
     def _diverged(self, step: int, loss: float, like: Any, what: str = "the loss is") -> None:
         """Raise TrainingDivergedError naming the newest checkpoint that *verifies* (restored)."""
@@ -378,19 +392,6 @@ class _StopSignals:
         self._previous = {}
 
 
-def _fault_step() -> int | None:
-    """The step ``TTJAX_FAULT_KILL_AT_STEP`` names, or None when it is unset."""
-    raw = os.environ.get("TTJAX_FAULT_KILL_AT_STEP", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(
-            f"TTJAX_FAULT_KILL_AT_STEP={raw!r} is not a step number.\n"
-            "fix: a positive integer (the step after which this process kills itself), or unset it."
-        )
-    return int(raw)
-
-
 class _Progress:
     """A rich progress bar with loss, tokens/s and ETA (silent when disabled)."""
 
@@ -434,4 +435,4 @@ class _Progress:
             self.bar.stop()
 
 
-__all__ = ["LoopSettings", "Trainer", "segments_label"]
+__all__ = ["LoopSettings", "TrainStepProtocol", "Trainer", "segments_label"]

@@ -204,7 +204,8 @@ class Pipeline:
                 "pipeline: the ParallelismContext has no PP axis (enable_pp=False).\n"
                 "fix: DistributedConfig(enable_pp=True) with a mesh axis for the stages."
             )
-        if context.get_fsdp_axis_name() is not None:
+        fsdp = getattr(context, "get_fsdp_axis_name", lambda: None)()
+        if fsdp is not None:
             raise ConfigError(
                 "pipeline: FSDP (enable_fsdp) is not combined with PP yet: the stages would keep "
                 "whole parameters on every fsdp device.\nfix: enable_ddp instead of enable_fsdp "

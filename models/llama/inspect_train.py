@@ -9,11 +9,10 @@ under the plan ``Parallelism(mesh, fsdp_axis=0, tp_axis=1)``. Parameters, optimi
 tokens are ``jax.ShapeDtypeStruct``\\ s carrying their shardings: nothing is allocated, XLA
 compiles the program and ``ttjax.inspect`` reads it (collectives, compiled memory).
 
-Measured (CPU host, 8x4, batch 8 x 2048, remat full): Llama-3.1-70B inspects in ~11 s with
-8.2 GiB of parameters and 16.4 GiB of AdamW state per device (1/32 of the whole), but 153 GiB of
-XLA temp: the step gathers every layer's FSDP shard at once before the scan (one all-gather per
-stacked parameter), so the gathered weights and their gradients (~66 GiB each) are live
-together. Gathering per layer inside the scan would bound that by one layer.
+Measured (CPU host, 8x4, batch 8 x 2048, remat full): Llama-3.1-70B inspects in ~3 s with
+8.2 GiB of parameters and 16.4 GiB of AdamW state per device (1/32 of the whole) and 17.1 GiB of
+XLA temp: FSDP gathers one layer at a time inside the remat'd layer scan (and again in the
+backward pass, which reduce-scatters its gradient), so only one layer is ever whole.
 
 >>> report = train_report(mesh, config="llama-3.1-70b", batch=8, seq=2048)
 >>> report["param_bytes_per_device"], report["collectives_per_step"]

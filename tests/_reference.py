@@ -170,3 +170,21 @@ def unordered_sums(stablehlo: str) -> list[str]:
     (``jax.jit(f).lower(...).as_text()``): XLA picks their order, so under
     ``ttjax.numerics("deterministic")`` a program should have none."""
     return [kind for kind, op in _COLLECTIVE_OP.findall(stablehlo) if op == "add"]
+
+
+def assert_trees_close(got: Any, want: Any, rtol: float = 1e-5, scale_atol: float = 1e-6) -> None:
+    """Leaf by leaf ``allclose`` of two pytrees, ``atol`` relative to each leaf's largest value;
+    a failure names the leaf's path."""
+    import jax
+
+    for (path, g), w in zip(
+        jax.tree_util.tree_leaves_with_path(got), jax.tree_util.tree_leaves(want), strict=True
+    ):
+        w = np.asarray(w)
+        np.testing.assert_allclose(
+            np.asarray(g),
+            w,
+            rtol=rtol,
+            atol=scale_atol * float(np.max(np.abs(w))),
+            err_msg=jax.tree_util.keystr(path),
+        )

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _reference import assert_trees_close
 
 import ttjax as ttnn
 from models.llama.config import get_config, rope_tables
@@ -57,14 +58,7 @@ def test_scanned_blocks_equal_the_unrolled_loop(policy):
         jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
     )(params)
     assert float(loss) == pytest.approx(float(want_loss), abs=1e-6)
-    for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(want)):
-        np.testing.assert_allclose(
-            g,
-            w,
-            rtol=1e-5,
-            atol=1e-6 * float(np.max(np.abs(w))),
-            err_msg=jax.tree_util.keystr(path),
-        )
+    assert_trees_close(grads, want)
 
 
 def test_unknown_remat_policy_is_a_config_error():

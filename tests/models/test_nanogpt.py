@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _reference import assert_trees_close
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
@@ -168,11 +169,4 @@ def test_scanned_blocks_equal_the_unrolled_loop(policy):
         jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
     )(params)
     assert float(loss) == pytest.approx(float(want_loss), abs=1e-6)
-    for (path, g), w in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(want)):
-        np.testing.assert_allclose(
-            g,
-            w,
-            rtol=1e-5,
-            atol=1e-6 * float(np.max(np.abs(w))),
-            err_msg=jax.tree_util.keystr(path),
-        )
+    assert_trees_close(grads, want)

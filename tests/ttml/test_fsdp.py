@@ -24,13 +24,14 @@ import pytest
 import yaml
 from _tiny import ACCUM, BATCH, CONFIG, OPT, SEQ, YAML_MODEL, batches, losses, mesh, params
 from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import ttjax
 from models.nanogpt import train as nanogpt_train
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_axes
 from ttjax.errors import ConfigError, ParallelPlanError
-from ttjax.ttml.config import load_config
+from ttjax.ttml.config import PipelineParallelConfig, load_config
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
@@ -305,13 +306,19 @@ def test_yaml_configs_place_fsdp(name, axes):
     assert assign_axes(dev.mesh_shape, dev.distributed_config()) == axes
 
 
-def test_fsdp_with_pp_is_refused_not_ignored():
+def test_fsdp_with_pp_builds_a_pipeline_sharded_over_fsdp():
+    """FSDP x PP (tests/ttml/test_pipeline_fsdp.py checks its numbers): the context's fsdp axis
+    reaches the pipeline, which splits the batch over it."""
     ctx = ParallelismContext.create(
         mesh((2, 4)), DistributedConfig(enable_fsdp=True, enable_pp=True)
     )
     assert ctx.get_fsdp_axis() == 0 and ctx.get_pp_axis() == 1
-    with pytest.raises(ConfigError, match=r"FSDP \(enable_fsdp\) is not combined with PP"):
-        Pipeline.from_context(ctx, None, None, None, None)
+    stages = (None, None, None)
+    pipe = Pipeline.from_context(ctx, PipelineParallelConfig(num_blocks=4), *stages)
+    assert (pipe.fsdp_axis, pipe.pp_axis, pipe.dp_axis) == ("fsdp", "pp", None)
+    assert pipe.data_spec == P("fsdp") and pipe.data_size == 2
+    with pytest.raises(ParallelPlanError, match=r"batch_size=3 must be divisible by the data"):
+        pipe.check_batch(3)
 
 
 def test_llama_fsdp2_tp4_equals_single_device():

@@ -1,4 +1,5 @@
-"""NanoGPT and Llama through the pipeline (PP, PP+TP, PP+DDP) equal their single-device step.
+"""NanoGPT and Llama through the pipeline (PP, PP+TP, PP+DDP, PP+FSDP, PP+FSDP+TP) equal their
+single-device step.
 
 Skipped where the training models (``models/nanogpt``, ``models/llama/train_model.py``) are absent.
 """
@@ -47,10 +48,12 @@ class _MeshDevice:
         )
 
 
-LAYOUTS = {  # name -> (mesh shape, axis names, DDP axis, TP axis, schedule, microbatches)
-    "pp4-1f1b": ((1, 4), ("y", "x"), None, None, "1f1b", 4),
-    "tp2-pp4-gpipe": ((2, 4), ("y", "x"), None, 0, "gpipe", 2),
-    "ddp2-pp4-1f1b": ((2, 4), ("y", "x"), 0, None, "1f1b", 2),
+LAYOUTS = {  # name -> (mesh shape, DDP axis, FSDP axis, TP axis, schedule, microbatches)
+    "pp4-1f1b": ((1, 4), None, None, None, "1f1b", 4),
+    "tp2-pp4-gpipe": ((2, 4), None, None, 0, "gpipe", 2),
+    "ddp2-pp4-1f1b": ((2, 4), 0, None, None, "1f1b", 2),
+    "fsdp2-pp4-1f1b": ((2, 4), None, 0, None, "1f1b", 2),
+    "fsdp2-tp2-pp2-gpipe": ((2, 2, 2), None, 0, 1, "gpipe", 2),
 }
 
 
@@ -58,10 +61,14 @@ LAYOUTS = {  # name -> (mesh shape, axis names, DDP axis, TP axis, schedule, mic
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", ["nanogpt", "llama"])
 def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
-    shape, names, ddp, tp, schedule, m = LAYOUTS[layout]
+    shape, ddp, fsdp, tp, schedule, m = LAYOUTS[layout]
     n = int(np.prod(shape))
-    mesh = Mesh(np.array(jax.devices()[:n]).reshape(shape), names)
-    par = Parallelism(_MeshDevice(mesh), ddp_axis=ddp, tp_axis=tp, pp_axis=1)
+    mesh = Mesh(
+        np.array(jax.devices()[:n]).reshape(shape), tuple(f"m{i}" for i in range(len(shape)))
+    )
+    par = Parallelism(
+        _MeshDevice(mesh), ddp_axis=ddp, fsdp_axis=fsdp, tp_axis=tp, pp_axis=len(shape) - 1
+    )
     adapter, model, params, num_blocks, vocab = _model(name)
     config = model.config
     seq = jax.random.randint(jax.random.key(0), (BATCH, SEQ + 1), 0, vocab)
@@ -80,6 +87,7 @@ def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
         pp_axis="pp",
         dp_axis=par.ddp,
         tp_axis=par.tp,
+        fsdp_axis=par.dims.name("fsdp"),
         num_microbatches=m,
         schedule=schedule,
         io_specs=adapter.io_specs(config, par),

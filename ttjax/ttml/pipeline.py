@@ -8,9 +8,15 @@ runs one forward or one backward of one microbatch (or idles), then activations 
 forward and gradients one stage back with ``lax.ppermute``. The backward is written per tick: a
 stage keeps its input for each microbatch in flight (a ring buffer of ``stash_slots``: ``m`` for
 GPipe, ``p`` for 1F1B) and runs ``jax.vjp`` of the stage on it when the gradient arrives (the
-forward is recomputed, as in GPipe). Nothing is all-gathered and no block is replicated; the
-embedding and head (``io`` parameters, small) are held by every stage, used by the first and
-last, and their gradients summed over the PP axis once per step.
+forward is recomputed, as in GPipe). No block is replicated; the embedding and head (``io``
+parameters, small) are held by every stage, used by the first and last, and their gradients
+summed over the PP axis once per step.
+
+Under FSDP (``fsdp_axis``) every parameter is also sharded over that axis where its spec says
+(the plan's ``("embed", "fsdp")``) and the batch splits over it as over DDP. A stage gathers
+each block where it runs it (one block whole at a time; the block is rematerialised, so its
+backward gathers it again) and the io parameters where the embedding or head use them; the
+gather's transpose reduce-scatters their gradients over the fsdp axis.
 
 Local functions see one device's parameters inside ``shard_map`` (``check_vma=False``, TTML's
 explicit-collective style, as in ``ttjax.ttml.train``)::
@@ -84,6 +90,37 @@ def _tree_specs(specs: Any, tree: Any) -> Any:
     return specs
 
 
+def _is_spec(x: Any) -> bool:
+    return isinstance(x, P)
+
+
+def _sharded_dim(spec: P, axis: str) -> int | None:
+    """The dimension ``spec`` shards over mesh axis ``axis`` alone (None: not sharded over it)."""
+    for d, entry in enumerate(tuple(spec)):
+        if entry == axis:
+            return d
+        if isinstance(entry, tuple) and axis in entry:
+            raise ConfigError(
+                f"pipeline: the parameter spec {spec} shards dim {d} over {entry}; FSDP gathers "
+                f"a dim sharded over {axis!r} alone.\nfix: give {axis!r} its own dimension "
+                '(the plan\'s rule ("embed", "fsdp")).'
+            )
+    return None
+
+
+def _gather(tree: Params, specs: Params, axis: str | None) -> Params:
+    """Each leaf of ``tree`` (one device's shard) made whole over ``axis`` where its spec shards
+    it; the transpose reduce-scatters the gradient (``ttjax.numerics.all_gather``)."""
+    if axis is None:
+        return tree
+
+    def one(spec: P, x: Any) -> Any:
+        d = _sharded_dim(spec, axis)
+        return x if d is None else numerics.all_gather(x, axis, axis=d, tiled=True)
+
+    return jax.tree.map(one, specs, tree, is_leaf=_is_spec)
+
+
 @dataclass(frozen=True, eq=False)
 class TickPlan:
     """The scan's per-tick inputs, ``[ticks, stages]`` each.
@@ -113,10 +150,12 @@ def tick_plan(table: ScheduleTable) -> TickPlan:
 class Pipeline:
     """A pipeline-parallel loss-and-gradient over ``pp_axis`` of ``mesh`` (see the module doc).
 
-    ``dp_axis`` splits the batch (DDP: gradients averaged once per step); ``tp_axis`` is only
-    named so the per-block ``block_specs`` may shard over it (the block runs its own TP
+    ``dp_axis`` splits the batch (DDP: gradients averaged once per step); ``fsdp_axis`` splits
+    it too and shards the parameters whose specs name it (gathered where used); ``tp_axis`` is
+    only named so the per-block ``block_specs`` may shard over it (the block runs its own TP
     collectives). ``io_specs`` / ``block_specs`` are PartitionSpecs of the embedding/head
-    parameters and of one block's parameters (default: replicated).
+    parameters and of one block's parameters (default: replicated), e.g. the plan's
+    ``par.specs(logical axes)`` (``models/nanogpt/pipeline.py``).
     """
 
     mesh: Any
@@ -133,18 +172,24 @@ class Pipeline:
     io_specs: Any = None
     block_specs: Any = None
     unroll: int | bool = 1
+    fsdp_axis: str | None = None
     _dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jm = _jax_mesh(self.mesh)
-        for name in ("pp_axis", "dp_axis", "tp_axis"):
+        for name in ("pp_axis", "dp_axis", "tp_axis", "fsdp_axis"):
             axis = getattr(self, name)
             if axis is not None and axis not in jm.axis_names:
                 raise ConfigError(
                     f"pipeline: {name}={axis!r} is not an axis of the mesh (axes "
                     f"{tuple(jm.axis_names)}).\nfix: name one of {tuple(jm.axis_names)}."
                 )
-        roles = {"pp": self.pp_axis, "dp": self.dp_axis, "tp": self.tp_axis}
+        roles = {
+            "pp": self.pp_axis,
+            "dp": self.dp_axis,
+            "fsdp": self.fsdp_axis,
+            "tp": self.tp_axis,
+        }
         index = {r: None if a is None else jm.axis_names.index(a) for r, a in roles.items()}
         dims = ParallelDims.from_axes(tuple(jm.devices.shape), index, "pipeline")
         object.__setattr__(self, "_dims", dims)
@@ -194,9 +239,10 @@ class Pipeline:
         head: Callable[..., Any],
         **kwargs: Any,
     ) -> Pipeline:
-        """Build on a TTML ``ParallelismContext`` (DDP, TP, PP take mesh axes in that order).
+        """Build on a TTML ``ParallelismContext`` (DDP, FSDP, TP, PP take mesh axes in order).
 
-        Its PP axis holds the stages, DDP splits the batch, TP shards inside each stage.
+        Its PP axis holds the stages, DDP and FSDP split the batch, FSDP shards the parameters
+        (as ``io_specs`` / ``block_specs`` say), TP shards inside each stage.
         """
         pp = context.get_pp_axis_name()
         if pp is None:
@@ -205,12 +251,6 @@ class Pipeline:
                 "fix: DistributedConfig(enable_pp=True) with a mesh axis for the stages."
             )
         fsdp = getattr(context, "get_fsdp_axis_name", lambda: None)()
-        if fsdp is not None:
-            raise ConfigError(
-                "pipeline: FSDP (enable_fsdp) is not combined with PP yet: the stages would keep "
-                "whole parameters on every fsdp device.\nfix: enable_ddp instead of enable_fsdp "
-                "with PP, or enable_pp: false (FSDP, alone or with TP)."
-            )
         return cls.from_config(
             context.jax_mesh,
             config,
@@ -220,6 +260,7 @@ class Pipeline:
             pp_axis=pp,
             dp_axis=context.get_ddp_axis_name(),
             tp_axis=context.get_tp_axis_name(),
+            fsdp_axis=fsdp,
             **kwargs,
         )
 
@@ -236,6 +277,22 @@ class Pipeline:
     @property
     def dp_size(self) -> int:
         return 1 if self.dp_axis is None else int(self.jax_mesh.shape[self.dp_axis])
+
+    @property
+    def data_axes(self) -> tuple[str, ...]:
+        """The mesh axes that split the batch: DDP, then FSDP (the plan's ``"batch"`` rules)."""
+        return tuple(a for a in (self.dp_axis, self.fsdp_axis) if a is not None)
+
+    @property
+    def data_size(self) -> int:
+        """How many groups the batch splits into (DDP size x FSDP size)."""
+        return int(np.prod([self.jax_mesh.shape[a] for a in self.data_axes], dtype=np.int64))
+
+    @property
+    def data_spec(self) -> P:
+        """The batch's PartitionSpec: its leading dim over :attr:`data_axes`."""
+        axes = self.data_axes
+        return P(None if not axes else axes[0] if len(axes) == 1 else axes)
 
     @cached_property
     def stage_sizes(self) -> tuple[int, ...]:
@@ -318,13 +375,14 @@ class Pipeline:
 
     def check_batch(self, batch: int) -> None:
         """Raise a ConfigError unless ``batch`` splits over DDP and then into microbatches."""
-        dp, m = self.dp_size, self.num_microbatches
+        dp, m = self.data_size, self.num_microbatches
         self._dims.check_batch(batch, "pipeline: ")
         if (batch // dp) % m:
             raise ConfigError(
                 f"pipeline: num_microbatches={m} does not divide the batch of {batch // dp} "
-                f"per DDP group (batch_size={batch}, DDP size {dp}).\nfix: use a batch size that "
-                f"is a multiple of {dp * m}, or a num_microbatches that divides {batch // dp}."
+                f"per DDP group (batch_size={batch}, data-parallel size {dp}).\nfix: use a batch "
+                f"size that is a multiple of {dp * m}, or a num_microbatches that divides "
+                f"{batch // dp}."
             )
 
     def value_and_grad(
@@ -350,18 +408,17 @@ class Pipeline:
         self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool
     ) -> Any:
         self.check_batch(int(tokens.shape[0]))
-        data = P(self.dp_axis)
+        data = self.data_spec
         io_specs = self.io_partition_specs(io)
+        one_block = _tree_specs(self.block_specs, jax.tree.map(lambda a: a[0, 0], blocks))
         block_specs = jax.tree.map(
-            lambda s: _prepend(s, self.pp_axis, None),
-            _tree_specs(self.block_specs, jax.tree.map(lambda a: a[0, 0], blocks)),
-            is_leaf=lambda x: isinstance(x, P),
+            lambda s: _prepend(s, self.pp_axis, None), one_block, is_leaf=_is_spec
         )
         out_specs: tuple[Any, ...] = (P(), (io_specs, block_specs))
         if count:
             out_specs = (*out_specs, P(self.pp_axis))
         fn = jax.shard_map(
-            partial(self._local_step, count=count),
+            partial(self._local_step, count=count, specs=(io_specs, one_block)),
             mesh=self.jax_mesh,
             in_specs=(io_specs, block_specs, data, data),
             out_specs=out_specs,
@@ -369,21 +426,37 @@ class Pipeline:
         )
         return fn(io, blocks, tokens, targets)
 
-    def _run_blocks(self, blocks: Params, x: Any, stage: Any) -> Any:
+    def _block_fn(self, specs: Params) -> Callable[[Params, Any], Any]:
+        """``block`` on one device's block shard: under FSDP it gathers the block first and is
+        rematerialised, so only one block is whole at a time, forward and backward."""
+        if self.fsdp_axis is None:
+            return self.block
+        axis = self.fsdp_axis
+        return jax.checkpoint(lambda bp, h: self.block(_gather(bp, specs, axis), h))
+
+    def _run_blocks(
+        self, blocks: Params, x: Any, stage: Any, block: Callable[[Params, Any], Any]
+    ) -> Any:
         """Apply this stage's block slots in order (padded slots are identity)."""
         if self.even:
-            return lax.scan(lambda h, bp: (self.block(bp, h), None), x, blocks)[0]
+            return lax.scan(lambda h, bp: (block(bp, h), None), x, blocks)[0]
         _, mask = block_layout(self.stage_sizes)
         on = jnp.asarray(mask)[stage]
 
         def body(h: Any, inp: tuple[Params, Any]) -> tuple[Any, None]:
             bp, live = inp
-            return lax.cond(live, lambda: self.block(bp, h), lambda: h), None
+            return lax.cond(live, lambda: block(bp, h), lambda: h), None
 
         return lax.scan(body, x, (blocks, on))[0]
 
     def _local_step(
-        self, io: Params, blocks: Params, tokens: Any, targets: Any, count: bool = False
+        self,
+        io: Params,
+        blocks: Params,
+        tokens: Any,
+        targets: Any,
+        count: bool = False,
+        specs: tuple[Params, Params] = (None, None),
     ) -> Any:
         p, m, pp = self.num_stages, self.num_microbatches, self.pp_axis
         table, plan = self.table, self.plan
@@ -391,10 +464,18 @@ class Pipeline:
         blocks = jax.tree.map(lambda a: a[0], blocks)
         tok = tokens.reshape((m, tokens.shape[0] // m, *tokens.shape[1:]))
         tgt = targets.reshape((m, targets.shape[0] // m, *targets.shape[1:]))
-        x_aval = jax.eval_shape(self.embed, io, tok[0])
-        y_aval = jax.eval_shape(
-            lambda x: self.block(jax.tree.map(lambda a: a[0], blocks), x), x_aval
-        )
+        io_specs, one_block = specs
+        fsdp = self.fsdp_axis
+
+        def embed(e: Params, t: Any) -> Any:
+            return self.embed(_gather(e, io_specs, fsdp), t)
+
+        def head(e: Params, y: Any, t: Any) -> Any:
+            return self.head(_gather(e, io_specs, fsdp), y, t)
+
+        block = self._block_fn(one_block)
+        x_aval = jax.eval_shape(embed, io, tok[0])
+        y_aval = jax.eval_shape(lambda x: block(jax.tree.map(lambda a: a[0], blocks), x), x_aval)
         if (y_aval.shape, y_aval.dtype) != (x_aval.shape, x_aval.dtype):
             raise ShapeMismatchError(
                 f"pipeline: a block maps activations {x_aval.shape} {x_aval.dtype} to "
@@ -407,20 +488,18 @@ class Pipeline:
         def buf(k: int) -> Any:
             return jnp.zeros((k, *x_aval.shape), x_aval.dtype)
 
-        run = partial(self._run_blocks, stage=stage)
+        run = partial(self._run_blocks, stage=stage, block=block)
         first, last = stage == 0, stage == p - 1
 
         def stage_fn(e: Params, b: Params, x_in: Any, i: Any) -> tuple[Any, Any]:
             """One stage on one microbatch: (embed on the first) blocks (head on the last)."""
             if p == 1:
-                x = self.embed(e, tok[i])
+                x = embed(e, tok[i])
             else:
-                x = lax.cond(
-                    first, lambda: self.embed(e, tok[i]).astype(x_aval.dtype), lambda: x_in
-                )
+                x = lax.cond(first, lambda: embed(e, tok[i]).astype(x_aval.dtype), lambda: x_in)
             y = run(b, x)
             zero = jnp.zeros((), jnp.float32)
-            loss = lax.cond(last, lambda: self.head(e, y, tgt[i]).astype(jnp.float32), lambda: zero)
+            loss = lax.cond(last, lambda: head(e, y, tgt[i]).astype(jnp.float32), lambda: zero)
             return y, loss
 
         def get(b: Any, i: Any, k: int) -> Any:
@@ -489,15 +568,32 @@ class Pipeline:
         d_io, d_blocks = carry["d_io"], carry["d_blocks"]
         if p > 1:
             loss, d_io = numerics.psum((loss, d_io), pp)
-        if self.dp_axis is not None:
-            loss, d_io, d_blocks = numerics.pmean((loss, d_io, d_blocks), self.dp_axis)
+        data = self.data_axes
+        if data:
+            loss = numerics.pmean(loss, data)
+            d_io = self._sync(d_io, _tree_specs(io_specs, d_io))
+            d_blocks = self._sync(d_blocks, _tree_specs(one_block, d_blocks))
         out = loss, (d_io, jax.tree.map(lambda a: a[None], d_blocks))
         if count:
             busy = carry["busy"]
-            if self.dp_axis is not None:
-                busy = lax.pmax(busy, self.dp_axis)
+            if data:
+                busy = lax.pmax(busy, data)
             return (*out, busy)
         return out
+
+    def _sync(self, grads: Params, specs: Params) -> Params:
+        """Average gradients over the batch-splitting axes (DDP, FSDP). A leaf sharded over FSDP
+        had its gradient reduce-scattered (summed) over it by the gather's transpose, so FSDP
+        only scales it; every other axis is averaged (``numerics.pmean``)."""
+        fsdp = self.fsdp_axis
+
+        def one(spec: P, g: Any) -> Any:
+            sharded = fsdp is not None and _sharded_dim(spec, fsdp) is not None
+            rest = tuple(a for a in self.data_axes if not (sharded and a == fsdp))
+            g = numerics.pmean(g, rest) if rest else g
+            return g / self.jax_mesh.shape[fsdp] if sharded else g
+
+        return jax.tree.map(one, specs, grads, is_leaf=_is_spec)
 
 
 # ---------------------------------------------------------------------------------------------

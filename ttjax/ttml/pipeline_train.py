@@ -66,7 +66,7 @@ class PipelineTrainStep(BaseTrainStep):
     ) -> None:
         super().__init__(pipe.jax_mesh, optimizer, accum=accum, schedule=schedule)
         self.pipe, self.split = pipe, split
-        self.batch_spec = P(None, pipe.dp_axis, None)
+        self.batch_spec = P(None, *pipe.data_spec, None)
         self._grads = self._pipeline_grads
         self._eval = jax.jit(self._eval_loss)
 

@@ -183,6 +183,7 @@ def _yaml(tmp: Path, name: str, mesh: list[int], **flags: bool) -> Path:
     return path
 
 
+@pytest.mark.slow  # ~20 s; the fast tests above check the same step without the CLI
 def test_cli_builds_fsdp_pp_and_its_losses_equal_single_device(tmp_path, monkeypatch) -> None:
     losses = {}
     for name, mesh, desc, flags in (

@@ -9,11 +9,14 @@ every role but PP) and ``ttjax.ttml.pipeline_train.PipelineTrainStep`` (pipeline
 
 The plain per-device part (forward, loss, ``jax.grad`` over ``accum`` micro-batches, the DDP
 average) runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax then
-updates the parameter pytree as global arrays, so the clipping norm is the norm of the whole
-gradient. Parameters arrive whole (from one seed) and are sharded by their specs: every mesh
-starts equal.
+updates the parameter pytree as global arrays. The global gradient norm (the ``grad_norm`` metric,
+and the clipping when the step clips: ``clip_norm=``) is summed in a small ``shard_map`` of its
+own through ``ttjax.numerics``, so under the deterministic policy no sum is left to XLA.
+Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
 
->>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(OptimizerSettings(3e-4)))
+>>> opt = OptimizerSettings(3e-4)
+>>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(opt, clip=False),
+...                  clip_norm=opt.clip_grad_norm_max_norm)
 >>> state = step.init_state(params)
 >>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
 """

@@ -299,7 +299,9 @@ class BaseTrainStep(ABC):
         def local(g: Any) -> Any:
             groups: dict[tuple[str, ...], Any] = {}
             for leaf, spec in zip(
-                jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(specs, is_leaf=_is_spec)
+                jax.tree_util.tree_leaves(g),
+                jax.tree_util.tree_leaves(specs, is_leaf=_is_spec),
+                strict=True,
             ):
                 axes = tuple(a for a in names if a in _names(spec))
                 sq = jnp.sum(jnp.square(leaf))
@@ -372,7 +374,8 @@ class TrainStep(BaseTrainStep):
     FSDP the step all-gathers the parameters up front, except the stacked blocks (leading
     ``"layers"``), which the model's scan gathers one block at a time (:mod:`ttjax.ttml.fsdp`).
     ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
-    ``accum`` micro-batches are averaged per step (gradient accumulation).
+    ``accum`` micro-batches are averaged per step (gradient accumulation). ``clip_norm`` clips
+    the gradients' global norm in the step (see :class:`BaseTrainStep`).
     """
 
     def __init__(

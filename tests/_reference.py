@@ -163,13 +163,29 @@ def save_tiny_hf_llama(folder: Any) -> None:
 _COLLECTIVE_OP = re.compile(
     r'"stablehlo\.(all_reduce|reduce_scatter)"[^\n]*\n[^\n]*\n\s*%\S+ = stablehlo\.(\w+)'
 )
+# Compiled HLO (``.compile().as_text()``, after SPMD partitioning): a collective names its
+# reduction computation (to_apply=%name), whose ROOT instruction says what it does.
+_HLO_COLLECTIVE = re.compile(r"\b(all-reduce|reduce-scatter)(?:-start)?\(.*?to_apply=(%[\w.\-]+)")
+_HLO_COMPUTATION = re.compile(r"^(%[\w.\-]+) [^\n]*\{\n(.*?)^\}", re.M | re.S)
+_HLO_ROOT = re.compile(r"ROOT %\S+ = \S+ ([\w\-]+)\(")
 
 
-def unordered_sums(stablehlo: str) -> list[str]:
+def unordered_sums(text: str) -> list[str]:
     """The all-reduces and reduce-scatters that add, in a lowered program's StableHLO text
-    (``jax.jit(f).lower(...).as_text()``): XLA picks their order, so under
-    ``ttjax.numerics("deterministic")`` a program should have none."""
-    return [kind for kind, op in _COLLECTIVE_OP.findall(stablehlo) if op == "add"]
+    (``jax.jit(f).lower(...).as_text()``) or in its compiled HLO (``.compile().as_text()``,
+    which also holds the collectives XLA's partitioner inserts for global arrays): XLA picks
+    their order, so under ``ttjax.numerics("deterministic")`` a program should have none."""
+    if "stablehlo." in text:
+        return [kind for kind, op in _COLLECTIVE_OP.findall(text) if op == "add"]
+    roots = {}
+    for name, body in _HLO_COMPUTATION.findall(text):
+        root = _HLO_ROOT.search(body)
+        roots[name] = root.group(1) if root else ""
+    return [
+        kind.replace("-", "_")
+        for kind, region in _HLO_COLLECTIVE.findall(text)
+        if roots.get(region) == "add"
+    ]
 
 
 def assert_trees_close(got: Any, want: Any, rtol: float = 1e-5, scale_atol: float = 1e-6) -> None:

@@ -202,8 +202,9 @@ def test_collectives_gather_and_reduce_scatter_over_fsdp_only(layout):
             assert c.mesh_axes == ("fsdp",), c
         else:
             assert c.kind == "all-reduce", c
-            assert c.mesh_axes in (("fsdp",), ("tp",)), c
-            if c.mesh_axes == ("fsdp",):
+            # Over both axes: only the gradient norm's share of the leaves sharded over both.
+            assert c.mesh_axes in (("fsdp",), ("tp",)) or c.shape == (), c
+            if "fsdp" in c.mesh_axes:
                 small -= c.bytes * c.executions
     assert small >= 0, "an all-reduce over fsdp moves more than the unsharded parameters"
 

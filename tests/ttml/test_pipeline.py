@@ -238,6 +238,35 @@ def test_1f1b_ddp2_pp4_sums_in_device_order_under_deterministic(fast_reference) 
     _assert_same_step(pipe, runs[0], loss, grads)
 
 
+def test_1f1b_ddp2_pp4_clipped_step_under_deterministic(fast_reference) -> None:
+    """The pipelined step's gradient norm and clipping (``clip_norm``) go through
+    ``ttjax.numerics`` too: under the deterministic policy the whole compiled step has no sum left
+    to XLA, and one clipped step equals optax's ``clip_by_global_norm`` on one device (plain SGD,
+    lr 1: the update is the clipped gradient, which Adam's normalisation would hide)."""
+    (io, blocks, tokens, targets), _, grads = fast_reference
+    pipe = _pipeline(CFG, _mesh((2, 4), ("dp", "pp")), schedule="1f1b", m=2, dp="dp")
+    clip = 0.5 * float(optax.tree.norm(grads))  # below the gradient norm: the step clips
+    sgd = optax.sgd(1.0)
+    step = PipelineTrainStep(pipe, sgd, clip_norm=clip)
+    block = jnp.concatenate([tokens, targets[:, -1:]], axis=1)[None]
+    with ttjax.numerics("deterministic"):
+        state = step.init_state((io, blocks))
+        compiled = jax.jit(step).lower(state, block).compile().as_text()
+        assert unordered_sums(compiled) == []
+        state, metrics = step(state, block)
+        ref = optax.chain(optax.clip_by_global_norm(clip), sgd)  # optax's norm: XLA's sum
+        by_optax = PipelineTrainStep(pipe, ref)
+        lowered = jax.jit(by_optax).lower(by_optax.init_state((io, blocks)), block)
+        assert unordered_sums(lowered.compile().as_text())
+    np.testing.assert_allclose(metrics["grad_norm"], optax.tree.norm(grads), rtol=1e-5)
+    updates, _ = ref.update(grads, ref.init((io, blocks)), (io, blocks))
+    want = optax.apply_updates((io, blocks), updates)
+    got_io, got_blocks = state.params
+    got = (got_io, pipe.unstage_blocks(got_blocks))
+    for path, a in jax.tree_util.tree_leaves_with_path(got):
+        np.testing.assert_allclose(a, _leaf(want, path), rtol=0, atol=1e-6)
+
+
 def test_inspect_lists_one_forward_and_one_backward_permute_per_tick(gpipe_pp4) -> None:
     pipe, compiled, _ = gpipe_pp4
     report = ttjax.inspect.report_compiled(compiled, mesh=pipe.jax_mesh, name="gpipe pp4")

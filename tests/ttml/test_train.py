@@ -17,14 +17,15 @@ import optax
 import pytest
 import yaml
 from _reference import unordered_sums
-from _tiny import CONFIG, OPT, batches, losses, params, train_step
+from _tiny import ACCUM, CONFIG, LAYOUTS, OPT, batches, losses, mesh, params, train_step
 
 import ttjax
 from models.nanogpt.model import GPT
+from models.nanogpt.weights import param_specs
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import load_config
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.train import OptimizerSettings, make_optimizer
+from ttjax.ttml.train import OptimizerSettings, TrainStep, clip_by_norm, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,6 +122,92 @@ def test_deterministic_tp_ddp_is_bitwise_reproducible(single_3_steps, layout):
     for a, b in zip(params_a, params_b):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(losses_a, single_3_steps, rtol=0, atol=1e-6)
+
+
+# A clipping norm below the tiny model's gradient norm: every step clips.
+CLIP_OPT = dataclasses.replace(OPT, clip_grad_norm_max_norm=0.5)
+
+
+def _clip_step(layout: str, in_step: bool) -> TrainStep:
+    """The tiny TrainStep clipping at 0.5: by the step (``clip_norm``, its norm summed through
+    ``ttjax.numerics``) or by the optimizer (optax's ``clip_by_global_norm``, the reference)."""
+    shape, ddp, tp = LAYOUTS[layout]
+    par = Parallelism(mesh(shape), ddp, tp)
+    return TrainStep(
+        GPT(CONFIG).loss,
+        param_specs(CONFIG, par),
+        par,
+        make_optimizer(CLIP_OPT, clip=not in_step),
+        accum=ACCUM,
+        clip_norm=CLIP_OPT.clip_grad_norm_max_norm if in_step else None,
+    )
+
+
+def _run(step: TrainStep, steps: int = 2) -> tuple[list, list]:
+    state = step.init_state(params())
+    norms = []
+    for tokens in batches(steps):
+        state, metrics = step(state, tokens)
+        norms.append(float(metrics["grad_norm"]))
+    return norms, jax.tree_util.tree_leaves(jax.device_get(state.params))
+
+
+def test_step_clipping_equals_optax_clip_by_global_norm():
+    """The step's clipping (norm summed by ``ttjax.numerics``) is optax's ``clip_by_global_norm``:
+    on one device, and on TP+DDP 2x4 under the deterministic policy, the parameters after two
+    clipped AdamW steps equal the one-device optax run; the optimizer state keeps its layout."""
+    want_norms, want = _run(_clip_step("single", in_step=False))
+    assert min(want_norms) > 0.5  # the clipping acts
+    got_norms, got = _run(_clip_step("single", in_step=True))
+    np.testing.assert_allclose(got_norms, want_norms, rtol=1e-6)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+    with ttjax.numerics("deterministic"):
+        mesh_norms, on_mesh = _run(_clip_step("tp_ddp", in_step=True))
+    np.testing.assert_allclose(mesh_norms, want_norms, rtol=1e-5)
+    for g, w in zip(on_mesh, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-5)
+    p = params()
+    clipping, stepped = make_optimizer(CLIP_OPT), make_optimizer(CLIP_OPT, clip=False)
+    assert jax.tree.structure(clipping.init(p)) == jax.tree.structure(stepped.init(p))
+
+
+def test_clipped_gradients_equal_optax_on_one_device():
+    """The clipped gradients themselves (Adam's update hides a common scale): TP+DDP 2x4 under
+    the deterministic policy, norm by ``step.grad_norm``, equal optax's ``clip_by_global_norm``
+    of the one-device gradients."""
+    single, tokens = _clip_step("single", in_step=False), batches(1)[0]
+    _, want_grads = single.grads(single.place_params(params()), tokens)
+    want, _ = optax.clip_by_global_norm(0.5).update(want_grads, optax.EmptyState())
+    step = _clip_step("tp_ddp", in_step=True)
+    with ttjax.numerics("deterministic"):
+        _, grads = step.grads(step.place_params(params()), tokens)
+        got = jax.jit(lambda g: clip_by_norm(g, step.grad_norm(g), 0.5))(grads)
+    assert float(optax.tree.norm(want_grads)) > 0.5
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=1e-6)
+
+
+def test_deterministic_clipped_step_leaves_no_sum_to_xla():
+    """Under the deterministic policy the whole compiled step (the partitioner's collectives
+    included) has no all-reduce that adds when the step clips and reports grad_norm; optax's
+    clipping on the global gradients leaves one to XLA (what the check catches)."""
+
+    def compiled(step: TrainStep) -> str:
+        state = step.init_state(params())
+        return jax.jit(step).lower(state, batches(1)[0]).compile().as_text()
+
+    with ttjax.numerics("deterministic"):
+        assert unordered_sums(compiled(_clip_step("tp_ddp", in_step=True))) == []
+        assert unordered_sums(compiled(_clip_step("tp_ddp", in_step=False)))
+
+
+def test_clip_norm_must_be_positive():
+    par = Parallelism(mesh((1, 1)), None, None)
+    with pytest.raises(ConfigError, match=r"clip_norm=0.0 must be > 0"):
+        TrainStep(
+            GPT(CONFIG).loss, param_specs(CONFIG, par), par, make_optimizer(OPT), clip_norm=0.0
+        )
 
 
 def test_same_init_on_every_mesh():

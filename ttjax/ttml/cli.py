@@ -144,10 +144,11 @@ def pipeline_step(
     pipe.check_batch(run.training.batch_size)
     return PipelineTrainStep(
         pipe,
-        make_pp_optimizer(opt),
+        make_pp_optimizer(opt, clip=False),
         split=sp.split,
         accum=run.training.gradient_accumulation_steps,
         schedule=opt.schedule(),
+        clip_norm=opt.clip_grad_norm_max_norm,
     )
 
 
@@ -162,9 +163,10 @@ def train_step(
         parts.loss_fn,
         parts.specs,
         par,
-        make_optimizer(opt),
+        make_optimizer(opt, clip=False),  # the step clips, its norm summed by ttjax.numerics
         accum=run.training.gradient_accumulation_steps,
         schedule=opt.schedule(),
+        clip_norm=opt.clip_grad_norm_max_norm,
     )
 
 

@@ -41,9 +41,11 @@ def staged_decay_mask(params: tuple[Any, Any]) -> tuple[Any, Any]:
     )
 
 
-def make_pp_optimizer(config: OptimizerSettings) -> optax.GradientTransformation:
+def make_pp_optimizer(
+    config: OptimizerSettings, *, clip: bool = True
+) -> optax.GradientTransformation:
     """:func:`ttjax.ttml.train.make_optimizer` for ``(io, staged blocks)`` parameters."""
-    return make_optimizer(config, decay_mask=staged_decay_mask)
+    return make_optimizer(config, decay_mask=staged_decay_mask, clip=clip)
 
 
 class PipelineTrainStep(BaseTrainStep):
@@ -63,8 +65,11 @@ class PipelineTrainStep(BaseTrainStep):
         split: Split | None = None,
         accum: int = 1,
         schedule: optax.Schedule | None = None,
+        clip_norm: float | None = None,
     ) -> None:
-        super().__init__(pipe.jax_mesh, optimizer, accum=accum, schedule=schedule)
+        super().__init__(
+            pipe.jax_mesh, optimizer, accum=accum, schedule=schedule, clip_norm=clip_norm
+        )
         self.pipe, self.split = pipe, split
         self.batch_spec = P(None, *pipe.data_spec, None)
         self._grads = self._pipeline_grads

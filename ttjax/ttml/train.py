@@ -9,11 +9,14 @@ every role but PP) and ``ttjax.ttml.pipeline_train.PipelineTrainStep`` (pipeline
 
 The plain per-device part (forward, loss, ``jax.grad`` over ``accum`` micro-batches, the DDP
 average) runs under one ``jax.shard_map`` with explicit collectives, TTML's way; optax then
-updates the parameter pytree as global arrays, so the clipping norm is the norm of the whole
-gradient. Parameters arrive whole (from one seed) and are sharded by their specs: every mesh
-starts equal.
+updates the parameter pytree as global arrays. The global gradient norm (the ``grad_norm`` metric,
+and the clipping when the step clips: ``clip_norm=``) is summed in a small ``shard_map`` of its
+own through ``ttjax.numerics``, so under the deterministic policy no sum is left to XLA.
+Parameters arrive whole (from one seed) and are sharded by their specs: every mesh starts equal.
 
->>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(OptimizerSettings(3e-4)))
+>>> opt = OptimizerSettings(3e-4)
+>>> step = TrainStep(model.loss, param_axes(config), par, make_optimizer(opt, clip=False),
+...                  clip_norm=opt.clip_grad_norm_max_norm)
 >>> state = step.init_state(params)
 >>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
 """
@@ -157,10 +160,18 @@ def decay_matrices(params: Any) -> Any:
 
 
 def make_optimizer(
-    config: OptimizerSettings, decay_mask: Callable[[Any], Any] = decay_matrices
+    config: OptimizerSettings,
+    decay_mask: Callable[[Any], Any] = decay_matrices,
+    *,
+    clip: bool = True,
 ) -> optax.GradientTransformation:
     """Global-norm clipping (optional), then AdamW (AMSGrad's when ``config.amsgrad``) decaying
-    only ``decay_mask`` (matrices); the decay is decoupled (added to the update, times the lr)."""
+    only ``decay_mask`` (matrices); the decay is decoupled (added to the update, times the lr).
+
+    ``clip=False`` leaves the clipping to the train step (``clip_norm=`` of :class:`TrainStep`),
+    which sums the global norm through ``ttjax.numerics``; an identity stage keeps its place, so
+    the optimizer state (and a checkpoint of it) is the same either way.
+    """
     adamw: optax.GradientTransformation
     if config.amsgrad:
         adamw = optax.chain(
@@ -179,7 +190,19 @@ def make_optimizer(
         )
     if config.clip_grad_norm_max_norm is None:
         return adamw
+    if not clip:  # clip_by_global_norm's state is EmptyState, as identity's
+        return optax.chain(optax.identity(), adamw)
     return optax.chain(optax.clip_by_global_norm(config.clip_grad_norm_max_norm), adamw)
+
+
+def clip_by_norm(grads: Any, norm: Any, max_norm: float) -> Any:
+    """``grads`` whose global norm is ``norm``, scaled to at most ``max_norm``: exactly optax's
+    ``clip_by_global_norm`` (unchanged below ``max_norm``, else ``g / norm * max_norm``), with the
+    norm given (the step sums it through ``ttjax.numerics``)."""
+    keep = norm < max_norm
+    return jax.tree_util.tree_map(
+        lambda g: lax.select(keep, g, (g / norm.astype(g.dtype)) * max_norm), grads
+    )
 
 
 class TrainState(NamedTuple):
@@ -198,6 +221,12 @@ class BaseTrainStep(ABC):
     step) and ``_eval(params, tokens) -> loss`` (jitted) in its ``__init__``, and says how whole
     parameters are placed (:meth:`place_params`), where placed parameters lie
     (:meth:`param_shardings_of`) and how a batch is checked and placed (``_put_batch``).
+
+    The gradients' global norm (the ``grad_norm`` metric) is summed through ``ttjax.numerics``
+    (:meth:`grad_norm`); with ``clip_norm`` the step clips by it as optax's
+    ``clip_by_global_norm`` does, so under ``ttjax.numerics("deterministic")`` no sum of the
+    step is left to XLA. Give it an optimizer that does not clip again
+    (``make_optimizer(settings, clip=False)``).
     """
 
     _grads: Callable[[Any, Any], tuple[Any, Any]]
@@ -211,13 +240,20 @@ class BaseTrainStep(ABC):
         *,
         accum: int,
         schedule: optax.Schedule | None,
+        clip_norm: float | None = None,
     ) -> None:
+        if clip_norm is not None and not clip_norm > 0:
+            raise ConfigError(
+                f"{type(self).__name__}: clip_norm={clip_norm} must be > 0 (or None: no "
+                "clipping).\nfix: pass the clipping norm, e.g. 1.0, or leave it out."
+            )
         if accum < 1:
             raise ConfigError(
                 f"{type(self).__name__}: gradient_accumulation_steps={accum} must be >= 1.\n"
                 "fix: use 1 or more."
             )
         self.mesh, self.optimizer, self.accum, self.schedule = mesh, optimizer, accum, schedule
+        self.clip_norm = clip_norm
         self._replicated = NamedSharding(mesh, P())
         self._step = jax.jit(self._global_step)
 
@@ -239,13 +275,47 @@ class BaseTrainStep(ABC):
 
     def _global_step(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         loss, grads = self._grads(state.params, tokens)
+        norm = self.grad_norm(grads)
+        if self.clip_norm is not None:
+            grads = clip_by_norm(grads, norm, self.clip_norm)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         params = lax.with_sharding_constraint(params, self.param_shardings_of(params))
-        metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads)}
+        metrics = {"loss": loss, "grad_norm": norm}
         if self.schedule is not None:
             metrics["lr"] = self.schedule(state.step)
         return TrainState(state.step + 1, params, opt_state), metrics
+
+    def grad_norm(self, grads: Any) -> Any:
+        """The global L2 norm of placed gradients ``grads``, summed through ``ttjax.numerics``.
+
+        Per device (one ``shard_map``), each leaf's local sum of squares; the leaves sharded over
+        the same mesh axes are added, then summed with ``numerics.psum`` over those axes only
+        (a leaf is whole, hence counted once, along the axes it is replicated over).
+        """
+        specs = jax.tree_util.tree_map(lambda s: s.spec, self.param_shardings_of(grads))
+        names = tuple(self.mesh.axis_names)
+
+        def local(g: Any) -> Any:
+            groups: dict[tuple[str, ...], Any] = {}
+            for leaf, spec in zip(
+                jax.tree_util.tree_leaves(g),
+                jax.tree_util.tree_leaves(specs, is_leaf=_is_spec),
+                strict=True,
+            ):
+                axes = tuple(a for a in names if a in _names(spec))
+                sq = jnp.sum(jnp.square(leaf))
+                groups[axes] = groups[axes] + sq if axes in groups else sq
+            total = jnp.zeros((), jnp.float32)
+            for axes in sorted(groups):
+                part = groups[axes]
+                total = total + (ttjax.numerics.psum(part, axes) if axes else part)
+            return total
+
+        sq = jax.shard_map(
+            local, mesh=self.mesh, in_specs=(specs,), out_specs=P(), check_vma=False
+        )(grads)
+        return jnp.sqrt(sq)
 
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
@@ -304,7 +374,8 @@ class TrainStep(BaseTrainStep):
     FSDP the step all-gathers the parameters up front, except the stacked blocks (leading
     ``"layers"``), which the model's scan gathers one block at a time (:mod:`ttjax.ttml.fsdp`).
     ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
-    ``accum`` micro-batches are averaged per step (gradient accumulation).
+    ``accum`` micro-batches are averaged per step (gradient accumulation). ``clip_norm`` clips
+    the gradients' global norm in the step (see :class:`BaseTrainStep`).
     """
 
     def __init__(
@@ -316,8 +387,11 @@ class TrainStep(BaseTrainStep):
         *,
         accum: int = 1,
         schedule: optax.Schedule | None = None,
+        clip_norm: float | None = None,
     ) -> None:
-        super().__init__(par.jax_mesh, optimizer, accum=accum, schedule=schedule)
+        super().__init__(
+            par.jax_mesh, optimizer, accum=accum, schedule=schedule, clip_norm=clip_norm
+        )
         logical = None
         if any(is_logical(x) for x in jax.tree_util.tree_leaves(layout, is_leaf=is_logical)):
             logical, param_specs = layout, par.specs(layout)
@@ -447,6 +521,7 @@ __all__ = [
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",
+    "clip_by_norm",
     "decay_matrices",
     "make_optimizer",
 ]

@@ -370,23 +370,71 @@ class Axes:
         """All-gather each leaf over the roles that shard parameters between uses (FSDP).
 
         Used where a parameter is used, inside ``shard_map``; its transpose reduce-scatters
-        the gradient (in device order under ``ttjax.numerics("deterministic")``). Leaves and ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
+        the gradient (in device order under ``ttjax.numerics("deterministic")``). Leaves and
+        ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
         Without such a role it returns ``tree`` unchanged.
         """
         if self.fsdp is None or self.dims is None:
             return tree
-        dims, axis = self.dims, self.fsdp
+        return gather_sharded(tree, self.dims.specs(logical), self.fsdp)
 
-        def one(lg: LogicalAxes, x: Any) -> Any:
-            used: set[str] = set()
-            for d, name in enumerate(lg.names):
-                roles = dims.mesh_axes(name, used)
-                used.update(roles)
-                if axis in roles:
-                    return numerics.all_gather(x, axis, axis=d, tiled=True)
-            return x
 
-        return jax.tree_util.tree_map(one, logical, tree, is_leaf=is_logical)
+def sharded_dim(spec: P, axis: str) -> int | None:
+    """The dimension ``spec`` shards over mesh axis ``axis`` alone (None: not sharded over it)."""
+    for d, entry in enumerate(tuple(spec)):
+        if entry == axis:
+            return d
+        if isinstance(entry, tuple) and axis in entry:
+            raise ParallelPlanError(
+                f"the parameter spec {spec} shards dim {d} over {entry}; FSDP gathers a dim "
+                f"sharded over {axis!r} alone.\nfix: give {axis!r} its own dimension (the "
+                'plan\'s rule ("embed", "fsdp")).'
+            )
+    return None
+
+
+def spec_axes(spec: P) -> set[str]:
+    """Every mesh axis name ``spec`` shards over."""
+    out: set[str] = set()
+    for entry in spec:
+        if isinstance(entry, str):
+            out.add(entry)
+        elif isinstance(entry, tuple):
+            out.update(entry)
+    return out
+
+
+def average_gradients(grads: Any, specs: Any, axes: Sequence[str]) -> Any:
+    """Per-device gradients averaged over the data-splitting mesh ``axes``, inside ``shard_map``.
+
+    A leaf whose spec shards it over one of ``axes`` (FSDP) was already summed over that axis
+    by :func:`gather_sharded`'s transpose (a reduce-scatter), so that axis only divides; the
+    other axes are summed through ``ttjax.numerics`` (TTML's ``synchronize_gradients``).
+    """
+    axes = tuple(axes)
+    if not axes:
+        return grads
+    n = math.prod(jax.lax.axis_size(a) for a in axes)
+
+    def one(spec: P, g: Any) -> Any:
+        rest = tuple(a for a in axes if a not in spec_axes(spec))
+        return (numerics.psum(g, rest) if rest else g) / n
+
+    return jax.tree_util.tree_map(one, specs, grads, is_leaf=lambda x: isinstance(x, P))
+
+
+def gather_sharded(tree: Any, specs: Any, axis: str | None) -> Any:
+    """Each leaf of ``tree`` (one device's shard) made whole over ``axis`` where its spec
+    (``specs``: a matching tree of ``PartitionSpec``) shards it, inside ``shard_map``; the
+    transpose reduce-scatters the gradient (``ttjax.numerics.all_gather``)."""
+    if axis is None:
+        return tree
+
+    def one(spec: P, x: Any) -> Any:
+        d = sharded_dim(spec, axis)
+        return x if d is None else numerics.all_gather(x, axis, axis=d, tiled=True)
+
+    return jax.tree_util.tree_map(one, specs, tree, is_leaf=lambda x: isinstance(x, P))
 
 
 __all__ = [
@@ -395,5 +443,9 @@ __all__ = [
     "Axes",
     "LogicalAxes",
     "ParallelDims",
+    "average_gradients",
+    "gather_sharded",
     "is_logical",
+    "sharded_dim",
+    "spec_axes",
 ]

@@ -50,7 +50,7 @@ from jax.sharding import PartitionSpec as P
 from ttjax import numerics
 from ttjax.errors import ConfigError, ShapeMismatchError
 from ttjax.inspect import ProgramReport
-from ttjax.plan import ParallelDims
+from ttjax.plan import ParallelDims, average_gradients, gather_sharded
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
@@ -92,33 +92,6 @@ def _tree_specs(specs: Any, tree: Any) -> Any:
 
 def _is_spec(x: Any) -> bool:
     return isinstance(x, P)
-
-
-def _sharded_dim(spec: P, axis: str) -> int | None:
-    """The dimension ``spec`` shards over mesh axis ``axis`` alone (None: not sharded over it)."""
-    for d, entry in enumerate(tuple(spec)):
-        if entry == axis:
-            return d
-        if isinstance(entry, tuple) and axis in entry:
-            raise ConfigError(
-                f"pipeline: the parameter spec {spec} shards dim {d} over {entry}; FSDP gathers "
-                f"a dim sharded over {axis!r} alone.\nfix: give {axis!r} its own dimension "
-                '(the plan\'s rule ("embed", "fsdp")).'
-            )
-    return None
-
-
-def _gather(tree: Params, specs: Params, axis: str | None) -> Params:
-    """Each leaf of ``tree`` (one device's shard) made whole over ``axis`` where its spec shards
-    it; the transpose reduce-scatters the gradient (``ttjax.numerics.all_gather``)."""
-    if axis is None:
-        return tree
-
-    def one(spec: P, x: Any) -> Any:
-        d = _sharded_dim(spec, axis)
-        return x if d is None else numerics.all_gather(x, axis, axis=d, tiled=True)
-
-    return jax.tree.map(one, specs, tree, is_leaf=_is_spec)
 
 
 @dataclass(frozen=True, eq=False)
@@ -432,7 +405,7 @@ class Pipeline:
         if self.fsdp_axis is None:
             return self.block
         axis = self.fsdp_axis
-        return jax.checkpoint(lambda bp, h: self.block(_gather(bp, specs, axis), h))
+        return jax.checkpoint(lambda bp, h: self.block(gather_sharded(bp, specs, axis), h))
 
     def _run_blocks(
         self, blocks: Params, x: Any, stage: Any, block: Callable[[Params, Any], Any]
@@ -468,10 +441,10 @@ class Pipeline:
         fsdp = self.fsdp_axis
 
         def embed(e: Params, t: Any) -> Any:
-            return self.embed(_gather(e, io_specs, fsdp), t)
+            return self.embed(gather_sharded(e, io_specs, fsdp), t)
 
         def head(e: Params, y: Any, t: Any) -> Any:
-            return self.head(_gather(e, io_specs, fsdp), y, t)
+            return self.head(gather_sharded(e, io_specs, fsdp), y, t)
 
         block = self._block_fn(one_block)
         x_aval = jax.eval_shape(embed, io, tok[0])
@@ -584,16 +557,8 @@ class Pipeline:
     def _sync(self, grads: Params, specs: Params) -> Params:
         """Average gradients over the batch-splitting axes (DDP, FSDP). A leaf sharded over FSDP
         had its gradient reduce-scattered (summed) over it by the gather's transpose, so FSDP
-        only scales it; every other axis is averaged (``numerics.pmean``)."""
-        fsdp = self.fsdp_axis
-
-        def one(spec: P, g: Any) -> Any:
-            sharded = fsdp is not None and _sharded_dim(spec, fsdp) is not None
-            rest = tuple(a for a in self.data_axes if not (sharded and a == fsdp))
-            g = numerics.pmean(g, rest) if rest else g
-            return g / self.jax_mesh.shape[fsdp] if sharded else g
-
-        return jax.tree.map(one, specs, grads, is_leaf=_is_spec)
+        only scales it; every other axis is summed (``ttjax.plan.average_gradients``)."""
+        return average_gradients(grads, specs, self.data_axes)
 
 
 # ---------------------------------------------------------------------------------------------

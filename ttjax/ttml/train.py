@@ -23,7 +23,6 @@ Parameters arrive whole (from one seed) and are sharded by their specs: every me
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from jax.sharding import PartitionSpec as P
 
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
-from ttjax.plan import Axes, LogicalAxes, is_logical
+from ttjax.plan import Axes, LogicalAxes, average_gradients, is_logical, spec_axes
 from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
@@ -303,7 +302,7 @@ class BaseTrainStep(ABC):
                 jax.tree_util.tree_leaves(specs, is_leaf=_is_spec),
                 strict=True,
             ):
-                axes = tuple(a for a in names if a in _names(spec))
+                axes = tuple(a for a in names if a in spec_axes(spec))
                 sq = jnp.sum(jnp.square(leaf))
                 groups[axes] = groups[axes] + sq if axes in groups else sq
             total = jnp.zeros((), jnp.float32)
@@ -353,16 +352,6 @@ class BaseTrainStep(ABC):
 
 def _is_spec(x: Any) -> bool:
     return isinstance(x, P)
-
-
-def _names(spec: P) -> set[str]:
-    out: set[str] = set()
-    for entry in spec:
-        if isinstance(entry, str):
-            out.add(entry)
-        elif isinstance(entry, tuple):
-            out.update(entry)
-    return out
 
 
 class TrainStep(BaseTrainStep):
@@ -457,15 +446,7 @@ class TrainStep(BaseTrainStep):
         A parameter sharded over a role (FSDP) already had its gradient reduce-scattered over it
         by the gather's transpose, so that role is only scaled; the others are all-reduced.
         """
-        if not self.data_axes:
-            return grads
-        n = math.prod(lax.axis_size(a) for a in self.data_axes)
-
-        def one(g: Any, spec: P) -> Any:
-            rest = tuple(a for a in self.data_axes if a not in _names(spec))
-            return (ttjax.numerics.psum(g, rest) if rest else g) / n
-
-        return jax.tree_util.tree_map(one, grads, self.param_specs)
+        return average_gradients(grads, self.param_specs, self.data_axes)
 
     def _local_grads(self, params: Any, inputs: Any, targets: Any) -> tuple[Any, Any]:
         """Loss and data-averaged gradients of this device's micro-batches (inside shard_map)."""

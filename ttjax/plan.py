@@ -321,12 +321,12 @@ class ParallelDims:
         ]
         return ", ".join(parts) or "one device"
 
+    def sizes(self) -> str:
+        """``"dp=2, tp=4"``: each mesh axis's role (``_<i>`` when none) and size."""
+        return ", ".join(f"{name}={n}" for name, n in zip(self.axis_names, self.shape, strict=True))
+
     def __repr__(self) -> str:
-        inner = ", ".join(
-            f"{r}={self.shape[a]}" if r is not None else f"_{a}={self.shape[a]}"
-            for a, r in enumerate(self.roles)
-        )
-        return f"ParallelDims({inner})"
+        return f"ParallelDims({self.sizes()})"
 
 
 @dataclass(frozen=True)

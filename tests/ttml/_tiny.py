@@ -52,16 +52,20 @@ def mesh(shape: tuple[int, int]) -> ttnn.MeshDevice:
 
 
 @functools.cache
-def train_step(layout: str, opt: OptimizerSettings = OPT) -> TrainStep:
+def train_step(layout: str, opt: OptimizerSettings = OPT, step_clips: bool = False) -> TrainStep:
+    """The tiny NanoGPT step on ``layout``; ``step_clips``: the step clips the gradients at
+    ``opt.clip_grad_norm_max_norm`` (its norm summed through ``ttjax.numerics``), not the
+    optimizer (optax's ``clip_by_global_norm``)."""
     shape, ddp, tp = LAYOUTS[layout]
     par = Parallelism(mesh(shape), ddp, tp)
     return TrainStep(
         GPT(CONFIG).loss,
         param_specs(CONFIG, par),
         par,
-        make_optimizer(opt),
+        make_optimizer(opt, clip=not step_clips),
         accum=ACCUM,
         schedule=opt.schedule(),
+        clip_norm=opt.clip_grad_norm_max_norm if step_clips else None,
     )
 
 

@@ -17,7 +17,7 @@ import optax
 import pytest
 import yaml
 from _reference import unordered_sums
-from _tiny import ACCUM, CONFIG, LAYOUTS, OPT, batches, losses, mesh, params, train_step
+from _tiny import CONFIG, OPT, batches, losses, mesh, params, train_step
 
 import ttjax
 from models.nanogpt.model import GPT
@@ -131,16 +131,7 @@ CLIP_OPT = dataclasses.replace(OPT, clip_grad_norm_max_norm=0.5)
 def _clip_step(layout: str, in_step: bool) -> TrainStep:
     """The tiny TrainStep clipping at 0.5: by the step (``clip_norm``, its norm summed through
     ``ttjax.numerics``) or by the optimizer (optax's ``clip_by_global_norm``, the reference)."""
-    shape, ddp, tp = LAYOUTS[layout]
-    par = Parallelism(mesh(shape), ddp, tp)
-    return TrainStep(
-        GPT(CONFIG).loss,
-        param_specs(CONFIG, par),
-        par,
-        make_optimizer(CLIP_OPT, clip=not in_step),
-        accum=ACCUM,
-        clip_norm=CLIP_OPT.clip_grad_norm_max_norm if in_step else None,
-    )
+    return train_step(layout, CLIP_OPT, step_clips=in_step)
 
 
 def _run(step: TrainStep, steps: int = 2) -> tuple[list, list]:

@@ -133,7 +133,7 @@ class Parallelism:
         return ", ".join(parts)
 
     def __repr__(self) -> str:
-        return f"Parallelism(mesh={tuple(self.mesh.shape)}, {repr(self.dims)[13:-1]})"
+        return f"Parallelism(mesh={tuple(self.mesh.shape)}, {self.dims.sizes()})"
 
 
 __all__ = ["Parallelism"]

@@ -69,6 +69,11 @@ def compare(
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def collectives(report: Any) -> dict[str, int]:
+    """The collective kinds a ``ttjax.inspect`` report holds, with their counts (zeros left out)."""
+    return {k: v for k, v in report.collective_counts().items() if v}
+
+
 @dataclass
 class Row:
     """One benchmark figure: ``ratio = subject / baseline`` (lower is faster) and its target."""

@@ -24,7 +24,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
-from benchmarks._harness import Row, compare
+from benchmarks._harness import Row, collectives, compare
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_axes
 from ttjax.inspect import inspect
@@ -154,9 +154,6 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     fsdp_bytes = _state_bytes(ours, state, dev_tokens)
     ddp_bytes = _state_bytes(ddp, ddp.init_state(params), ddp_tokens)
 
-    def counts(r):
-        return {k: v for k, v in r.collective_counts().items() if v}
-
     return [
         Row(
             "NanoGPT train step, FSDP 8 on 1x8",
@@ -169,8 +166,8 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
                 "config": str(CONFIG),
                 "batch": BATCH,
                 "seq": SEQ,
-                "collectives_ttml": counts(rep),
-                "collectives_hand": counts(hand_rep),
+                "collectives_ttml": collectives(rep),
+                "collectives_hand": collectives(hand_rep),
                 "collective_axes_ttml": sorted(
                     {f"{c.kind} {c.mesh_axes}" for c in rep.collectives}
                 ),

@@ -19,7 +19,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
-from benchmarks._harness import Row, compare
+from benchmarks._harness import Row, collectives, compare
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.inspect import inspect
@@ -145,9 +145,6 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     ddp_rep = inspect(ddp_step._global_step, ddp_state, ddp_tokens, mesh=ddp_mesh, name="DDP 1x8")
     n_params = len(jax.tree_util.tree_leaves(params))
 
-    def counts(r):
-        return {k: v for k, v in r.collective_counts().items() if v}
-
     return [
         Row(
             "NanoGPT train step, TP+DDP 2x4",
@@ -160,9 +157,9 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
                 "config": str(CONFIG),
                 "batch": BATCH,
                 "seq": SEQ,
-                "collectives_ttml": counts(rep),
-                "collectives_hand": counts(hand_rep),
-                "collectives_ddp_1x8": counts(ddp_rep),
+                "collectives_ttml": collectives(rep),
+                "collectives_hand": collectives(hand_rep),
+                "collectives_ddp_1x8": collectives(ddp_rep),
                 "ddp_all_reduces": [
                     {"shape": list(c.shape), "axes": list(c.mesh_axes)}
                     for c in ddp_rep.collectives

@@ -298,10 +298,14 @@ class ParallelDims:
         """The active roles that split data along ``logical`` (e.g. ``"batch"``: dp, fsdp)."""
         return self.mesh_axes(logical)
 
+    @property
+    def data_parallel_size(self) -> int:
+        """How many ways the batch splits: the product of the roles splitting ``"batch"``."""
+        return math.prod(self.size(r) for r in self.split_roles("batch"))
+
     def check_batch(self, batch: int, where: str = "") -> int:
         """The per-group batch; raises when ``batch`` does not split over the batch roles."""
-        roles = self.split_roles("batch")
-        n = math.prod(self.size(r) for r in roles)
+        roles, n = self.split_roles("batch"), self.data_parallel_size
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % n:
             sizes = " x ".join(f"{r}={self.size(r)}" for r in roles) or "none"
             raise ParallelPlanError(

@@ -694,7 +694,7 @@ def validate_batch(
         where, batch = " (training_config.batch_size)", config.batch_size
     else:
         batch = config
-    dp = 1 if ctx is None else math.prod(ctx.dims.size(r) for r in ctx.dims.split_roles("batch"))
+    dp = 1 if ctx is None else ctx.dims.data_parallel_size
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % dp:
         raise TrainingConfigError(
             f"batch_size ({batch!r}) must be divisible by dp_size ({dp}){where}.\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import ttjax
@@ -100,7 +101,7 @@ class ParallelismContext:
         shape = tuple(mesh_device.shape)
         return cls(mesh_device=mesh_device, mesh_shape=shape, axes=assign_axes(shape, config))
 
-    @property
+    @cached_property
     def dims(self) -> ParallelDims:
         """The plan: the role of each mesh axis."""
         roles: list[str | None] = [None] * len(self.mesh_shape)
@@ -166,7 +167,7 @@ class ParallelismContext:
 
     # -- JAX interop ----------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def jax_mesh(self) -> Any:
         """The training device as a ``jax.sharding.Mesh`` whose axes are named by role."""
         return self.dims.jax_mesh(self.mesh_device.jax_mesh.devices)

@@ -1,5 +1,8 @@
 """Run TT-NN code unchanged: bind the module name ``ttnn`` (and its submodules) to ttjax.
 
+(:func:`install_as_torch_xla` does the same for torch-xla's ``torch_xla`` names, bound to
+:mod:`ttjax.torchxla` and :mod:`ttjax.spmd`, so a PyTorch model runs on the mesh through torchax.)
+
 >>> import ttjax.compat
 >>> ttjax.compat.install_as_ttnn()            # doctest: +SKIP
 >>> import ttnn                               # doctest: +SKIP
@@ -17,9 +20,10 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import os
+import runpy
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,11 +73,28 @@ TTNN_MODULES: dict[str, Alias] = {
 }
 
 
+# torch-xla's modules as SPMD code imports them (``import torch_xla.core.xla_model as xm``, ...).
+TORCH_XLA_MODULES: dict[str, Alias] = {
+    "torch_xla": Alias(("ttjax.torchxla",)),
+    "torch_xla.core": Alias(("ttjax.torchxla",)),
+    "torch_xla.core.xla_model": Alias(("ttjax.torchxla",)),
+    "torch_xla.runtime": Alias(("ttjax.torchxla",)),
+    "torch_xla.distributed": Alias(("ttjax.torchxla",)),
+    "torch_xla.distributed.spmd": Alias(("ttjax.spmd",)),
+    "torch_xla.experimental": Alias(("ttjax.torchxla",)),
+    "torch_xla.experimental.plugins": Alias(("ttjax.torchxla",)),
+}
+
+
 class TTNNModule(types.ModuleType):
     """A ``ttnn.X`` module whose attributes are read from ttjax (see :data:`TTNN_MODULES`)."""
 
+    TABLE: dict[str, Alias] = TTNN_MODULES
+    WHAT = "TT-NN"
+    HELP = "use a TT-NN call ttjax has (see docs/ttnn_api.md), or report the missing name"
+
     def __init__(self, name: str, alias: Alias) -> None:
-        super().__init__(name, f"TT-NN's {name}, bound to {', '.join(alias.sources)}")
+        super().__init__(name, f"{self.WHAT}'s {name}, bound to {', '.join(alias.sources)}")
         self.__ttjax_alias__ = alias
         self.__path__: list[str] = []  # a package: ``import ttnn.X.Y`` goes through the finder
 
@@ -81,7 +102,7 @@ class TTNNModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         child = f"{self.__name__}.{name}"
-        if child in TTNN_MODULES:
+        if child in self.TABLE:
             return importlib.import_module(child)
         alias: Alias = self.__dict__["__ttjax_alias__"]
         target = dict(alias.renames).get(name, name)
@@ -94,7 +115,7 @@ class TTNNModule(types.ModuleType):
         raise AttributeError(
             f"module {self.__name__!r} has no attribute {name!r}: ttjax does not provide "
             f"{self.__name__}.{name} yet (looked in {', '.join(alias.sources)})\n"
-            "fix: use a TT-NN call ttjax has (see docs/ttnn_api.md), or report the missing name"
+            f"fix: {self.HELP}"
         )
 
     def __dir__(self) -> list[str]:
@@ -104,8 +125,16 @@ class TTNNModule(types.ModuleType):
             if module is not None:
                 names.update(n for n in dir(module) if not n.startswith("_"))
         prefix = self.__name__ + "."
-        names.update(k[len(prefix) :] for k in TTNN_MODULES if k.startswith(prefix))
+        names.update(k[len(prefix) :] for k in self.TABLE if k.startswith(prefix))
         return sorted(names)
+
+
+class TorchXLAModule(TTNNModule):
+    """A ``torch_xla.X`` module whose attributes are read from ttjax (:data:`TORCH_XLA_MODULES`)."""
+
+    TABLE = TORCH_XLA_MODULES
+    WHAT = "torch-xla"
+    HELP = "use a torch-xla call ttjax has (see docs/api/torch_xla.md), or report the missing name"
 
 
 def _source(name: str) -> types.ModuleType | None:
@@ -119,17 +148,20 @@ def _source(name: str) -> types.ModuleType | None:
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Creates the ``ttnn.*`` alias modules on import."""
+    """Creates the alias modules of one table (``ttnn.*`` or ``torch_xla.*``) on import."""
+
+    def __init__(self, module_type: type[TTNNModule] = TTNNModule) -> None:
+        self.module_type = module_type
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in TTNN_MODULES:
+        if fullname not in self.module_type.TABLE:
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return TTNNModule(spec.name, TTNN_MODULES[spec.name])
+        return self.module_type(spec.name, self.module_type.TABLE[spec.name])
 
     def exec_module(self, module: types.ModuleType) -> None:
         parent, _, child = module.__name__.rpartition(".")
@@ -138,6 +170,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 _FINDER = _Finder()
+_TORCH_XLA_FINDER = _Finder(TorchXLAModule)
 
 
 def install_as_ttnn(tt_metal_home: str | os.PathLike[str] | None = None) -> types.ModuleType:
@@ -166,8 +199,42 @@ def uninstall_ttnn() -> None:
     """Undo :func:`install_as_ttnn`'s module binding (the ``ttnn.*`` entries of ``sys.modules``)."""
     if _FINDER in sys.meta_path:
         sys.meta_path.remove(_FINDER)
-    for name in [n for n, m in sys.modules.items() if isinstance(m, TTNNModule)]:
+    for name in [n for n, m in sys.modules.items() if type(m) is TTNNModule]:
         del sys.modules[name]
+
+
+def install_as_torch_xla() -> types.ModuleType:
+    """Make ``import torch_xla`` (``torch_xla.core.xla_model``, ``torch_xla.runtime``,
+    ``torch_xla.distributed.spmd``, ``torch_xla.experimental.plugins``) ttjax, and turn on the
+    ``jax`` device for torch (torchax), so torch-xla SPMD code runs on ttjax's mesh as written.
+
+    >>> torch_xla = ttjax.compat.install_as_torch_xla()     # doctest: +SKIP
+    >>> import torch_xla.distributed.spmd as xs              # doctest: +SKIP
+
+    Returns the ``torch_xla`` module. Calling it again is harmless; raises ``ConfigError`` when
+    the real torch-xla is already imported. :func:`uninstall_torch_xla` undoes it.
+    """
+    current = sys.modules.get("torch_xla")
+    if current is not None and not isinstance(current, TorchXLAModule):
+        raise ConfigError(
+            f"module 'torch_xla' is already imported from "
+            f"{getattr(current, '__file__', current)!r}; ttjax cannot take its name any more\n"
+            "fix: call ttjax.compat.install_as_torch_xla() before anything imports torch_xla"
+        )
+    importlib.import_module("ttjax.torchxla").enable()
+    if _TORCH_XLA_FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _TORCH_XLA_FINDER)
+    return importlib.import_module("torch_xla")
+
+
+def uninstall_torch_xla() -> None:
+    """Undo :func:`install_as_torch_xla`: unbind ``torch_xla.*`` and turn torchax's modes off."""
+    if _TORCH_XLA_FINDER in sys.meta_path:
+        sys.meta_path.remove(_TORCH_XLA_FINDER)
+    for name in [n for n, m in sys.modules.items() if isinstance(m, TorchXLAModule)]:
+        del sys.modules[name]
+    if "ttjax.torchxla" in sys.modules:
+        sys.modules["ttjax.torchxla"].disable()
 
 
 def mount_tt_metal(home: str | os.PathLike[str]) -> Path:
@@ -195,11 +262,56 @@ def mount_tt_metal(home: str | os.PathLike[str]) -> Path:
     return root
 
 
+def run_bound(
+    install: Callable[[], Any], usage: str, doc: str, argv: Sequence[str] | None = None
+) -> int:
+    """``python -m RUNNER (script.py | -m module | pytest) [args]``: ``install()`` binds the
+    module names, then the script or module runs with ``sys.argv`` set as Python sets it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage + "\n\n" + doc.strip(), file=sys.stderr if not args else sys.stdout)
+        return 2 if not args else 0
+    install()
+    if args[0] == "pytest":
+        args = ["-m", *args]
+    if args[0] == "-m":
+        if len(args) < 2:
+            print(usage, file=sys.stderr)
+            return 2
+        sys.argv = [args[1], *args[2:]]
+        try:
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            return _code(e)
+        return 0
+    sys.argv = list(args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args[0])))
+    try:
+        runpy.run_path(args[0], run_name="__main__")
+    except SystemExit as e:
+        return _code(e)
+    return 0
+
+
+def _code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
 __all__ = [
+    "TORCH_XLA_MODULES",
     "TTNN_MODULES",
     "Alias",
     "TTNNModule",
+    "TorchXLAModule",
+    "install_as_torch_xla",
     "install_as_ttnn",
     "mount_tt_metal",
+    "run_bound",
+    "uninstall_torch_xla",
     "uninstall_ttnn",
 ]

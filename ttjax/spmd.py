@@ -16,13 +16,15 @@ shards and keeps the logical shape, as torch-xla does); a concrete array must di
 ``jax.Array`` cannot hold uneven shards (README: divergences). On a concrete array
 ``mark_sharding`` places it (``NamedSharding``) and returns it; inside ``jax.jit`` it constrains
 it (``with_sharding_constraint``). It also takes ttjax mesh tensors (returned with the matching
-TT-NN placements) and Flax ``nnx`` variables (updated in place, like torch-xla's in-place
-annotation).
+TT-NN placements), Flax ``nnx`` variables (updated in place, like torch-xla's in-place
+annotation), and torch tensors / ``nn.Parameter``s on the JAX device (torchax, see
+``ttjax.torchxla``): annotated in place too, and a parameter's gradient follows its sharding.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +45,8 @@ _state = threading.local()
 
 
 def _ints(values: Any, what: str) -> tuple[int, ...]:
+    if _torchax_tensor(values):  # a torch tensor on the JAX device
+        values = values._elem
     try:
         out = tuple(int(v) for v in np.asarray(values).reshape(-1))
     except (TypeError, ValueError):
@@ -336,17 +340,52 @@ def _mark_tensor(t: ttjax.Tensor, mesh: Any, partition_spec: Any) -> ttjax.Tenso
     )
 
 
+def _torchax_tensor(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor living on the JAX device (a torchax Tensor)."""
+    torchax_tensor = sys.modules.get("torchax.tensor")
+    return torchax_tensor is not None and isinstance(x, torchax_tensor.Tensor)
+
+
 def _as_array(x: Any) -> Any:
-    if type(x).__module__.startswith("torch"):  # a torch tensor: convert on the host
+    if type(x).__module__.startswith("torch"):  # a torch tensor on the host: convert it
+        if isinstance(x, sys.modules["torch"].nn.Parameter):
+            raise ShardingError(
+                f"mark_sharding: this nn.Parameter (shape {tuple(x.shape)}) is on {x.device}, "
+                "not on the XLA device, so an annotation could not stay on it.\nfix: move the "
+                "model first: model.to(torch_xla.device()) (ttjax.compat.install_as_torch_xla)."
+            )
         return np.asarray(x.detach().cpu().float().numpy() if x.dtype.is_floating_point else x)
     return x
+
+
+def _mark_torch(t: Any, mesh: Any, partition_spec: Any) -> Any:
+    """Annotate a torchax tensor in place (its jax array is placed or constrained); returns it."""
+    m = _as_mesh(mesh)
+    elem = t._elem
+    t._elem = _place(elem, m, resolve_spec(m, partition_spec, elem.shape, uneven=_is_tracer(elem)))
+    if getattr(t, "_is_param", False) and t.requires_grad and not hasattr(t, "_ttjax_grad_hook"):
+        t._ttjax_grad_hook = t.register_post_accumulate_grad_hook(follow_sharding)
+    return t
+
+
+def follow_sharding(param: Any) -> None:
+    """Place a torch parameter's ``.grad`` with the parameter's own sharding (torch-xla's
+    gradients come out sharded like their weights: XLA propagates the weight's annotation)."""
+    grad: Any = getattr(param, "grad", None)
+    sharding = getattr(getattr(param, "_elem", None), "sharding", None)
+    if not (_torchax_tensor(grad) and isinstance(sharding, NamedSharding)):
+        return
+    if _is_tracer(grad._elem) or grad._elem.sharding == sharding:
+        return
+    grad._elem = jax.device_put(grad._elem, sharding)
 
 
 def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: Any) -> Any:
     """Shard ``x`` over ``mesh`` by ``partition_spec``; returns the placed (or constrained) array.
 
-    ``nnx`` variables are updated in place and returned; ttjax Tensors come back with the
-    TT-NN placements of the spec.
+    ``nnx`` variables and torch tensors on the JAX device are updated in place and returned
+    (a torch ``nn.Parameter``'s gradient then follows its sharding); ttjax Tensors come back with
+    the TT-NN placements of the spec.
 
     >>> w = mark_sharding(w, mesh, ("model", None))    # split dim 0 over 'model'
     >>> x = mark_sharding(x, mesh, (None, None))       # replicated
@@ -356,6 +395,8 @@ def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: 
         return x
     if isinstance(x, ttjax.Tensor):
         return _mark_tensor(x, mesh, partition_spec)
+    if _torchax_tensor(x):
+        return _mark_torch(x, mesh, partition_spec)
     m = _as_mesh(mesh)
     x = _as_array(x)
     return _place(x, m, resolve_spec(m, partition_spec, np.shape(x), uneven=_is_tracer(x)))
@@ -363,12 +404,16 @@ def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: 
 
 def clear_sharding(x: Any) -> Any:
     """Drop ``x``'s annotation: a concrete array comes back replicated on its mesh (torch-xla
-    treats an unannotated tensor as replicated); inside ``jax.jit`` the constraint is dropped."""
+    treats an unannotated tensor as replicated); inside ``jax.jit`` the constraint is dropped.
+    A torch tensor on the JAX device is replicated in place and returned."""
     if isinstance(x, nnx.Variable):
         x.set_value(clear_sharding(x.get_value()))
         return x
     if isinstance(x, ttjax.Tensor):
         return _mark_tensor(x, None, (None,) * len(x.value.shape))
+    if _torchax_tensor(x):
+        x._elem = clear_sharding(x._elem)
+        return x
     if _is_tracer(x):
         return x
     sharding = getattr(x, "sharding", None)
@@ -378,9 +423,12 @@ def clear_sharding(x: Any) -> Any:
 
 
 def get_partition_spec(x: Any) -> PartitionSpec | None:
-    """The ``PartitionSpec`` a concrete array (or nnx variable) is placed with, else None."""
+    """The ``PartitionSpec`` a concrete array (nnx variable, torch tensor on the JAX device) is
+    placed with, else None."""
     if isinstance(x, nnx.Variable):
         x = x.get_value()
+    if _torchax_tensor(x):
+        x = x._elem
     sharding = getattr(x, "sharding", None)
     return sharding.spec if isinstance(sharding, NamedSharding) else None
 
@@ -389,6 +437,7 @@ __all__ = [
     "Mesh",
     "ShardingSpec",
     "clear_sharding",
+    "follow_sharding",
     "get_1d_mesh",
     "get_global_mesh",
     "get_partition_spec",

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from jax.sharding import NamedSharding
 
 from ttjax.errors import ConfigError
@@ -44,6 +46,7 @@ try:
         register_optimizer_step_post_hook,
         register_optimizer_step_pre_hook,
     )
+    from torchax.ops.ops_registry import Operator
 except ModuleNotFoundError as e:  # pragma: no cover - the torch extra is installed in CI
     raise ConfigError(
         f"ttjax.torchxla needs {e.name!r}, which is not installed.\n"
@@ -51,7 +54,13 @@ except ModuleNotFoundError as e:  # pragma: no cover - the torch extra is instal
     ) from None
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"modes": None, "hooks": (), "spmd": False, "overwrite": False}
+_state: dict[str, Any] = {
+    "modes": None,
+    "hooks": (),
+    "spmd": False,
+    "overwrite": False,
+    "ops": {},
+}
 
 
 class PluginNotLoadedWarning(UserWarning):
@@ -89,6 +98,46 @@ class _DispatchMode(torchax.tensor.XLADispatchMode):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+def _attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    attn_mask: jax.Array | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> jax.Array:
+    """``F.scaled_dot_product_attention`` on ``[..., heads, positions, head_dim]`` arrays, kept
+    4-D. torchax's own lowering multiplies through ``aten.matmul``, which folds batch and heads
+    into one dim: a head-sharded query then cannot stay sharded, and XLA all-gathers q, k and v
+    in every layer."""
+    if dropout_p:
+        raise ConfigError(
+            f"scaled_dot_product_attention(dropout_p={dropout_p}) inside a compiled program: "
+            "ttjax's attention has no dropout.\nfix: attention_dropout=0 (or model.eval())."
+        )
+    heads, kv_heads = query.shape[-3], key.shape[-3]
+    if heads != kv_heads:  # grouped-query attention: each KV head serves heads // kv_heads
+        key = jnp.repeat(key, heads // kv_heads, axis=-3)
+        value = jnp.repeat(value, heads // kv_heads, axis=-3)
+    scale = 1.0 / float(np.sqrt(query.shape[-1])) if scale is None else scale
+    weights = jnp.einsum("...qd,...kd->...qk", query, key) * jnp.asarray(scale, query.dtype)
+    length, context = query.shape[-2], key.shape[-2]
+    if is_causal:
+        weights = jnp.where(jnp.tril(jnp.ones((length, context), bool)), weights, -jnp.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == jnp.bool_:
+            weights = jnp.where(attn_mask, weights, -jnp.inf)
+        else:
+            weights = weights + attn_mask.astype(weights.dtype)
+    weights = jax.nn.softmax(weights, axis=-1)
+    return jnp.einsum("...qk,...kd->...qd", weights, value)
+
+
+_ATTENTION_OPS = (torch.nn.functional.scaled_dot_product_attention,)
+
+
 def enable() -> Any:
     """Turn on the ``jax`` device for torch in this process (idempotent); returns torchax's
     environment. :func:`ttjax.compat.install_as_torch_xla` calls it."""
@@ -100,6 +149,9 @@ def enable() -> Any:
                 mode.__enter__()
             env.enabled = True
             _state["modes"] = modes
+            _state["ops"] = {op: env._ops.get(op) for op in _ATTENTION_OPS}
+            for op in _ATTENTION_OPS:
+                env._ops[op] = Operator(op, _attention, True, True, False, False)
             # module.to(dtype) makes new parameters: a torchax tensor's dtype lives in its
             # jax.Array, and C++ would skip a conversion its stale wrapper dtype already names
             _state["overwrite"] = torch.__future__.get_overwrite_module_params_on_conversion()
@@ -119,7 +171,13 @@ def disable() -> None:
             return
         for mode in reversed(modes):
             mode.__exit__(None, None, None)
-        torchax.default_env().enabled = False
+        env = torchax.default_env()
+        env.enabled = False
+        for op, original in _state["ops"].items():
+            if original is None:
+                env._ops.pop(op, None)
+            else:
+                env._ops[op] = original
         for hook in _state["hooks"]:
             hook.remove()
         torch.__future__.set_overwrite_module_params_on_conversion(_state["overwrite"])
@@ -199,12 +257,22 @@ def jax_forward(module: torch.nn.Module) -> tuple[Callable[..., Any], dict[str, 
     >>> ttjax.inspect.inspect(fn, params, ids, return_dict=False, mesh=mesh.jax_mesh)
     """
     env = enable()
-    params, fn = torchax.extract_jax(module, env)
+    jittable = torchax.interop.JittableModule(module)
+    names = (list(jittable.params), list(jittable.buffers))
 
-    def forward(params: dict[str, jax.Array], *args: Any, **kwargs: Any) -> Any:
-        return fn(params, args, kwargs)
+    def array(t: Any) -> jax.Array:  # the tensor's own jax.Array, sharding and all
+        return t._elem if isinstance(t, torchax.tensor.Tensor) else env.t2j_copy(t)
 
-    return forward, {k: getattr(v, "_elem", v) for k, v in params.items()}
+    state = {k: array(v) for k, v in {**jittable.buffers, **jittable.params}.items()}
+
+    def forward(state: dict[str, jax.Array], *args: Any, **kwargs: Any) -> Any:
+        params, buffers = ({k: state[k] for k in group} for group in names)
+        params, buffers, args, kwargs = env.j2t_iso((params, buffers, args, kwargs))
+        with env:
+            out = jittable.functional_call("forward", params, buffers, *args, **kwargs)
+        return env.t2j_iso(out)
+
+    return forward, state
 
 
 # --- torch_xla.core.xla_model ---------------------------------------------------------------

@@ -20,7 +20,15 @@ import ttjax as ttnn
 torch = pytest.importorskip("torch")
 
 # Packages built on top of the core, checked by their own tests.
-_FRONTENDS = ("ttjax.ttml", "ttjax.spmd", "ttjax.dist", "ttjax.distributed", "ttjax.run")
+_FRONTENDS = (
+    "ttjax.ttml",
+    "ttjax.spmd",
+    "ttjax.dist",
+    "ttjax.distributed",
+    "ttjax.run",
+    "ttjax.torchxla",
+    "ttjax.torch_xla_run",
+)
 MODULES = sorted(
     ["ttjax"]
     + [

@@ -190,7 +190,7 @@ def main() -> dict[str, Any]:
     result_cpu = result.cpu()
 
     # glue: the two outputs the next block compares
-    tp_output = result_cpu
+    tp_output = result_cpu.detach()
     with torch.no_grad():
         single_device_output = reference(input_ids=input_ids.cpu()).last_hidden_state
 
@@ -230,8 +230,8 @@ def main() -> dict[str, Any]:
     results["specs_bf16"] = {
         name: (_spec(p), p.dtype) for name, p in model.layers[0].named_parameters()
     }
-    bf16_output = model(input_ids=input_ids).last_hidden_state.cpu().float()
     with torch.no_grad():
+        bf16_output = model(input_ids=input_ids).last_hidden_state.cpu().float()
         reference = reference.to(torch.bfloat16)
         bf16_reference = reference(input_ids=input_ids.cpu()).last_hidden_state.float()
     results["pcc_bf16"] = float(compute_pcc(bf16_output, bf16_reference))
@@ -288,7 +288,7 @@ def main() -> dict[str, Any]:
     }
     with torch.no_grad():
         want = reference(input_ids=input_ids.cpu()).last_hidden_state
-    got = model(input_ids=input_ids).last_hidden_state.cpu()
+        got = model(input_ids=input_ids).last_hidden_state.cpu()
     results["pcc_2x4"] = float(compute_pcc(got, want))
     results["max_error_2x4"] = float((got - want).abs().max())
     print(f"mesh (2, 4): PCC vs single device {results['pcc_2x4']:.6f}")

@@ -268,8 +268,11 @@ def jax_forward(module: torch.nn.Module) -> tuple[Callable[..., Any], dict[str, 
     def forward(state: dict[str, jax.Array], *args: Any, **kwargs: Any) -> Any:
         params, buffers = ({k: state[k] for k in group} for group in names)
         params, buffers, args, kwargs = env.j2t_iso((params, buffers, args, kwargs))
-        with env:
-            out = jittable.functional_call("forward", params, buffers, *args, **kwargs)
+        try:
+            with env:  # torchax's full modes while tracing; leaving them clears env.enabled
+                out = jittable.functional_call("forward", params, buffers, *args, **kwargs)
+        finally:
+            env.enabled = _state["modes"] is not None
         return env.t2j_iso(out)
 
     return forward, state

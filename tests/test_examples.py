@@ -82,13 +82,16 @@ def test_seed004_example_holds_every_code_block_of_the_seed_as_written():
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_seed004_torch_xla_runs_on_1x8_and_2x4_like_one_device():
+def test_seed004_torch_xla_runs_on_1x8_and_2x4_like_one_device(monkeypatch):
     pytest.importorskip("torchax")
     pytest.importorskip("transformers")
     from jax.sharding import PartitionSpec as P
 
     import ttjax.compat
 
+    for name in ("PJRT_DEVICE", "XLA_STABLEHLO_COMPILE", "ENABLE_AUTO_PARALLEL", "MESH_SHAPE"):
+        monkeypatch.setenv(name, "")  # the seed's set-up sets them: restored after the test
+        monkeypatch.delenv(name)
     ttjax.compat.install_as_torch_xla()
     try:
         from ttjax.torchxla import PluginNotLoadedWarning

@@ -653,9 +653,9 @@ def plan_notes(rows: Sequence[PlanRow], reference: PlanRow | None) -> list[str]:
         p = reference.prediction
         lines.append(
             f"published layout {reference.layout} ({reference.recipe}, {reference.batch_per_replica}"
-            f" users/replica): predicted {p.tokens_per_second_per_user:.1f} tok/s/u and "
-            f"{p.tokens_per_second:.1f} tok/s (published {reference.published} tok/s/u; "
-            f"{reference.source})"
+            f" users/replica, CCLs on {p.workload.links} link(s)): predicted "
+            f"{p.tokens_per_second_per_user:.1f} tok/s/u and {p.tokens_per_second:.1f} tok/s "
+            f"(published {reference.published} tok/s/u; {reference.source})"
         )
     if len(published) > 1:
         by_pred = [r.layout for r in published]  # rows are ranked by prediction already
@@ -691,16 +691,21 @@ def why_faster(faster: Prediction, slower: Prediction) -> str:
     >>> why_faster(predict(r, "galaxy", layers=0), predict(r, "galaxy", layers=0, num_links=1))
     'Ethernet: 0.0419 -> 0.0144 ms'
     """
-    a = {t.name: (0.0 if t.hidden else t.seconds) for t in faster.terms}
-    b = {t.name: (0.0 if t.hidden else t.seconds) for t in slower.terms}
-    # DRAM and compute overlap: compare the one that counts in each (max of the pair).
-    for d in (a, b):
-        d["DRAM or compute"] = d.pop("DRAM") + d.pop("compute")
+
+    def terms(p: Prediction) -> tuple[dict[str, float], str]:
+        d = {t.name: (0.0 if t.hidden else t.seconds) for t in p.terms}
+        # DRAM and compute overlap: the one that counts (the larger) stands for both.
+        counted = "DRAM" if d["DRAM"] > 0 else "compute"
+        d["DRAM|compute"] = d.pop("DRAM") + d.pop("compute")
+        return d, counted
+
+    (a, a_name), (b, b_name) = terms(faster), terms(slower)
     name = max(a, key=lambda k: b[k] - a[k])
-    label = name
-    if name == "DRAM or compute":
-        label = faster.dominant if faster.dominant in ("DRAM", "compute") else "DRAM"
-    return f"{label}: {b[name] * 1e3:.3g} -> {a[name] * 1e3:.3g} ms"
+    if name == "DRAM|compute":
+        if a_name == b_name:
+            return f"{a_name}: {b[name] * 1e3:.3g} -> {a[name] * 1e3:.3g} ms"
+        return f"{b_name} {b[name] * 1e3:.3g} ms -> {a_name} {a[name] * 1e3:.3g} ms"
+    return f"{name}: {b[name] * 1e3:.3g} -> {a[name] * 1e3:.3g} ms"
 
 
 def plan_table(rows: Sequence[PlanRow], title: str, reference: PlanRow | None = None) -> Any:

@@ -621,6 +621,8 @@ def _plan(ns: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"batch": ns.batch, "batch_per_replica": ns.batch_per_replica}
     if ns.context is not None:
         kwargs["context"] = ns.context
+    if ns.num_links is not None:
+        kwargs["num_links"] = ns.num_links
     start = time.perf_counter()
     rows = planner(ns.model, ns.system, **kwargs)
     seconds = time.perf_counter() - start
@@ -673,6 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     batch.add_argument("--batch", type=int, help="users over the whole system")
     batch.add_argument("--batch-per-replica", type=int, help="users per replica")
     q.add_argument("--context", type=int, default=None, help="KV-cache positions read per step")
+    q.add_argument(
+        "--num-links", type=int, default=None, help="Ethernet links the CCLs use (default: all)"
+    )
     q.add_argument(
         "--planner",
         default=DEFAULT_PLANNER,

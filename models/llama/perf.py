@@ -366,12 +366,15 @@ def plan(
     batch_per_replica: int | None = None,
     recipes: Sequence[str] = ("performance", "bfp8"),
     context: int = CONTEXT,
+    num_links: int | None = None,
 ) -> list[cost.PlanRow]:
     """Every layout of ``model`` on ``system`` (TP size; DP replicas as submeshes; batch per
     replica; weight recipe), compiled abstractly and predicted, best tok/s/user first.
 
     ``batch``: users over the whole system (split over the replicas); or ``batch_per_replica``.
-    Layouts whose batch does not split, or whose chip memory exceeds 12 GB, are kept but marked.
+    Layouts whose chip memory exceeds 12 GB are kept but marked (and ranked last); a batch that
+    does not split over a layout's replicas skips it. ``num_links``: the links the CCLs use
+    (default: every link the system has between neighbours).
     """
     if (batch is None) == (batch_per_replica is None):
         raise ttnn.errors.ConfigError(
@@ -391,7 +394,9 @@ def plan(
             b = int(batch_per_replica or 1)
         for recipe in recipes:
             start = time.perf_counter()
-            p, report = predict(cfg.name, s.name, "decode", tp, b, recipe, context)
+            p, report = predict(
+                cfg.name, s.name, "decode", tp, b, recipe, context, num_links=num_links
+            )
             pub = PUBLISHED.get((cfg.name, s.name, tp, b)) if recipe == "performance" else None
             rows.append(
                 cost.PlanRow(

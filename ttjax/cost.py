@@ -485,31 +485,19 @@ def predict(
     report: Any,
     system: System | str,
     *,
-    phase: str = "decode",
-    users: int = 1,
-    math_fidelity: Any = MathFidelity.HiFi2,
-    collective_dtype: str | None = "bfloat16",
-    layers: int | None = None,
-    num_links: int | None = None,
     calibration: Calibration | None = None,
+    **kwargs: Any,
 ) -> Prediction:
-    """Predict one step of ``report``'s program on ``system`` (see :func:`workload`).
+    """Predict one step of ``report``'s program on ``system``: :func:`evaluate` of its
+    :func:`workload` (``kwargs``: ``phase``, ``users``, ``math_fidelity``, ``collective_dtype``,
+    ``layers``, ``num_links``) under ``calibration`` (default: the stored one).
 
     >>> report = ttjax.inspect.inspect(lambda t: ttnn.all_gather(t, dim=3), x)
     >>> p = predict(report, "galaxy", phase="prefill", layers=0)
     >>> p.workload.replicas, p.workload.collectives[0].topology   # 4 replicas of a 2x4 program
     (4, 'ring')
     """
-    w = workload(
-        report,
-        system,
-        phase=phase,
-        users=users,
-        math_fidelity=math_fidelity,
-        collective_dtype=collective_dtype,
-        layers=layers,
-        num_links=num_links,
-    )
+    w = workload(report, system, **kwargs)
     return evaluate(w, calibration)
 
 

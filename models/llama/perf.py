@@ -119,13 +119,17 @@ def decode_target(
     m = model(mesh, config, batch, context, recipe)
     tokens = ttnn.abstract_tensor((batch, 1), ttnn.uint32, device=mesh)
     pos = ttnn.abstract_tensor((batch,), ttnn.int32, device=mesh)
-    options = {
+    return m.decode_fn(), (m.params, m.caches, tokens, pos), _options(m, recipe, "decode", context)
+
+
+def _options(m: TtLlama, recipe: str, phase: str, positions: int) -> dict[str, Any]:
+    """``ttjax.inspect`` keywords of a step: the donated cache and what the prediction needs."""
+    return {
         "donate_argnums": (1,),
-        "phase": "decode",
-        "users": batch,
-        "math_fidelity": fidelity_mix(m.config, recipe, "decode", context),
+        "phase": phase,
+        "users": m.batch,
+        "math_fidelity": fidelity_mix(m.config, recipe, phase, positions),
     }
-    return m.decode_fn(), (m.params, m.caches, tokens, pos), options
 
 
 def prefill_target(
@@ -142,13 +146,7 @@ def prefill_target(
     def step(params: Any, caches: Any, tokens: ttnn.Tensor) -> Any:
         return m.forward(tokens, None, params, caches), caches
 
-    options = {
-        "donate_argnums": (1,),
-        "phase": "prefill",
-        "users": batch,
-        "math_fidelity": fidelity_mix(m.config, recipe, "prefill", prompt),
-    }
-    return step, (m.params, m.caches, tokens), options
+    return step, (m.params, m.caches, tokens), _options(m, recipe, "prefill", prompt)
 
 
 def _mesh_for(system: str, tp: int) -> ttnn.MeshDevice:

@@ -220,3 +220,8 @@ def test_cli_plan_ranks_layouts_and_says_which_term_wins(capsys, tmp_path):
     assert rows[1]["tokens_per_second"] > rows[0]["tokens_per_second"]  # four replicas
     with pytest.raises(SystemExit):
         main(["plan", "--system", "t3000"])  # a batch is required
+    assert main(["plan", "--planner", "tests.test_cost:nowhere", "--batch", "8"]) == 2
+    assert "cannot load 'tests.test_cost:nowhere'" in capsys.readouterr().err
+    assert main(["plan", "--model", "llama-9", "--system", "t3000", "--batch", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config 'llama-9'" in err and "fix:" in err

@@ -617,14 +617,22 @@ def _load(target: str) -> Any:
 def _plan(ns: argparse.Namespace) -> int:
     from rich.console import Console
 
-    planner = _load(ns.planner)
+    try:
+        planner = _load(ns.planner)
+    except TTJaxError as e:
+        print(f"ttjax plan: {e}", file=sys.stderr)
+        return 2
     kwargs: dict[str, Any] = {"batch": ns.batch, "batch_per_replica": ns.batch_per_replica}
     if ns.context is not None:
         kwargs["context"] = ns.context
     if ns.num_links is not None:
         kwargs["num_links"] = ns.num_links
     start = time.perf_counter()
-    rows = planner(ns.model, ns.system, **kwargs)
+    try:
+        rows = planner(ns.model, ns.system, **kwargs)
+    except TTJaxError as e:
+        print(f"ttjax plan: {e}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - start
     width = ns.width or (None if sys.stdout.isatty() else 250)
     console = Console(width=width, soft_wrap=False)

@@ -380,7 +380,15 @@ def plan(
             "fix: give exactly one of them."
         )
     s = get_system(system)
-    cfg = get_config(model)
+    try:
+        cfg = get_config(model)
+    except KeyError as e:
+        raise ttnn.errors.ConfigError(
+            f"plan: {e.args[0]}.\nfix: pass one of those names."
+        ) from None
+    for name, value in (("batch", batch), ("batch_per_replica", batch_per_replica)):
+        if value is not None and int(value) < 1:
+            raise ttnn.errors.ConfigError(f"plan: {name}={value!r}.\nfix: at least 1 user.")
     rows = []
     for tp in _tp_sizes(cfg, s.num_chips):
         dp = s.num_chips // tp
@@ -410,6 +418,12 @@ def plan(
                     source="" if pub is None else pub[1],
                 )
             )
+    if not rows:
+        raise ttnn.errors.ConfigError(
+            f"plan: batch={batch} splits over none of {cfg.name}'s layouts on {s.name} "
+            f"(replicas: {[s.num_chips // tp for tp in _tp_sizes(cfg, s.num_chips)]}).\n"
+            "fix: a batch divisible by a replica count, or --batch-per-replica."
+        )
     return cost.rank(rows)
 
 

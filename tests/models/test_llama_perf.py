@@ -53,6 +53,15 @@ def test_fidelity_mix_is_the_flop_share_of_each_op_group():
     }
 
 
+def test_plan_refuses_what_it_cannot_plan():
+    with pytest.raises(ttnn.errors.ConfigError, match=r"batch=0.*\n.*fix:"):
+        perf.plan("tiny", "n300", batch=0)
+    with pytest.raises(ttnn.errors.ConfigError, match="exactly one"):
+        perf.plan("tiny", "n300", batch=2, batch_per_replica=1)
+    with pytest.raises(ttnn.errors.ConfigError, match="recipe='fp4'"):
+        perf.model(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)), "tiny", recipe="fp4")
+
+
 @pytest.mark.skipif(not os.environ.get("TT_METAL_HOME"), reason="needs TT_METAL_HOME (tt-metal)")
 def test_calibration_rows_are_tt_metals_published_figures():
     text = (Path(os.environ["TT_METAL_HOME"]) / "models/tt_transformers/PERF.md").read_text()

@@ -45,6 +45,7 @@ from ttjax.hardware import SYSTEMS, MathFidelity, System, get_system, tensix_flo
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 PHASES = ("decode", "prefill")
 _DTYPE_BYTES = {"bfloat16": 2, "float32": 4, "bfloat8_b": 1.0625, "bfloat4_b": 0.5625}
+_FLOAT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}  # HLO float types a collective may carry
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ class Prediction:
 
     @property
     def step_seconds(self) -> float:
-        return float(sum(t.seconds for t in self.terms if not t.hidden))
+        # a floor of 1 ns keeps the rates finite for an empty program
+        return max(float(sum(t.seconds for t in self.terms if not t.hidden)), 1e-9)
 
     @property
     def tokens_per_second_per_user(self) -> float:
@@ -235,18 +237,6 @@ class Prediction:
             )
         lines.append(f"  calibration: {self.calibration.note}")
         return lines
-
-    def table(self) -> Any:
-        """The terms as a ``rich.table.Table``."""
-        from rich.table import Table
-
-        t = Table(title=self.headline())
-        for col in ("term", "ms / step", "from"):
-            t.add_column(col, justify="right" if col == "ms / step" else "left")
-        for term in self.terms:
-            ms = f"{term.seconds * 1e3:.3f}" + (" (hidden)" if term.hidden else "")
-            t.add_row(term.name, ms, term.detail)
-        return t
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -324,8 +314,8 @@ def _collective_costs(
     out = []
     for c in report.collectives:
         scale = 1.0
-        if collective_dtype is not None and c.dtype == "f32":
-            scale = _DTYPE_BYTES[collective_dtype] / 4.0
+        if collective_dtype is not None and c.dtype in _FLOAT_BYTES:
+            scale = _DTYPE_BYTES[collective_dtype] / _FLOAT_BYTES[c.dtype]
         bpd = c.bytes_per_device * scale
         topo, hops, lat, xfer = collective_time(c.kind, bpd, c.group_size, system, links)
         out.append(
@@ -388,11 +378,11 @@ def workload(
     ``users``: sequences one program step serves (the batch of one replica). The program may run
     on a submesh: the system then holds ``system chips / program chips`` replicas of it (data
     parallel, as TT-NN's hybrid DP+TP). ``collective_dtype``: the element type collectives are
-    costed in (TT-NN runs them in the activations' dtype; XLA's CPU backend upcasts bf16 ones to
-    f32, so f32 collectives are costed at this size); None keeps the compiled dtype. ``layers``:
-    decoder layers (default: the trip count of the program's layer loop, else 1). ``num_links``:
-    the Ethernet links the program's CCLs use (TT-NN's ``num_links=``; default: all the system
-    has between neighbours; more than it has is capped).
+    costed in (TT-NN runs them in the activations' or a CCL dtype; XLA's CPU backend upcasts bf16
+    ones to f32, so every float collective is costed at this size); None keeps the compiled
+    one. ``layers``: decoder layers (default: the trip count of the program's layer loop, else
+    1). ``num_links``: the Ethernet links the program's CCLs use (TT-NN's ``num_links=``;
+    default: all the system has between neighbours; more than it has is capped).
     """
     s = get_system(system)
     links = s.links if num_links is None else min(int(num_links), s.links)

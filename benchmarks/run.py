@@ -26,6 +26,7 @@ SUITES = {
     "compile": ("benchmarks.bench_compile", (2, 4)),
     "fsdp": ("benchmarks.bench_fsdp", (1, 8)),
     "torch": ("benchmarks.bench_torch", None),
+    "cost": ("benchmarks.bench_cost", None),
 }
 
 

@@ -3,9 +3,12 @@ program configs it builds, checked against TT-Metal's definitions."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import ttjax as ttnn
+from ttjax.hardware import get_system
 
 
 @pytest.mark.parametrize(
@@ -179,3 +182,12 @@ def test_num_cores_to_corerangeset_in_subcoregrids_errors():
         ttnn.MemoryConfigError, match="greater than total number of available cores 30"
     ):
         ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(1, 0), 31, grids)
+
+
+def test_systems_carry_the_published_figures():
+    t = get_system("T3K")
+    assert (t.num_chips, t.links, t.topology(8), t.topology(4)) == (8, 1, "ring", "line")
+    g = get_system("galaxy")
+    assert (g.num_chips, g.links, g.topology(8), g.topology(32)) == (32, 4, "ring", "line")
+    assert t.dram_bandwidth == 288e9 and t.dram_bytes == 12 * 10**9
+    assert math.isclose(t.hop_seconds, 650e-9) and t.link_bandwidth == 12.5e9

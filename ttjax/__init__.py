@@ -16,6 +16,7 @@ explains it):
 1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).
 2. ``_capture`` (trace-capture state), ``_specs``, ``_blockfloat``, ``hardware``, ``_config``,
    ``_hlo``, ``numerics``, ``kernels`` (the Pallas GEMV): state and pure helpers; above them
+   ``plan`` (parallelism checks), ``cost`` (the step-time model ``inspect`` predicts with) and
    ``subdevice`` (sub-devices, global semaphores and circular buffers).
 3. ``mesh``: ``MeshDevice`` and friends.
 4. ``tensor``: ``Tensor`` = data + frozen ``TensorSpec`` (which carries the memory config);
@@ -37,6 +38,7 @@ _config.configure_virtual_devices()
 from ttjax import (  # noqa: E402
     _tensor_methods,  # noqa: F401  (attaches Tensor.__add__, .to_torch, ...)
     cluster,
+    cost,
     device,
     distributed,
     experimental,
@@ -441,6 +443,7 @@ __all__ = [
     "dump_tensor",
     "load_tensor",
     "cluster",
+    "cost",
     "device",
     "FabricConfig",
     "FabricReliabilityMode",

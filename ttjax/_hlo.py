@@ -273,6 +273,8 @@ class Module:
     conditionals: list[str] = field(default_factory=list)
     flops: float = 0.0
     flops_by_loop: dict[str, float] = field(default_factory=dict)
+    # Matmul FLOPs per run (dots only, every branch of a conditional counted): the Tensix term.
+    dot_flops: float = 0.0
 
 
 def _array_shapes(type_text: str) -> list[tuple[str, tuple[int, ...]]]:
@@ -418,9 +420,131 @@ def _walk(
             for callee in _called(ins.rest, "calls") + _called(ins.rest, "to_apply"):
                 flops += _walk(mod, callee, mult, loops, cond, stack)
         elif op == "dot":
-            flops += _dot_flops(ins, shapes)
+            dot = _dot_flops(ins, shapes)
+            mod.dot_flops += mult * dot
+            flops += dot
         elif op in ("reduce", "reduce-window"):
             flops += _reduce_flops(ins, shapes)
         elif op in _ELEMENTWISE:
             flops += _elements(ins.type)
     return flops
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter reads: how many bytes of each argument one run reads
+# ---------------------------------------------------------------------------------------------
+
+# Ops that read only the part of an operand they return (an embedding lookup, a table row).
+_PARTIAL_READS = frozenset(("gather", "dynamic-slice", "slice"))
+_PARAM = re.compile(r"parameter\((\d+)\)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class ParameterRead:
+    """One argument of the entry computation: its bytes and the bytes one run reads of it.
+
+    ``read_bytes < bytes`` when the program only gathers or slices it (an embedding table, a
+    RoPE table): those ops' results are what leaves DRAM. ``name`` is JAX's argument path.
+    """
+
+    number: int
+    name: str
+    bytes: int
+    read_bytes: int
+
+
+def _type_bytes(type_text: str) -> int:
+    return sum(int(np.prod(s)) * _BYTES.get(dt, 4) for dt, s in _array_shapes(type_text))
+
+
+def _operands(instr: Instr) -> list[str]:
+    """Names of an instruction's operands (its text up to the closing parenthesis, split at
+    top-level commas; each operand's last token, so typed operands work too)."""
+    parts, depth, cur = [], 0, ""
+    for ch in re.sub(r"/\*.*?\*/", "", instr.rest):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.split()[-1].lstrip("%") for p in parts if p.strip()]
+
+
+# Ops that pass a value through unchanged in size (XLA fuses them with the slice that follows).
+_TRANSPARENT = frozenset(("convert", "bitcast", "bitcast-convert", "copy", "reshape"))
+
+
+def _partial_read(
+    comps: dict[str, list[Instr]], comp: str, name: str, seen: frozenset[str]
+) -> int | None:
+    """Elements read of value ``name`` in ``comp`` if every use gathers or slices it (through
+    converts, reshapes and fusions), else None (also when it has no use: a computation's root
+    leaves as a whole)."""
+    total, used = 0, False
+    for ins in comps.get(comp, []):
+        ops = _operands(ins)
+        if name not in ops:
+            continue
+        used = True
+        if ins.op in _PARTIAL_READS and ops[0] == name:
+            total += _elements(ins.type)
+            continue
+        if ins.op in _TRANSPARENT:
+            got = _partial_read(comps, comp, ins.name, seen)
+            if got is None:
+                return None
+            total += got
+            continue
+        callee = _called(ins.rest, "calls")
+        if ins.op == "fusion" and callee and callee[0] not in seen:
+            inner = {
+                int(m.group(1)): i.name
+                for i in comps.get(callee[0], [])
+                if i.op == "parameter" and (m := _PARAM.search(f"{i.op}({i.rest}"))
+            }
+            for k, op in enumerate(ops):
+                if op != name or k not in inner:
+                    continue
+                got = _partial_read(comps, callee[0], inner[k], seen | {callee[0]})
+                if got is None:
+                    return None
+                total += got
+            continue
+        return None
+    return total if used else None
+
+
+def parameter_reads(module: Module) -> list[ParameterRead]:
+    """Every entry parameter with the bytes one run reads of it (see :class:`ParameterRead`).
+
+    A parameter used only by gathers or slices (directly or inside fusions) counts their results;
+    any other use (a dot, a loop carrying it, an elementwise op) counts the whole buffer.
+    """
+    out: list[ParameterRead] = []
+    for ins in module.computations.get(module.entry, []):
+        if ins.op != "parameter":
+            continue
+        m = _PARAM.search(f"{ins.op}({ins.rest}")
+        full = _type_bytes(ins.type)
+        elements = _elements(ins.type)
+        partial = _partial_read(module.computations, module.entry, ins.name, frozenset())
+        if partial is not None:
+            partial = int(partial * full / max(elements, 1))
+        label = _OP_NAME.search(ins.rest)
+        out.append(
+            ParameterRead(
+                number=int(m.group(1)) if m else len(out),
+                name=label.group(1).replace("\\'", "'") if label else ins.name,
+                bytes=full,
+                read_bytes=full if partial is None else min(full, partial),
+            )
+        )
+    return out

@@ -16,7 +16,9 @@ device sends (standard ring formulas), the compiled per-device memory and the FL
 
 Command line: ``python -m ttjax.inspect pkg.module:target --mesh 2x4 --json out.json`` (or the
 ``ttjax inspect`` console script), where ``target(mesh_device, **kwargs)`` returns ``(fn, args)`` or ``(fn, args, options)`` (keyword
-arguments of :func:`inspect`, e.g. ``{"donate_argnums": (1,)}``).
+arguments of :func:`inspect`, e.g. ``{"donate_argnums": (1,)}``). ``--system t3000`` adds the
+predicted step time (``ttjax.cost``); ``ttjax plan --model llama-3.1-70b --system galaxy --batch
+128`` ranks a model's layouts by it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ttjax import _hlo, trace
+from ttjax import _hlo, cost, trace
 from ttjax.errors import MeshShapeError, TTJaxError
 from ttjax.mesh import MeshDevice, open_mesh_device, parse_mesh_shape
 from ttjax.tensor import Tensor
@@ -117,6 +119,17 @@ class ProgramReport:
     loops: list[LoopReport] = field(default_factory=list)
     conditionals: list[str] = field(default_factory=list)
     xla_flops: float | None = None
+    # Per device per step: matmul FLOPs, and the bytes read from DRAM (each argument it uses whole,
+    # the gathered rows of a table, plus the outputs not written in place): ttjax.cost's inputs.
+    matmul_flops: float | None = None
+    dram_read_bytes: float | None = None
+    parameter_reads: list[_hlo.ParameterRead] = field(default_factory=list, repr=False)
+    prediction: cost.Prediction | None = None
+
+    def predict(self, system: Any, **kwargs: Any) -> cost.Prediction:
+        """This program's step time on ``system`` (``ttjax.cost.predict``; kwargs: ``phase``,
+        ``users``, ``math_fidelity``, ...)."""
+        return cost.predict(self, system, **kwargs)
 
     def collective_counts(self, per: str = "step") -> dict[str, int]:
         """``{kind: count}`` for every collective kind (zeros included).
@@ -159,7 +172,10 @@ class ProgramReport:
             "flops": self.flops,
             "xla_flops_loop_bodies_once": self.xla_flops,
             "bytes_accessed": self.bytes_accessed,
+            "matmul_flops": self.matmul_flops,
+            "dram_read_bytes": self.dram_read_bytes,
             "compile_seconds": self.compile_seconds,
+            "prediction": None if self.prediction is None else self.prediction.to_dict(),
         }
         if include_text:
             d["stablehlo"] = self.stablehlo
@@ -251,10 +267,17 @@ class ProgramReport:
                 f"CPU backend temporaries per device: {_human(m.temp_bytes)} "
                 "(XLA CPU scratch buffers, not part of the chip-resident figure)"
             )
+        if self.dram_read_bytes is not None:
+            lines.append(
+                f"DRAM read per device per step: {_human(self.dram_read_bytes)} (arguments used "
+                "whole, gathered rows of tables, outputs not written in place)"
+            )
         if self.compile_seconds is None:
             lines.append("compile time: cached (no new compile)")
         else:
             lines.append(f"compile time: {self.compile_seconds:.2f} s")
+        if self.prediction is not None:
+            lines.extend(self.prediction.summary_lines())
         return lines
 
     def print(self, console: Any = None, width: int | None = None) -> None:
@@ -455,6 +478,9 @@ def report_compiled(
     xla_flops, accessed = _cost(compiled)
     module = _hlo.analyze(hlo)
     collectives = _reports(module, shape, names)
+    memory = _memory(compiled)
+    reads = _hlo.parameter_reads(module)
+    written = 0 if memory is None else max(0, memory.output_bytes - memory.alias_bytes)
     return ProgramReport(
         name=name,
         mesh_shape=shape,
@@ -462,13 +488,16 @@ def report_compiled(
         stablehlo=stablehlo,
         hlo=hlo,
         collectives=collectives,
-        memory=_memory(compiled),
+        memory=memory,
         flops=module.flops,
         bytes_accessed=accessed,
         compile_seconds=compile_seconds,
         loops=_loop_reports(module, collectives),
         conditionals=list(module.conditionals),
         xla_flops=xla_flops,
+        matmul_flops=module.dot_flops,
+        dram_read_bytes=float(sum(r.read_bytes for r in reads) + written),
+        parameter_reads=reads,
     )
 
 
@@ -490,6 +519,10 @@ def inspect(
     name: str | None = None,
     static_argnums: Sequence[int] = (),
     donate_argnums: Sequence[int] = (),
+    system: Any = None,
+    phase: str = "decode",
+    users: int = 1,
+    math_fidelity: Any = "hifi2",
     **kwargs: Any,
 ) -> ProgramReport:
     """Compile ``fn(*args, **kwargs)`` with ``jax.jit`` and report what XLA made of it.
@@ -497,7 +530,12 @@ def inspect(
     ``args`` may hold ttjax Tensors (real or abstract), ``jax.Array``s or ``jax.ShapeDtypeStruct``s;
     the mesh is taken from the first Tensor unless ``mesh`` is given. ``donate_argnums`` marks
     arguments updated in place (a KV cache), so their buffers count once in the memory report.
+    ``system`` (``"n150"``, ``"n300"``, ``"t3000"``, ``"galaxy"``) adds ``report.prediction``:
+    the step time on that system (``ttjax.cost``) of a ``phase`` step serving ``users`` sequences
+    with matmuls at ``math_fidelity`` (a fidelity or a ``{fidelity: share}`` mix).
     """
+    if system is not None:
+        cost.get_system(system)  # a bad name fails before the compile, not after
     mesh = mesh if mesh is not None else _find_mesh((args, kwargs))
     if mesh is None:
         raise TTJaxError(
@@ -517,13 +555,18 @@ def inspect(
         jax.monitoring.unregister_event_duration_listener(listener)
     if not backend_compiles:
         seconds = None  # served from JAX's compilation cache
-    return report_compiled(
+    report = report_compiled(
         compiled,
         mesh=mesh,
         name=name or str(getattr(fn, "__name__", "program")),
         stablehlo=lowered.as_text(),
         compile_seconds=seconds,
     )
+    if system is not None:
+        report.prediction = report.predict(
+            system, phase=phase, users=users, math_fidelity=math_fidelity
+        )
+    return report
 
 
 def inspect_trace(mesh_device: MeshDevice, trace_id: Any) -> list[ProgramReport]:
@@ -553,6 +596,64 @@ def _mesh_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(e).splitlines()[0]) from None
 
 
+# The layout search reaches a model package by name, as `ttjax inspect` reaches its targets: the
+# core never imports models/ (import-linter's contract), the command line loads it on demand.
+DEFAULT_PLANNER = "models.llama.perf:plan"
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise TTJaxError(f"{target!r} is not module:function.\nfix: e.g. {DEFAULT_PLANNER}.")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise TTJaxError(
+            f"cannot load {target!r} ({e}).\nfix: run from the repository root, or pass "
+            "--planner module:function."
+        ) from None
+
+
+def _plan(ns: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    try:
+        planner = _load(ns.planner)
+    except TTJaxError as e:
+        print(f"ttjax plan: {e}", file=sys.stderr)
+        return 2
+    kwargs: dict[str, Any] = {"batch": ns.batch, "batch_per_replica": ns.batch_per_replica}
+    if ns.context is not None:
+        kwargs["context"] = ns.context
+    if ns.num_links is not None:
+        kwargs["num_links"] = ns.num_links
+    start = time.perf_counter()
+    try:
+        rows = planner(ns.model, ns.system, **kwargs)
+    except TTJaxError as e:
+        print(f"ttjax plan: {e}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - start
+    width = ns.width or (None if sys.stdout.isatty() else 250)
+    console = Console(width=width, soft_wrap=False)
+    reference = cost.reference_row(rows)
+    what = f"batch {ns.batch}" if ns.batch else f"{ns.batch_per_replica} per replica"
+    console.print(
+        cost.plan_table(
+            rows,
+            f"{ns.model} on {ns.system}, {what}: {len(rows)} layouts ranked by predicted tok/s/user",
+            reference,
+        )
+    )
+    for line in cost.plan_notes(rows, reference):
+        console.print(line)
+    console.print(f"{len(rows)} layouts compiled abstractly and predicted in {seconds:.1f} s")
+    if ns.json:
+        with open(ns.json, "w") as f:
+            json.dump([r.to_dict() for r in rows], f, indent=2)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``ttjax inspect TARGET --mesh 2x4 [--arg k=v ...] [--json F] [--hlo F] [--stablehlo F]``."""
     parser = argparse.ArgumentParser(prog="ttjax", description=__doc__.splitlines()[0])
@@ -567,14 +668,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--width", type=int, default=None, help="table width (default: the terminal's, else 200)"
     )
+    p.add_argument(
+        "--system",
+        choices=sorted(cost.SYSTEMS),
+        default=None,
+        help="predict the step time on this system (ttjax.cost); the target's options give "
+        "phase, users and math_fidelity",
+    )
     sub.add_parser("devices", help="show the system mesh")
+    q = sub.add_parser("plan", help="rank a model's layouts on a system by predicted speed")
+    q.add_argument("--model", default="llama-3.1-70b", help="the planner's model name")
+    q.add_argument("--system", choices=sorted(cost.SYSTEMS), default="galaxy")
+    batch = q.add_mutually_exclusive_group(required=True)
+    batch.add_argument("--batch", type=int, help="users over the whole system")
+    batch.add_argument("--batch-per-replica", type=int, help="users per replica")
+    q.add_argument("--context", type=int, default=None, help="KV-cache positions read per step")
+    q.add_argument(
+        "--num-links", type=int, default=None, help="Ethernet links the CCLs use (default: all)"
+    )
+    q.add_argument(
+        "--planner",
+        default=DEFAULT_PLANNER,
+        help="module:function that enumerates and predicts the layouts (default: %(default)s)",
+    )
+    q.add_argument("--json", help="write the ranked layouts as JSON here")
+    q.add_argument("--width", type=int, default=None, help="table width")
     raw = list(sys.argv[1:] if argv is None else argv)
-    if raw and raw[0] not in ("inspect", "devices", "-h", "--help"):
+    if raw and raw[0] not in ("inspect", "devices", "plan", "-h", "--help"):
         raw = ["inspect", *raw]
     ns = parser.parse_args(raw)
     if ns.command == "devices":
         visualize_system_mesh()
         return 0
+    if ns.command == "plan":
+        return _plan(ns)
     if ns.command != "inspect":
         parser.print_help()
         return 2
@@ -587,7 +714,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     made = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
     fn, args = made[0], made[1]
     options = made[2] if len(made) > 2 else {}
-    report = inspect(fn, *args, mesh=mesh, name=ns.target, **options)
+    if ns.system is None:
+        for key in ("phase", "users", "math_fidelity"):
+            options.pop(key, None)
+    report = inspect(fn, *args, mesh=mesh, name=ns.target, system=ns.system, **options)
     report.print(width=ns.width)
     if ns.json:
         with open(ns.json, "w") as f:

@@ -58,13 +58,15 @@ def decode_step(
     mesh: ttnn.MeshDevice, **kwargs: Any
 ) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """``(step, (params, caches, tokens, pos), options)`` for one decode step on abstract inputs;
-    the KV cache is donated (updated in place, as in TT-NN)."""
+    the KV cache is donated (updated in place, as in TT-NN); ``ttjax inspect --system`` predicts
+    it as a decode step serving ``batch`` users."""
     model = build(mesh, **kwargs)
     b = model.batch
     mapper = ttnn.ShardTensorToMesh(mesh, dim=0) if model.dp > 1 else None
     tokens = ttnn.abstract_tensor((b, 1), ttnn.uint32, device=mesh, mesh_mapper=mapper)
     pos = ttnn.abstract_tensor((b,), ttnn.int32, device=mesh, mesh_mapper=mapper)
-    return model.decode_fn(), (model.params, model.caches, tokens, pos), {"donate_argnums": (1,)}
+    options = {"donate_argnums": (1,), "phase": "decode", "users": b}
+    return model.decode_fn(), (model.params, model.caches, tokens, pos), options
 
 
 def full_size_report(

@@ -30,7 +30,7 @@ import numpy as np
 import ttjax as ttnn
 from models.llama.axes import BATCH_AXES
 from models.llama.config import LlamaConfig
-from models.llama.sharding import LlamaSharding
+from models.llama.sharding import WEIGHT_GROUPS, LlamaSharding
 
 
 class TtLlama(LlamaSharding):
@@ -58,6 +58,7 @@ class TtLlama(LlamaSharding):
         embedding: str = "hidden_sharded",
         gather_logits: bool = True,
         fuse_gate_up: bool = False,
+        weight_dtypes: dict[str, ttnn.DataType] | None = None,
     ) -> None:
         if mode not in ("tp", "dp"):
             raise ttnn.errors.ConfigError(
@@ -76,6 +77,13 @@ class TtLlama(LlamaSharding):
                 f"{config.mlp!r}.\nfix: leave fuse_gate_up=False for this model."
             )
         self.fuse_gate_up = fuse_gate_up
+        unknown = sorted(set(weight_dtypes or {}) - set(WEIGHT_GROUPS))
+        if unknown:
+            raise ttnn.errors.ConfigError(
+                f"TtLlama: weight_dtypes names {unknown}, which are not weights of a layer.\n"
+                f"fix: use names from {list(WEIGHT_GROUPS)}."
+            )
+        self.weight_dtypes = dict(weight_dtypes or {})
         self.config = config
         self.mesh = mesh_device
         self.mode = mode

@@ -73,6 +73,11 @@ class WeightRecipe(NamedTuple):
         return cls(None, None, None, None)
 
 
+# Weights whose dtype ``TtLlama(weight_dtypes={name: dtype})`` may set apart from weight_dtype
+# (tt_transformers' TensorGroups: WQKV, WO, FF1/FF3 = w_in/w_up/w_gate_up, FF2 = w_out, LM head).
+WEIGHT_GROUPS = ("wqkv", "wo", "w_in", "w_up", "w_gate_up", "w_out", "lm_head")
+
+
 class LlamaSharding:
     """Parameter and KV-cache placement for :class:`~models.llama.model.TtLlama` (a mixin)."""
 
@@ -82,6 +87,7 @@ class LlamaSharding:
     batch: int
     dtype: Any
     weight_dtype: Any
+    weight_dtypes: dict[str, Any]
     cache_dtype: Any
     max_seq_len: int
     abstract: bool
@@ -186,7 +192,11 @@ class LlamaSharding:
         self.params: dict[str, Any] = {
             "embed": self._put(embed, (c.vocab_size, c.dim), embed_axes, ad, plan=embed_plan),
             "lm_head": self._put(
-                _t(head), (c.dim, c.vocab_size), head_axes, self.weight_dtype, True
+                _t(head),
+                (c.dim, c.vocab_size),
+                head_axes,
+                self.weight_dtypes.get("lm_head", self.weight_dtype),
+                True,
             ),
             "norm": self._put(get("model.norm.weight"), (c.dim,), norm_axes, ad),
             "norm_bias": self._put(get("model.norm.bias"), (c.dim,), norm_axes, ad)
@@ -271,29 +281,31 @@ class LlamaSharding:
             return R(get(name), (c.dim,), weight_axes(p + name), ad) if present else none
 
         def linear(
-            name: str, value: Any = None, shape: tuple[int, ...] | None = None
+            name: str, value: Any = None, shape: tuple[int, ...] | None = None, group: str = ""
         ) -> WeightRecipe:
             """A linear as TT-NN's [in, out] (``value`` / ``shape`` for a fused one)."""
             axes = in_out(weight_axes(p + name))
             if shape is None:
                 value, shape = _t(get(name)), _layer_shapes(c)[name][::-1]
-            return R(value, shape, axes, wd, True)
+            return R(value, shape, axes, self.weight_dtypes.get(group, wd), True)
 
         specs: dict[str, WeightRecipe] = {
             "attn_norm": norm("input_layernorm.weight"),
             "attn_norm_bias": norm("input_layernorm.bias", layer_norm),
-            "wqkv": linear("self_attn.q_proj.weight", wqkv, (c.dim, qkv_cols)),
-            "wo": linear("self_attn.o_proj.weight"),
+            "wqkv": linear("self_attn.q_proj.weight", wqkv, (c.dim, qkv_cols), "wqkv"),
+            "wo": linear("self_attn.o_proj.weight", group="wo"),
             "mlp_norm": norm("post_attention_layernorm.weight", not c.parallel_block),
             "mlp_norm_bias": norm(
                 "post_attention_layernorm.bias", layer_norm and not c.parallel_block
             ),
-            "w_in": none if fused else linear(w_in),
-            "w_up": linear("mlp.up_proj.weight") if swiglu and not fused else none,
-            "w_gate_up": linear("mlp.gate_proj.weight", gate_up, (c.dim, 2 * c.ffn_dim))
+            "w_in": none if fused else linear(w_in, group="w_in"),
+            "w_up": linear("mlp.up_proj.weight", group="w_up") if swiglu and not fused else none,
+            "w_gate_up": linear(
+                "mlp.gate_proj.weight", gate_up, (c.dim, 2 * c.ffn_dim), "w_gate_up"
+            )
             if fused
             else none,
-            "w_out": linear(w_out),
+            "w_out": linear(w_out, group="w_out"),
         }
         return specs
 
@@ -347,4 +359,4 @@ class LlamaSharding:
             self.caches = [self._new_cache() for _ in range(self.config.n_layers)]
 
 
-__all__ = ["LlamaSharding", "WeightRecipe"]
+__all__ = ["WEIGHT_GROUPS", "LlamaSharding", "WeightRecipe"]

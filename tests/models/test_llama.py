@@ -147,6 +147,9 @@ def test_tp_decode_step_has_two_all_reduces_per_layer():
     assert layer.collectives_per_iteration["all-reduce"] == 2
     assert scanned.bytes_per_device == pytest.approx(unrolled.bytes_per_device)
     assert scanned.flops == pytest.approx(unrolled.flops, rel=0.01)
+    # ttjax.cost's inputs read alike through the layer loop: DRAM bytes and matmul FLOPs
+    assert scanned.matmul_flops == pytest.approx(unrolled.matmul_flops, rel=1e-6)
+    assert scanned.dram_read_bytes == pytest.approx(unrolled.dram_read_bytes, abs=64)  # indices
     text = "\n".join(scanned.summary_lines())
     assert f"collectives per step: {2 * CONFIG.n_layers + 2}" in text
     assert f"{CONFIG.n_layers} iterations (known_trip_count); per layer: 2 collectives" in text

@@ -18,7 +18,8 @@ def _main(name: str):
 
 
 def test_every_example_is_tested():
-    tested = {"readme_snippet", "tp_mlp", "submesh_trace", "hf_checkpoint"}
+    # tessera_training needs 72 devices: tests/dist/test_dist_training_step.py runs it
+    tested = {"readme_snippet", "tp_mlp", "submesh_trace", "hf_checkpoint", "tessera_training"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
 
 

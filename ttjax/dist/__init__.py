@@ -2,7 +2,7 @@
 collectives by axis name.
 
 >>> from ttjax import dist
->>> from ttjax.dist import op
+>>> from ttjax.dist import graph, nn, op, schedule
 >>> mesh = dist.Mesh(axes=["tp", "dp"], devices=range(16))
 >>> print(mesh.topology)
 tp × dp mesh, 4 × 4
@@ -16,7 +16,7 @@ Everything lowers to ``jax.sharding`` (``NamedSharding``, ``shard_map``, ``jax.l
 collectives); sums follow ``ttjax.numerics``.
 """
 
-from ttjax.dist import op
+from ttjax.dist import graph, nn, op, schedule
 from ttjax.dist.layout import REPLICATED, ShardSpec, as_dtype, tensor
 from ttjax.dist.mesh import Mesh, balanced_shape
 from ttjax.dist.region import (
@@ -40,10 +40,13 @@ __all__ = [
     "axis_index",
     "balanced_shape",
     "local",
+    "graph",
+    "nn",
     "op",
     "per_replica",
     "recv",
     "reduce_scatter",
+    "schedule",
     "send",
     "tensor",
 ]

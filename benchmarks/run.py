@@ -25,6 +25,7 @@ SUITES = {
     "cp": ("benchmarks.bench_cp", (1, 8)),
     "compile": ("benchmarks.bench_compile", (2, 4)),
     "fsdp": ("benchmarks.bench_fsdp", (1, 8)),
+    "tessera": ("benchmarks.bench_tessera", None),
 }
 
 

@@ -257,11 +257,14 @@ class TrainingStep:
         self._programs: dict[Any, Any] = {}
         self._shardings: dict[str, Any] = {}
         self._opt_shardings: Any = None
+        self._module: Module | None = None
         self.__wrapped__ = fn
 
     @property
     def module(self) -> Module:
-        return get_module(self.module_name)
+        """The module this step trains: bound by :meth:`init` (before it, the one registered
+        last under the name)."""
+        return self._module if self._module is not None else get_module(self.module_name)
 
     def _data_axis(self) -> str | None:
         return DATA_AXIS if DATA_AXIS in self.module.mesh.axes else None
@@ -287,7 +290,7 @@ class TrainingStep:
     def init(self, optimizer: optax.GradientTransformation, batch: Any) -> TrainState:
         """Find the trained arrays (the module's parameters and the arrays the step passes to it,
         by tracing the step once on ``batch``'s shapes) and the optimizer's initial state."""
-        module = self.module
+        module = self._module = get_module(self.module_name)
         batch = self.put_batch(batch)
         look = _Trace(module, values=None, inputs={})
         with jax.set_mesh(module.mesh.jax_mesh), _tracing(look):

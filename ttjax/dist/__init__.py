@@ -12,6 +12,11 @@ tp × dp mesh, 4 × 4
 ... def f(W_local, X_local):
 ...     return dist.all_reduce(op.matmul(W_local, X_local), axis="dp")
 
+Training in the global view (seed 003, sections 7.6-7.7): ``graph.training_step`` /
+``graph.backward`` over a module whose weights carry ``ShardSpec`` layouts (``nn.Transformer`` on a
+``tp x pp x dp`` mesh), driven by ``schedule.all_reduce_overlap`` and
+``schedule.pipeline_microbatches``; ``all_reduce(..., local=...)`` is hierarchical.
+
 Everything lowers to ``jax.sharding`` (``NamedSharding``, ``shard_map``, ``jax.lax``
 collectives); sums follow ``ttjax.numerics``.
 """

@@ -27,6 +27,7 @@ SUITES = {
     "fsdp": ("benchmarks.bench_fsdp", (1, 8)),
     "torch": ("benchmarks.bench_torch", None),
     "cost": ("benchmarks.bench_cost", None),
+    "tessera": ("benchmarks.bench_tessera", None),
 }
 
 

@@ -25,6 +25,20 @@ def test_axes_of_groups_maps_replica_groups_to_cluster_axes():
     assert axes_of_groups([(0, 2), (1, 3)], (2, 4)) is None
 
 
+def test_iota_replica_groups_are_read_whole():
+    """``replica_groups=[4,2]<=[2,4]T(1,0)`` (XLA's iota form, e.g. a partitioner's all-reduce
+    over the major axis of 2x4) is four groups of two, not a truncated ``[4``."""
+    from ttjax import _hlo
+
+    line = (
+        "  %ar = f32[4]{0} all-reduce(f32[4]{0} %p), channel_id=2, "
+        "replica_groups=[4,2]<=[2,4]T(1,0), use_global_device_ids=true, to_apply=%add"
+    )
+    (c,) = _hlo.parse_collectives(line)
+    assert c.replica_groups == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert axes_of_groups(c.replica_groups, (2, 4)) == (0,)
+
+
 def test_table_lists_exactly_the_programs_collectives_with_ring_bytes(t3000):
     x = _x(t3000)  # [1,1,32,32] f32 per device = 4096 bytes
 

@@ -127,7 +127,7 @@ def _attr(attrs: str, key: str) -> str | None:
     mesh = _MESH_GROUPS.match(attrs[j:])
     if mesh:
         return mesh.group(0)
-    m = re.match(r"[^,\s]+(?:T\([0-9,]+\))?", attrs[j:])
+    m = re.match(r"\[[0-9,]+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?|[^,\s]+", attrs[j:])
     return m.group(0) if m else None
 
 

@@ -88,11 +88,19 @@ def group_size(axes: Sequence[Any]) -> int:
     return int(np.prod([lax.axis_size(a) for a in axes], dtype=np.int64))
 
 
-def _acc_dtype(dtype: Any) -> Any:
+def accumulation_dtype(dtype: Any) -> Any:
+    """The dtype sums of ``dtype`` accumulate in: float32 for float16/bfloat16, else ``dtype``.
+
+    >>> ttjax.numerics.accumulation_dtype(np.float16)
+    dtype('float32')
+    """
     d = jnp.dtype(dtype)
     if jnp.issubdtype(d, jnp.floating) and d.itemsize < 4:
-        return jnp.float32
+        return jnp.dtype(jnp.float32)
     return d
+
+
+_acc_dtype = accumulation_dtype
 
 
 def ordered_sum(rows: Any, dtype: Any = None) -> Any:
@@ -260,11 +268,48 @@ def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) ->
     return _ordered_gather(x, axes, axis % (x.ndim + (0 if tiled else 1)), tiled)
 
 
+def psum_hierarchical(x: Any, axis_name: Any, local: Any) -> Any:
+    """``psum(x, axis_name)`` in three stages, for a mesh whose ``local`` axis is intra-node and
+    whose other axes of ``axis_name`` cross nodes: reduce-scatter over ``local``, psum of the
+    ``1/local`` piece over the rest, all-gather over ``local``. Each stage follows the policy.
+
+    Only ``1/local`` of the data crosses the node axis (the flat all-reduce sends all of it).
+    Deterministic: each device's piece is summed over ``local`` in device order, then over the
+    node axis in node order (not the flat order, so not bitwise the flat deterministic result).
+    """
+    axes, inner = _axes(axis_name), _axes(local)
+    outer = tuple(a for a in axes if a not in inner)
+    if not inner or set(inner) - set(axes):
+        raise CCLError(
+            f"ttjax.numerics.psum_hierarchical: local={inner} must be among the reduced axes "
+            f"{axes}.\nfix: local= one of {axes} (the intra-node axis)."
+        )
+    n = group_size(inner)
+    gather_to = "invarying" if _vma_checked(inner) else "varying"
+
+    def leaf(v: Any) -> Any:
+        flat = jnp.reshape(v, (-1,))
+        pad = (-flat.shape[0]) % n
+        if pad:
+            flat = jnp.pad(flat, (0, pad))
+        piece = psum_scatter(flat, inner, scatter_dimension=0, tiled=True)
+        if outer:
+            piece = psum(piece, outer)
+        if gather_to == "invarying":  # inside shard_map(check_vma=True): typed replicated
+            full = lax.all_gather(piece, inner, axis=0, tiled=True, to="invarying")
+        else:
+            full = all_gather(piece, inner, axis=0, tiled=True)
+        return jnp.reshape(full[: full.shape[0] - pad] if pad else full, jnp.shape(v))
+
+    return jax.tree.map(leaf, x)
+
+
 _policy.make_callable(__name__, _setting)
 
 __all__ = [
     "MODES",
     "Policy",
+    "accumulation_dtype",
     "all_gather",
     "deterministic",
     "group_size",
@@ -272,6 +317,7 @@ __all__ = [
     "ordered_sum",
     "pmean",
     "psum",
+    "psum_hierarchical",
     "psum_scatter",
     "reduce_sum",
     "set_numerics",

@@ -2,7 +2,7 @@
 collectives by axis name.
 
 >>> from ttjax import dist
->>> from ttjax.dist import op
+>>> from ttjax.dist import graph, nn, op, schedule
 >>> mesh = dist.Mesh(axes=["tp", "dp"], devices=range(16))
 >>> print(mesh.topology)
 tp × dp mesh, 4 × 4
@@ -12,11 +12,16 @@ tp × dp mesh, 4 × 4
 ... def f(W_local, X_local):
 ...     return dist.all_reduce(op.matmul(W_local, X_local), axis="dp")
 
+Training in the global view (seed 003, sections 7.6-7.7): ``graph.training_step`` /
+``graph.backward`` over a module whose weights carry ``ShardSpec`` layouts (``nn.Transformer`` on a
+``tp x pp x dp`` mesh), driven by ``schedule.all_reduce_overlap`` and
+``schedule.pipeline_microbatches``; ``all_reduce(..., local=...)`` is hierarchical.
+
 Everything lowers to ``jax.sharding`` (``NamedSharding``, ``shard_map``, ``jax.lax``
 collectives); sums follow ``ttjax.numerics``.
 """
 
-from ttjax.dist import op
+from ttjax.dist import graph, nn, op, schedule
 from ttjax.dist.layout import REPLICATED, ShardSpec, as_dtype, tensor
 from ttjax.dist.mesh import Mesh, balanced_shape
 from ttjax.dist.region import (
@@ -40,10 +45,13 @@ __all__ = [
     "axis_index",
     "balanced_shape",
     "local",
+    "graph",
+    "nn",
     "op",
     "per_replica",
     "recv",
     "reduce_scatter",
+    "schedule",
     "send",
     "tensor",
 ]

@@ -185,9 +185,29 @@ def _region(op: str, axis: Any) -> tuple[str, ...]:
     return axes
 
 
-def all_reduce(x: Any, axis: Any, op: str = "sum") -> Any:
-    """Combine ``x`` over the devices along ``axis`` (``sum``, ``mean``, ``max``, ``min``)."""
+def all_reduce(x: Any, axis: Any, op: str = "sum", local: str | None = None) -> Any:
+    """Combine ``x`` over the devices along ``axis`` (``sum``, ``mean``, ``max``, ``min``).
+
+    ``local``: the intra-node axis among ``axis`` for a hierarchical sum (``sum``/``mean``):
+    reduce-scatter over ``local``, all-reduce over the other (node) axes, all-gather over
+    ``local``, so only ``1/size(local)`` of ``x`` crosses nodes
+    (``ttjax.numerics.psum_hierarchical``).
+
+    >>> dist.all_reduce(g, axis=("node", "local"), local="local")
+    """
     axes = _region("all_reduce", axis)
+    if local is not None:
+        if local not in axes or op not in ("sum", "mean"):
+            raise CCLError(
+                f"dist.all_reduce(axis={axis!r}, op={op!r}, local={local!r}): a hierarchical "
+                "all-reduce sums over axes that include local.\nfix: op='sum' or 'mean' and "
+                f"local= one of {list(axes)}."
+            )
+        total = numerics.psum_hierarchical(x, axes, local)
+        if op == "sum":
+            return total
+        n = numerics.group_size(axes)
+        return jax.tree.map(lambda s: (s / n).astype(s.dtype), total)
     if op == "sum":
         return numerics.psum(x, axes)
     if op == "mean":

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 
 from ttjax import kernels
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
+from ttjax.enums import DataType, UnaryOpType, UnaryWithParam
 from ttjax.hardware import DRAM_MEMORY_CONFIG
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
-from ttjax.ops.pointwise import activation_fn
+from ttjax.ops.activations import chain_fn, parse_activation
 from ttjax.tensor import Tensor
 
 
@@ -28,14 +28,33 @@ def _out_config(memory_config: Any) -> Any:
     return DRAM_MEMORY_CONFIG if memory_config is None else memory_config
 
 
-def _activation(op: str, activation: Any, program_config: Any) -> tuple[Any, Any]:
-    """The activation TT-NN fuses into the product: the program config's ``fused_activation``
-    when it has one (TT-NN's matmul kernels apply that one), else ``activation=``."""
+def _activation(
+    op: str, activation: Any, program_config: Any, core_grid: Any
+) -> tuple[Any, tuple[UnaryWithParam, ...]]:
+    """The activations TT-NN applies to the product (ttnn/.../matmul/matmul.cpp, bound_matmul):
+    the program config's ``fused_activation`` inside the kernel (after the bias), then
+    ``activation=`` as its own op after it. Without ``core_grid`` TT-NN runs that one with GELU's
+    approximation off ("Gelu must have approximation disabled for model accuracy"); with
+    ``core_grid`` it is fused into the program config TT-NN generates, parameter kept, and with
+    both ``core_grid`` and ``program_config`` the given config wins and ``activation=`` is dropped.
+    Every form (string, UnaryOpType, UnaryWithParam, [op, param]) is read by
+    :func:`ttjax.ops.activations.parse_activation`."""
     fused = (
         getattr(program_config, "fused_activation", None) if program_config is not None else None
     )
-    chosen = fused if fused is not None else activation
-    return activation_fn(op, chosen), chosen
+    chain: list[UnaryWithParam] = []
+    if fused is not None:
+        chain.append(parse_activation(op, fused))
+    if activation is not None:
+        user = parse_activation(op, activation)
+        if core_grid is None:
+            if user.op_type is UnaryOpType.GELU:
+                user = UnaryWithParam(UnaryOpType.GELU, 0.0)
+            chain.append(user)
+        elif program_config is None:
+            chain.append(user)
+    acts = tuple(chain)
+    return chain_fn(op, acts), acts
 
 
 def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
@@ -77,7 +96,7 @@ def matmul(
     """
     check_hw_kwargs("matmul", kwargs)
     out_dtype = check_dtype("matmul", dtype)
-    act, activation = _activation("matmul", activation, program_config)
+    act, acts = _activation("matmul", activation, program_config, core_grid)
     ta, tb = bool(transpose_a), bool(transpose_b)
 
     def fn(a: Any, b: Any) -> Any:
@@ -88,7 +107,7 @@ def matmul(
         "matmul",
         fn,
         [input_tensor_a, input_tensor_b],
-        static=(ta, tb, repr(activation)),
+        static=(ta, tb, acts),
         out_dtype=out_dtype,
         memory_config=_out_config(memory_config),
     )
@@ -119,7 +138,7 @@ def linear(
     """
     check_hw_kwargs("linear", kwargs)
     out_dtype = check_dtype("linear", dtype)
-    act, activation = _activation("linear", activation, program_config)
+    act, acts = _activation("linear", activation, program_config, core_grid)
     ta, tb = bool(transpose_a), bool(transpose_b)
     tensors = [input_tensor_a, input_tensor_b] + ([bias] if bias is not None else [])
 
@@ -136,7 +155,7 @@ def linear(
         "linear",
         fn,
         tensors,
-        static=(ta, tb, bias is not None, repr(activation)),
+        static=(ta, tb, bias is not None, acts),
         out_dtype=out_dtype,
         memory_config=_out_config(memory_config),
     )

@@ -15,17 +15,50 @@ import jax.numpy as jnp
 
 from ttjax import kernels
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, UnaryOpType, UnaryWithParam
-from ttjax.hardware import DRAM_MEMORY_CONFIG
+from ttjax._matmul_specs import matmul_output_memory_config
+from ttjax.enums import DataType, Layout, UnaryOpType, UnaryWithParam
+from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
 from ttjax.ops.activations import chain_fn, parse_activation
-from ttjax.tensor import Tensor
+from ttjax.tensor import Tensor, tile_padded
 
 
-def _out_config(memory_config: Any) -> Any:
+def _out_config(
+    op: str,
+    memory_config: Any,
+    program_config: Any,
+    a: Tensor,
+    b: Tensor,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Any:
     """TT-NN's matmul/linear write DRAM interleaved unless ``memory_config=`` says otherwise
-    (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp)."""
-    return DRAM_MEMORY_CONFIG if memory_config is None else memory_config
+    (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp); a
+    sharded one with a sharded program config gets the shard spec TT-NN computes from the
+    program config (:func:`ttjax._matmul_specs.matmul_output_memory_config`)."""
+    if memory_config is None:
+        return DRAM_MEMORY_CONFIG
+    if program_config is None or not isinstance(memory_config, MemoryConfig):
+        return memory_config
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
+        return memory_config
+
+    def padded(t: Tensor, transpose: bool) -> tuple[int, ...]:
+        shape = list(t._spec.shape)
+        if transpose and len(shape) >= 2:
+            shape[-2], shape[-1] = shape[-1], shape[-2]
+        return tile_padded(shape) if t._spec.layout is Layout.TILE else tuple(shape)
+
+    return matmul_output_memory_config(
+        op,
+        program_config,
+        memory_config,
+        padded(a, transpose_a),
+        padded(b, transpose_b),
+        a._spec.memory_config.shard_spec if a.is_sharded() else None,
+        a._mesh.compute_with_storage_grid_size(),
+        b._spec.memory_config.shard_spec if b.is_sharded() else None,
+    )
 
 
 def _activation(
@@ -109,7 +142,9 @@ def matmul(
         [input_tensor_a, input_tensor_b],
         static=(ta, tb, acts),
         out_dtype=out_dtype,
-        memory_config=_out_config(memory_config),
+        memory_config=_out_config(
+            "matmul", memory_config, program_config, input_tensor_a, input_tensor_b, ta, tb
+        ),
     )
     return write_output(out, optional_output_tensor)
 
@@ -157,6 +192,8 @@ def linear(
         tensors,
         static=(ta, tb, bias is not None, acts),
         out_dtype=out_dtype,
-        memory_config=_out_config(memory_config),
+        memory_config=_out_config(
+            "linear", memory_config, program_config, input_tensor_a, input_tensor_b, ta, tb
+        ),
     )
     return write_output(out, optional_output_tensor)

@@ -588,7 +588,11 @@ class SDPAProgramConfig(_KernelConfig):
 
 
 class LayerNormShardedMultiCoreProgramConfig(_KernelConfig):
-    """Sharded layer/RMS norm config (TT-NN's binding: these keywords, ``inplace`` required)."""
+    """Sharded layer/RMS norm config (TT-NN's binding: these keywords, ``inplace`` required).
+
+    A plain struct, as in TT-NN: its rules are checked when a norm runs on a tensor
+    (:func:`ttjax.ops._common.check_norm_program_config`), so configs for other sizes can be built.
+    """
 
     _fields = (
         "compute_with_storage_grid_size",
@@ -600,15 +604,6 @@ class LayerNormShardedMultiCoreProgramConfig(_KernelConfig):
         "legacy_rsqrt",
         "use_welford",
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        sw, bw = self.__dict__.get("subblock_w"), self.__dict__.get("block_w")
-        if isinstance(sw, int) and isinstance(bw, int) and sw > 0 and bw % sw:
-            raise MemoryConfigError(
-                f"LayerNormShardedMultiCoreProgramConfig: block_w {bw} must be divisible by "
-                f"subblock_w {sw}.\nfix: pick a subblock_w that divides block_w."
-            )
 
 
 class LayerNormDefaultProgramConfig(_KernelConfig):

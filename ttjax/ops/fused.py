@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from ttjax._dispatch import run_op
 from ttjax.enums import TILE_SIZE, DataType
 from ttjax.errors import ShapeMismatchError
-from ttjax.ops._common import check_dtype, write_output
+from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
 from ttjax.tensor import Tensor
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -357,6 +357,7 @@ def rms_norm_pre_all_gather(
     ``input + residual``."""
     op = "rms_norm_pre_all_gather"
     out_dtype = check_dtype(op, dtype) or DataType.BFLOAT16
+    check_norm_program_config(op, program_config, input_tensor, residual_input_tensor)
     tensors = [input_tensor]
     if residual_input_tensor is not None:
         if residual_input_tensor._shape != input_tensor._shape:
@@ -395,6 +396,7 @@ def rms_norm_post_all_gather(
     sums every stats column and divides by ``W * n_devices``. ``weight`` holds this device's W
     values (any shape of W elements, e.g. [1, 1, W/32, 32] row-major)."""
     op = "rms_norm_post_all_gather"
+    check_norm_program_config(op, program_config, input_tensor)
     x_shape, st_shape = tuple(input_tensor._shape), tuple(stats._shape)
     if (
         len(st_shape) != len(x_shape)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from ttjax import kernels
 from ttjax._dispatch import run_op
-from ttjax._matmul_specs import matmul_output_memory_config
+from ttjax._matmul_specs import check_matmul_program_config, matmul_output_memory_config
 from ttjax.enums import DataType, Layout, UnaryOpType, UnaryWithParam
 from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
@@ -36,12 +36,6 @@ def _out_config(
     (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp); a
     sharded one with a sharded program config gets the shard spec TT-NN computes from the
     program config (:func:`ttjax._matmul_specs.matmul_output_memory_config`)."""
-    if memory_config is None:
-        return DRAM_MEMORY_CONFIG
-    if program_config is None or not isinstance(memory_config, MemoryConfig):
-        return memory_config
-    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
-        return memory_config
 
     def padded(t: Tensor, transpose: bool) -> tuple[int, ...]:
         shape = list(t._spec.shape)
@@ -49,6 +43,14 @@ def _out_config(
             shape[-2], shape[-1] = shape[-1], shape[-2]
         return tile_padded(shape) if t._spec.layout is Layout.TILE else tuple(shape)
 
+    if program_config is not None and isinstance(a, Tensor):
+        check_matmul_program_config(op, program_config, padded(a, transpose_a))
+    if memory_config is None:
+        return DRAM_MEMORY_CONFIG
+    if program_config is None or not isinstance(memory_config, MemoryConfig):
+        return memory_config
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
+        return memory_config
     return matmul_output_memory_config(
         op,
         program_config,

@@ -17,7 +17,7 @@ import numpy as np
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
 
 
@@ -120,6 +120,7 @@ def _normalization(name: str, center: bool) -> Callable[..., Tensor]:
         **kwargs: Any,
     ) -> Tensor:
         check_hw_kwargs(name, kwargs)
+        check_norm_program_config(name, program_config, input_tensor, residual_input_tensor)
         tensors = [input_tensor]
         has = (residual_input_tensor is not None, weight is not None, bias is not None)
         for t in (residual_input_tensor, weight, bias):

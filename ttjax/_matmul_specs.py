@@ -9,7 +9,7 @@ checks the given layout against the variant. Pure layout math: plain shapes in, 
 >>> pc = MatmulMultiCoreReuseMultiCast1DProgramConfig(compute_with_storage_grid_size=(8, 4),
 ...     in0_block_w=2, out_subblock_h=1, out_subblock_w=1, out_block_h=1, out_block_w=1,
 ...     per_core_M=1, per_core_N=2, fuse_batch=True, mcast_in0=True)
->>> out = matmul_output_memory_config("matmul", pc, L1_WIDTH_SHARDED_MEMORY_CONFIG,
+>>> out = matmul_output_memory_config("matmul", pc, ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
 ...     (1, 1, 32, 64), (1, 1, 64, 512), None, CoreCoord(8, 8))
 >>> out.shard_spec.shape, out.shard_spec.grid.num_cores()
 ((32, 64), 8)

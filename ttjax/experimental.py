@@ -29,6 +29,8 @@ from ttjax.ops.fused import (
     nlp_create_qkv_heads_decode,
     rotary_embedding_llama,
 )
+from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
+from ttjax.ops.pointwise import experimental_typecast as typecast
 from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
 
 __all__ = [
@@ -38,7 +40,10 @@ __all__ = [
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
+    "attn_matmul",
+    "attn_matmul_from_cache",
     "fast_reduce_nc",
+    "group_attn_matmul",
     "llama_reduce_scatter",
     "llama_rs_matmul",
     "neighbor_pad_async",
@@ -53,4 +58,5 @@ __all__ = [
     "rotary_embedding",
     "rotary_embedding_llama",
     "slice_reshard_async",
+    "typecast",
 ]

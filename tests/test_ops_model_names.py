@@ -165,3 +165,20 @@ def test_storage_and_tile_shape_helpers():
     assert ttnn.is_tensor_storage_on_device(d) and not ttnn.is_tensor_storage_on_device(h)
     assert not ttnn.is_sharded(d)
     assert ttnn.pad_to_tile_shape([1, 1, 7, 33]) == [1, 1, 32, 64]
+
+
+def test_falcon7b_qkv_heads_and_causal_hw_softmax():
+    x, wx = _rand(17, (1, 1, 32, 4672))
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads_falcon7b(x)
+    tx = {c: w[:, 0].reshape(1, 32, 73, 64).transpose(0, 2, 1, 3) for c, w in wx.items()}
+    check(q, {c: w[:, :71] for c, w in tx.items()}, exact=True)
+    check(k, {c: w[:, 71:72] for c, w in tx.items()}, exact=True)
+    check(v, {c: w[:, 72:73] for c, w in tx.items()}, exact=True)
+    s, ws = _rand(18, (1, 2, 32, 32))
+    causal = np.triu(np.full((32, 32), -1e9, np.float32), 1)[None, None]
+    m, wm = put(causal, MESH, REPLICATED, ttnn.float32)
+    y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(s, 0.125, m)
+    want = {c: torch.softmax(_t(ws)[c] * 0.125 + _t(wm)[c], -1).numpy() for c in ws}
+    check(y, want, tol=(1e-5, 1e-5))
+    with pytest.raises(ttnn.ShapeMismatchError, match="last two dims"):
+        ttnn.scale_causal_mask_hw_dims_softmax_in_place(s, 0.125, None)

@@ -27,6 +27,7 @@ from ttjax.ops.fused import (
     nlp_concat_heads_decode,
     nlp_create_qkv_heads,
     nlp_create_qkv_heads_decode,
+    nlp_create_qkv_heads_falcon7b,
     rotary_embedding_llama,
 )
 from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
@@ -51,6 +52,7 @@ __all__ = [
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
+    "nlp_create_qkv_heads_falcon7b",
     "paged_fill_cache",
     "paged_update_cache",
     "reduce_scatter_async",

@@ -124,6 +124,25 @@ def nlp_create_qkv_heads(
     return q, k, v
 
 
+def nlp_create_qkv_heads_falcon7b(
+    input: Tensor, *, memory_config: Any = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Falcon-7B's fused QKV [B, 1, S, 4672] -> q [B, 71, S, 64], k [B, 1, S, 64], v [B, 1, S, 64]
+    (multi-query: 71 q heads, then one k and one v head), TT-NN's
+    ``ttnn.experimental.nlp_create_qkv_heads_falcon7b`` (ttnn/cpp/ttnn/operations/experimental/
+    transformer/nlp_create_qkv_heads_falcon7b)."""
+    op = "nlp_create_qkv_heads_falcon7b"
+    shape = tuple(input._shape)
+    if len(shape) != 4 or shape[1] != 1 or shape[3] != 4672:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Unsupported input shape {list(shape)} (per device).\nfix: "
+            "the input is Falcon-7B's fused QKV [B, 1, S, 4672] (71 q heads + k + v, 64 each)."
+        )
+    return nlp_create_qkv_heads(
+        input, num_heads=71, num_kv_heads=1, transpose_k_heads=False, memory_config=memory_config
+    )
+
+
 def nlp_create_qkv_heads_decode(
     input_tensor: Tensor,
     *,

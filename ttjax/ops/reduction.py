@@ -303,3 +303,29 @@ def cumsum(
 
     result = run_op("cumsum", local, [input_tensor], static=(d, rev), out_dtype=dtype)
     return write_output(result, out)
+
+
+def scale_causal_mask_hw_dims_softmax_in_place(
+    input_tensor: Tensor,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    *,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    numeric_stable: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """``softmax(x * scale + mask)`` in place with a mask over x's last two dims (one [.., H, W]
+    causal mask shared by every batch and head), TT-NN's
+    ``ttnn.scale_causal_mask_hw_dims_softmax_in_place`` (Falcon-7B's prefill attention)."""
+    op = "scale_causal_mask_hw_dims_softmax_in_place"
+    if mask is None or tuple(mask._shape[-2:]) != tuple(input_tensor._shape[-2:]):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: the mask must span the input's last two dims "
+            f"{list(input_tensor._shape[-2:])} (got "
+            f"{None if mask is None else list(mask._shape)}).\n"
+            "fix: pass the [1, 1, H, W] causal mask of this slice."
+        )
+    return scale_mask_softmax_in_place(
+        input_tensor, scale, mask, program_config=program_config, is_causal_mask=True, **kwargs
+    )

@@ -28,14 +28,18 @@ from typing import Any
 
 from google.protobuf import text_format
 
+from ttjax._userfile import read_user_text
 from ttjax.errors import MeshGraphDescriptorError, TopologyMismatchError
 from ttjax.proto import mesh_graph_descriptor_pb2 as pb
 
 #: Environment variables that select a descriptor, in the order they are read.
 ENV_VARS = ("TTJAX_MESH_GRAPH_DESC_PATH", "TT_MESH_GRAPH_DESC_PATH")
 
-#: Descriptor picked when no variable is set, by device count (TTML's defaults, seed 002).
+#: Descriptor picked when no variable is set, by device count: TTML's for 8 and 32 devices, and
+#: the N150 and N300 boards' own for 1 and 2 (what tt-metal finds on those boards).
 DEFAULT_DESCRIPTORS: Mapping[int, str] = {
+    1: "n150_mesh_graph_descriptor.textproto",
+    2: "n300_mesh_graph_descriptor.textproto",
     8: "t3k_1x8_mesh_graph_descriptor.textproto",
     32: "galaxy_1x32_mesh_graph_descriptor.textproto",
 }
@@ -372,7 +376,10 @@ def load_mesh_graph_descriptor(
     p = Path(path)
     if not p.is_file():
         raise _not_found(p, source or "given path")
-    return parse_mesh_graph_descriptor(p.read_text(encoding="utf-8"), str(p))
+    text = read_user_text(
+        p, "mesh graph descriptor", "an MGD 2.0 textproto", MeshGraphDescriptorError
+    )
+    return parse_mesh_graph_descriptor(text, str(p))
 
 
 def mesh_graph_descriptor_path(num_devices: int) -> tuple[Path, str]:

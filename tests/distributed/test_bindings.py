@@ -275,3 +275,19 @@ def test_launcher_reads_the_descriptor_with_the_schema_checked_parser(tmp_path):
     with pytest.warns(UserWarning, match=r"future.textproto:4:3: field 'express_lanes'"):
         b = parse_rank_bindings(text, "b.yaml", str(tmp_path))
     assert b.mesh_devices(0) == tuple(range(8))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"rank_bindings:\n  - rank: 0 # \xe9\n", r"b.yaml:2: rank-binding file is not UTF-8"),
+        (b"\n", r"rank-binding file '.*b.yaml' is empty\.\nfix: "),
+        (b"rank_bindings: {0: 1}\n", r"rank_bindings.*must be a non-empty list"),
+        (b"rank_bindings:\n  - [0, 1]\n", r"rank_bindings\[0\]"),
+    ],
+)
+def test_binding_file_bytes_and_shapes(tmp_path, content, message):
+    path = tmp_path / "b.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_rank_bindings(path)

@@ -173,7 +173,6 @@ def test_max_steps_range(tmp_path):
     ("section", "key", "value"),
     [
         ("training_config", "model_path", "weights.msgpack"),
-        ("training_config", "tokenizer_path", "tok.json"),
         ("training_config", "num_epochs", 3),
         ("transformer_config", "model_path", "weights.msgpack"),
     ],

@@ -289,3 +289,20 @@ def test_mesh_instances_through_a_graph() -> None:
         'top_level_instance { graph { graph_descriptor: "G0" graph_id: 0 } }\n'
     )
     assert mgd.parse_mesh_graph_descriptor(t).mesh_sizes() == {0: 4, 3: 4}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b'mesh_descriptors { name: "M\xff" }\n',
+            r"m.textproto:1: mesh graph descriptor is not UTF-8",
+        ),
+        (b"", r"mesh graph descriptor '.*m.textproto' is empty\.\nfix: "),
+    ],
+)
+def test_descriptor_file_bytes(tmp_path, content, message):
+    path = tmp_path / "m.textproto"
+    path.write_bytes(content)
+    with pytest.raises(MeshGraphDescriptorError, match=message):
+        mgd.load_mesh_graph_descriptor(path)

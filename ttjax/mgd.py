@@ -1,8 +1,8 @@
 """Mesh graph descriptors (MGD 2.0): TT-Fabric's textproto files that say how the chips are wired.
 
 TTML picks one from ``TT_MESH_GRAPH_DESC_PATH`` (ttjax also reads ``TTJAX_MESH_GRAPH_DESC_PATH``,
-which wins) or, when unset, by device count: 8 devices take the T3000 1x8 line and 32 the Galaxy
-1x32 line. Files are parsed with protobuf's ``text_format`` against the shipped schema; like tt-metal, fields
+which wins) or, when unset, by device count: 1 device takes the N150, 2 the N300, 8 the T3000
+1x8 line and 32 the Galaxy 1x32 line. Files are parsed with protobuf's ``text_format`` against the shipped schema; like tt-metal, fields
 the schema lacks are skipped (forward compatibility), each with a warning naming it. ``ttjax-run``
 (``ttjax.distributed``) and TTML (``ttjax.ttml.mgd``) share this one parser.
 
@@ -398,13 +398,28 @@ def mesh_graph_descriptor_path(num_devices: int) -> tuple[Path, str]:
     name = DEFAULT_DESCRIPTORS.get(int(num_devices))
     if name is None:
         raise MeshGraphDescriptorError(
-            f"No default mesh graph descriptor for {num_devices} devices: {ENV_VARS[1]} (and "
-            f"{ENV_VARS[0]}) are unset, and defaults exist only for "
-            f"{' and '.join(str(n) for n in DEFAULT_DESCRIPTORS)} devices.\n"
-            f"fix: set {ENV_VARS[1]} to a descriptor for {num_devices} devices, e.g. one of the "
-            f"shipped files {', '.join(shipped_descriptors())} (a bare shipped name works)."
+            f"No default mesh graph descriptor for {num_devices} devices ({ENV_VARS[1]} and "
+            f"{ENV_VARS[0]} are unset); the default meshes are {fitting_meshes()}.\n"
+            f"fix: use one of those meshes (device_config.mesh_shape or --mesh-shape), or set "
+            f"{ENV_VARS[1]} to your descriptor for {num_devices} devices."
         )
     return shipped_descriptors()[name], f"default for {num_devices} devices"
+
+
+def _shapes(n: int) -> list[str]:
+    return [f"{r}x{n // r}" for r in range(1, n + 1) if n % r == 0]
+
+
+def fitting_meshes(max_devices: int | None = None) -> str:
+    """The meshes the default descriptors open, up to ``max_devices`` devices, as text:
+    ``"1x1; 1x2, 2x1; 1x8, 2x4, 4x2, 8x1"`` (a line descriptor opens any mesh of its count)."""
+    groups = []
+    for n, name in sorted(DEFAULT_DESCRIPTORS.items()):
+        if max_devices is not None and n > max_devices:
+            continue
+        mesh = load_mesh_graph_descriptor(shipped_descriptors()[name]).mesh
+        groups.append(", ".join(_shapes(n) if mesh.is_line else ["x".join(map(str, mesh.dims))]))
+    return "; ".join(groups) or "none"
 
 
 def select_mesh_graph_descriptor(num_devices: int) -> MeshGraphDescriptor:
@@ -419,6 +434,7 @@ __all__ = [
     "MeshGraphDescriptor",
     "MeshSpec",
     "UnknownFieldWarning",
+    "fitting_meshes",
     "load_mesh_graph_descriptor",
     "mesh_graph_descriptor_path",
     "parse_mesh_graph_descriptor",

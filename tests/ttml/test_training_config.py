@@ -632,3 +632,34 @@ def test_corpus_and_tokenizer_file_bytes(tmp_path: Path) -> None:
     (tmp_path / "tok.json").write_text("{not json")
     with pytest.raises(TrainingConfigError, match=r"tok.json' is not a Hugging Face tokenizer"):
         load_dataset("bpe", vocab_size=None, tokenizer_path=tmp_path / "tok.json")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "distance"),
+    [
+        ("kitten", "sitting", 3),  # the textbook case: 2 substitutions and 1 insertion
+        ("ab", "ba", 1),  # one swap of neighbours
+        ("enable_dpp", "enable_ddp", 1),  # p -> d
+        ("enable_dpp", "enable_pp", 1),  # delete d
+        ("enable_dpp", "enable_tp", 2),  # delete one d, the other d -> t
+        ("", "abc", 3),
+    ],
+)
+def test_edit_distance_by_hand(a: str, b: str, distance: int) -> None:
+    assert C.edit_distance(a, b) == distance == C.edit_distance(b, a)
+
+
+def test_did_you_mean_names_every_closest_real_key(tmp_path: Path) -> None:
+    """``enable_dpp`` is one edit from both enable_ddp and enable_pp: both are named, the
+    same-length one first (difflib's ratio picked enable_pp alone)."""
+    train = copy.deepcopy(BASE)
+    train["device_config"]["enable_dpp"] = True
+    with pytest.raises(
+        TrainingConfigError,
+        match=r"unknown key 'enable_dpp' \(did you mean 'enable_ddp' or 'enable_pp'\?\)",
+    ):
+        ttml.load_config(write(tmp_path, train))
+    train = copy.deepcopy(BASE)
+    train["training_config"]["batchsize"] = 8
+    with pytest.raises(TrainingConfigError, match=r"'batchsize' \(did you mean 'batch_size'\?\)"):
+        ttml.load_config(write(tmp_path, train))

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,8 @@ from typing import Any
 
 import jax
 
-from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
+from ttjax._cli import DEBUG_ENV, debug_requested, report_errors
+from ttjax.errors import ConfigError, MeshShapeError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
@@ -37,8 +37,6 @@ from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
-
-DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
 
 
 @dataclass(frozen=True)
@@ -312,6 +310,24 @@ def refuse_ignored_keys(run: RunConfig) -> None:
             )
 
 
+def check_writable_dir(folder: str | os.PathLike[str], key: str) -> None:
+    """Create ``folder`` and write a probe file in it, before any device opens, so a checkpoint or
+    log folder that cannot be made or written stops the run before step 1 (naming ``key``)."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".ttjax-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{str(blocker)!r} is a file, not a folder" if blocker else e.strerror or str(e)
+        raise TrainingConfigError(
+            f"{key} = {str(folder)!r} cannot be created or written: {why}.\nfix: set {key} to a "
+            "folder you can write (it is created if missing)."
+        ) from None
+
+
 def strategies(par: Parallelism, step: Any) -> str:
     """Every strategy in force, for the banner: DDP and TP axes and sizes, and PP's layout."""
     text = par.describe()
@@ -355,21 +371,11 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
     """Run a command line's ``fn(argv)``; a ttjax error becomes one clean message and status 1.
 
     The message is the error's own (it names the bad value and ends with ``fix:``). With
-    ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first.
+    ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first
+    (:func:`ttjax._cli.report_errors`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    try:
-        return fn(args)
-    except (TTJaxError, OSError) as e:
-        if debug:
-            traceback.print_exc()
-        message = str(e).strip() or type(e).__name__
-        if "fix:" not in message:
-            message += "\nfix: check the path and its permissions."
-        hint = "" if debug else f"\n(run with --debug or {DEBUG_ENV}=1 for the traceback)"
-        print(f"{prog}: error ({type(e).__name__}): {message}{hint}", file=sys.stderr)
-        return 1
+    return report_errors(lambda: fn(args), prog, debug_requested(args))
 
 
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
@@ -382,6 +388,8 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         shape = parse_mesh_shape(args.mesh_shape)
     last_step = max_steps(run, args.max_steps)
     refuse_ignored_keys(run)
+    check_writable_dir(t.checkpoint_dir, "training_config.checkpoint_dir")
+    check_writable_dir(args.out or Path("runs") / t.project_name, "--out")
     opt = OptimizerSettings.from_config(run)
     ctx = AutoContext.get_instance()
     ctx.set_seed(t.seed)
@@ -499,6 +507,7 @@ __all__ = [
     "add_debug_flag",
     "bpe_size",
     "check_model_type",
+    "check_writable_dir",
     "main",
     "max_steps",
     "model_vocab",

@@ -17,7 +17,6 @@ folders, then the working directory.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -119,6 +118,36 @@ def _mesh_shape(v: Any, where: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours: 1 each)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def did_you_mean(word: str, keys: Any) -> str:
+    """`` (did you mean 'enable_ddp' or 'enable_pp'?)``: every real key at the smallest edit
+    distance (at most a third of the word, and 2 or more), same length first; "" if none is near.
+
+    >>> did_you_mean("enable_dpp", ["enable_ddp", "enable_pp", "enable_tp"])
+    " (did you mean 'enable_ddp' or 'enable_pp'?)"
+    """
+    dist = {k: edit_distance(word, str(k)) for k in keys}
+    best = min(dist.values(), default=None)
+    if best is None or best > max(2, len(word) // 3):
+        return ""
+    near = sorted((k for k, d in dist.items() if d == best), key=lambda k: (len(k) != len(word), k))
+    return f" (did you mean {' or '.join(repr(k) for k in near[:3])}?)"
+
+
 def _key(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("key", f.name)
 
@@ -143,8 +172,7 @@ def _build(cls: type, raw: Any, where: str, **extra: Any) -> Any:
     fields = {_key(f): f for f in dataclasses.fields(cls) if "check" in f.metadata}
     for k in raw:
         if k not in fields:
-            near = difflib.get_close_matches(str(k), list(fields), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(str(k), fields)
             raise TrainingConfigError(
                 f"{where}: unknown key {k!r}{hint}. Allowed keys: {', '.join(sorted(fields))}.\n"
                 f"fix: remove or rename {k!r}."
@@ -626,8 +654,7 @@ def _resolve(ref: str, base: Path, where: str) -> Path:
 def _check_top(data: Mapping[str, Any], allowed: tuple[str, ...], path: Path) -> None:
     for k in data:
         if k not in allowed:
-            near = difflib.get_close_matches(str(k), allowed, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(str(k), allowed)
             raise TrainingConfigError(
                 f"{path}: unknown section {k!r}{hint}. Allowed sections: {', '.join(allowed)}.\n"
                 f"fix: remove or rename {k!r}."
@@ -768,6 +795,7 @@ __all__ = [
     "SchedulerConfig",
     "TrainingConfig",
     "TransformerConfig",
+    "did_you_mean",
     "load_config",
     "load_model_config",
     "validate_batch",

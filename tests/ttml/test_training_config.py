@@ -663,3 +663,16 @@ def test_did_you_mean_names_every_closest_real_key(tmp_path: Path) -> None:
     train["training_config"]["batchsize"] = 8
     with pytest.raises(TrainingConfigError, match=r"'batchsize' \(did you mean 'batch_size'\?\)"):
         ttml.load_config(write(tmp_path, train))
+
+
+def test_a_corpus_shorter_than_a_window_is_refused(tmp_path: Path) -> None:
+    from ttjax.ttml.data import load_dataset
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("to be or not to be, " * 3)  # 60 characters: 54 train, 6 validation
+    data = load_dataset("char", vocab_size=None, data_path=str(text))
+    with pytest.raises(
+        TrainingConfigError, match=r"tiny.txt' is too short: its validation split has 6 tokens"
+    ):
+        data.check_windows(16, f"data_path {str(text)!r}")
+    data.check_windows(4, "x")  # a window of 4 + 1 tokens fits in 6

@@ -411,6 +411,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             data_path=t.data_path,
             tokenizer_path=tok_file,
         )
+        data.check_windows(run.model.max_sequence_length, f"data_path {t.data_path!r}")
         vocab = model_vocab(run, par, data.vocab_size)
         if vocab != run.model.vocab_size and jax.process_index() == 0:
             print(

@@ -133,6 +133,18 @@ class TokenDataset:
     def vocab_size(self) -> int:
         return int(self.tokenizer.vocab_size)
 
+    def check_windows(self, seq: int, source: str) -> None:
+        """Raise unless both splits hold a window of ``seq + 1`` tokens (``source``: the text's
+        name for the message, e.g. the ``data_path``)."""
+        short = min(len(self.train), len(self.val))
+        if short <= seq + 1:
+            raise TrainingConfigError(
+                f"{source} is too short: its {'training' if len(self.train) <= seq + 1 else 'validation'}"
+                f" split has {short} tokens, and a window of max_sequence_length {seq} needs "
+                f"{seq + 2}.\nfix: use a longer text (about {20 * (seq + 2)} tokens or more), or a "
+                "smaller max_sequence_length."
+            )
+
     def batch(self, step: int, accum: int, batch: int, seq: int, seed: int) -> np.ndarray:
         """``[accum, batch, seq + 1]`` random training windows; the same for the same (seed, step)."""
         rng = np.random.default_rng([seed, step])

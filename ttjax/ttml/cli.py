@@ -106,14 +106,15 @@ def ttml_vocab_size(tokens: int, tp_size: int = 1) -> int:
 
 def model_vocab(run: RunConfig, par: Parallelism, tokens: int | None = None) -> int:
     """The model's vocabulary, as TTML sets it: the tokenizer's ``tokens`` rounded up by
-    :func:`ttml_vocab_size`; a ``transformer_config.vocab_size`` the file wrote that is at least
-    that is kept. Without ``tokens``, the configured ``vocab_size``. TP must divide it.
+    :func:`ttml_vocab_size` when the file leaves ``transformer_config.vocab_size`` out or writes
+    one too small for the tokens (TTML's YAMLs write a placeholder 96). A written value that
+    holds the tokens is kept, so one config builds the same model on every mesh (and
+    ``--resume --mesh-shape`` restores onto it); TTML would round it up again under TP. TP must
+    divide the result. Without ``tokens``: the configured ``vocab_size``.
     """
     v = run.model.vocab_size
-    if tokens is not None:
-        rounded = ttml_vocab_size(tokens, par.tp_size)
-        if "vocab_size" not in run.model.written or v < rounded:
-            v = rounded
+    if tokens is not None and ("vocab_size" not in run.model.written or v < tokens):
+        v = ttml_vocab_size(tokens, par.tp_size)
     if v % par.tp_size:
         up = -(-v // par.tp_size) * par.tp_size
         raise TrainingConfigError(

@@ -332,8 +332,10 @@ class RopeScalingConfig:
 class TransformerConfig:
     """The model file's ``transformer_config`` (GPT-2 and Llama keys of tt-train).
 
-    ``vocab_size`` is the model's vocabulary as given (the training CLI checks that the tokens
-    fit in it and that TP divides it; it is never silently replaced).
+    ``vocab_size`` is the value the file gives (96 when left out); the training CLI sets the
+    model's vocabulary from it and the tokenizer as TTML does (``ttjax.ttml.cli.model_vocab``).
+    ``written`` lists the keys the file wrote; a ``model_type`` left out is the training
+    config's, with TTML's Llama defaults for a Llama.
     """
 
     model_type: str = _f("gpt2", _choice("gpt2", "llama"))

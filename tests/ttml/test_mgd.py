@@ -309,3 +309,32 @@ def test_descriptor_file_bytes(tmp_path, content, message):
     path.write_bytes(content)
     with pytest.raises(MeshGraphDescriptorError, match=message):
         mgd.load_mesh_graph_descriptor(path)
+
+
+def test_any_edit_of_a_descriptor_is_a_descriptor_or_its_error():
+    """Untrusted MGD text: hypothesis replaces a span of a shipped descriptor with any text;
+    parsing gives a descriptor or a MeshGraphDescriptorError naming the file, never another error."""
+    import warnings
+
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    text = mgd.shipped_descriptors()["t3k_mesh_graph_descriptor.textproto"].read_text()
+
+    @given(
+        st.integers(0, len(text)),
+        st.integers(0, 12),
+        st.text(
+            alphabet=st.sampled_from(list('{}[]:"_ -0123456789abcdeMNOPRTW\n#\xe9')), max_size=10
+        ),
+    )
+    def check(start, length, new):
+        edited = text[:start] + new + text[start + length :]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mgd.UnknownFieldWarning)
+            try:
+                mgd.parse_mesh_graph_descriptor(edited, "m.textproto")
+            except MeshGraphDescriptorError as e:
+                assert str(e).startswith("m.textproto") and "\nfix: " in str(e), str(e)
+
+    check()

@@ -166,3 +166,51 @@ def test_ttnn_run_pytest_shorthand_runs_pytest_with_ttnn_bound(tmp_path: Path) -
     )
     assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
     assert "1 passed" in out.stdout
+
+
+def test_ttnn_run_errors_are_one_message_and_debug_shows_the_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing script, a missing module, and a ttjax error raised inside the program."""
+    from ttjax import ttnn_run
+
+    assert ttnn_run.main([str(tmp_path / "nope.py")]) == 1
+    err = capsys.readouterr().err
+    assert "error (ConfigError): script" in err and "nope.py' does not exist" in err
+    assert "\nfix: " in err and "Traceback" not in err
+    assert ttnn_run.main(["-m", "no_such_module_xyz"]) == 1
+    assert "no module named 'no_such_module_xyz'" in capsys.readouterr().err
+    prog = tmp_path / "prog.py"
+    prog.write_text("import ttnn\nttnn.open_mesh_device(ttnn.MeshShape(64, 64))\n")
+    assert ttnn_run.main([str(prog)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m ttjax.ttnn_run: error (") and "Traceback" not in err
+    assert "\nfix: " in err and len(err.strip().splitlines()) <= 4
+    assert ttnn_run.main(["--debug", str(prog)]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_ttnn_run_puts_the_real_package_back_over_a_clone_folder(tmp_path: Path) -> None:
+    """A folder ``ttjax`` without ``__init__.py`` (a clone) imported as a namespace package in
+    the package's place: the runner restores the real package before the script runs."""
+    (tmp_path / "ttjax").mkdir()
+    code = (
+        "import sys, types\n"
+        "import ttjax.ttnn_run as r\n"
+        "fake = types.ModuleType('ttjax'); fake.__path__ = [sys.argv[1]]\n"
+        "sys.modules['ttjax'] = fake\n"
+        "print(r.unshadow())\n"
+        "import ttjax\n"
+        "print(hasattr(ttjax, 'open_mesh_device'), ttjax.__file__ == r.__file__.replace("
+        "'ttnn_run.py', '__init__.py'), r.unshadow())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "ttjax")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == [str(tmp_path / "ttjax"), "True True None"]
+    assert "was imported as `ttjax`; using the package at" in out.stderr

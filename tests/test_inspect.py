@@ -278,3 +278,25 @@ def test_memory_lines_separate_chip_resident_from_cpu_temporaries(t3000):
     text = "\n".join(report.summary_lines())
     assert "chip-resident memory per device: 8.00 KiB" in text
     assert "CPU backend temporaries per device" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["nope_pkg.mod:f"], "no module named 'nope_pkg'"),
+        (["models.llama.inspect_targets:nope"], "has no 'nope'.\nfix: one of build, decode_step"),
+        (["ttjax"], "must look like package.module:factory"),
+        (
+            ["models.llama.inspect_targets:build", "--arg", "batch"],
+            "--arg 'batch' is not key=value",
+        ),
+        (["models.llama.inspect_targets:build", "--mesh", "64x64"], "needs 4096 devices"),
+    ],
+)
+def test_cli_errors_are_one_message_with_a_fix(argv, needle, capsys):
+    assert main(["inspect", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ttjax inspect: error (") and needle in err, err
+    assert "\nfix: " in err and "Traceback" not in err and len(err.strip().splitlines()) <= 4
+    assert main(["inspect", *argv, "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err

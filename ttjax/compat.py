@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import runpy
 import sys
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ttjax._cli import debug_requested, report_errors
 from ttjax.errors import ConfigError
 
 
@@ -263,14 +265,29 @@ def mount_tt_metal(home: str | os.PathLike[str]) -> Path:
 
 
 def run_bound(
-    install: Callable[[], Any], usage: str, doc: str, argv: Sequence[str] | None = None
+    install: Callable[[], Any],
+    usage: str,
+    doc: str,
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str = "python -m ttjax.ttnn_run",
 ) -> int:
-    """``python -m RUNNER (script.py | -m module | pytest) [args]``: ``install()`` binds the
-    module names, then the script or module runs with ``sys.argv`` set as Python sets it."""
+    """``python -m RUNNER [--debug] (script.py | -m module | pytest) [args]``: ``install()`` binds
+    the module names, then the script or module runs with ``sys.argv`` set as Python sets it. A
+    ttjax error prints as one message ending in its ``fix:`` line (status 1); ``--debug`` (or
+    ``TTJAX_DEBUG=1``) shows the traceback too."""
     args = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_requested(args[:1])
+    if args[:1] == ["--debug"]:
+        args = args[1:]
     if not args or args[0] in ("-h", "--help"):
         print(usage + "\n\n" + doc.strip(), file=sys.stderr if not args else sys.stdout)
         return 2 if not args else 0
+    return report_errors(lambda: _run_bound(install, usage, args, prog), prog, debug)
+
+
+def _run_bound(install: Callable[[], Any], usage: str, args: list[str], prog: str) -> int:
+    unshadow(prog)
     install()
     if args[0] == "pytest":
         args = ["-m", *args]
@@ -278,12 +295,18 @@ def run_bound(
         if len(args) < 2:
             print(usage, file=sys.stderr)
             return 2
+        _check_module(args[1])
         sys.argv = [args[1], *args[2:]]
         try:
             runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         except SystemExit as e:
             return _code(e)
         return 0
+    if not os.path.isfile(args[0]):
+        raise ConfigError(
+            f"script {args[0]!r} does not exist (working directory {os.getcwd()}).\nfix: pass the "
+            "path of a Python file, -m package.module, or pytest [args]."
+        )
     sys.argv = list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args[0])))
     try:
@@ -291,6 +314,42 @@ def run_bound(
     except SystemExit as e:
         return _code(e)
     return 0
+
+
+def _check_module(name: str) -> None:
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"no module named {name!r} (sys.path starts with {sys.path[:2]}).\nfix: install it, "
+            "or set TT_METAL_HOME / PYTHONPATH so that it is importable."
+        )
+
+
+def unshadow(prog: str = "python -m ttjax.ttnn_run") -> str | None:
+    """Put the real ``ttjax`` package in ``sys.modules`` when a folder without ``__init__.py``
+    named ``ttjax`` (e.g. a clone in the working directory) was imported as a namespace package
+    in its place; returns that folder (None when nothing was shadowed)."""
+    mod = sys.modules.get("ttjax")
+    real = Path(__file__).resolve().parent
+    if mod is None or getattr(mod, "__file__", None):
+        return None
+    spec = importlib.util.spec_from_file_location(
+        "ttjax", real / "__init__.py", submodule_search_locations=[str(real)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    shadow = ", ".join(getattr(mod, "__path__", [])) or "a folder"
+    sys.modules["ttjax"] = package
+    spec.loader.exec_module(package)
+    print(
+        f"{prog}: note: the folder {shadow} (no __init__.py) was imported as `ttjax`; using the "
+        f"package at {real} instead (run from another folder to avoid this).",
+        file=sys.stderr,
+    )
+    return shadow
 
 
 def _code(e: SystemExit) -> int:
@@ -314,4 +373,5 @@ __all__ = [
     "run_bound",
     "uninstall_torch_xla",
     "uninstall_ttnn",
+    "unshadow",
 ]

@@ -27,6 +27,7 @@ import argparse
 import importlib
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,8 @@ import jax
 import numpy as np
 
 from ttjax import _hlo, cost, trace
-from ttjax.errors import MeshShapeError, TTJaxError
+from ttjax._cli import debug_requested, report_errors
+from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.mesh import MeshDevice, open_mesh_device, parse_mesh_shape
 from ttjax.tensor import Tensor
 from ttjax.visualize import visualize_system_mesh
@@ -675,6 +677,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="predict the step time on this system (ttjax.cost); the target's options give "
         "phase, users and math_fidelity",
     )
+    p.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (also TTJAX_DEBUG=1)"
+    )
     sub.add_parser("devices", help="show the system mesh")
     q = sub.add_parser("plan", help="rank a model's layouts on a system by predicted speed")
     q.add_argument("--model", default="llama-3.1-70b", help="the planner's model name")
@@ -693,6 +698,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     q.add_argument("--json", help="write the ranked layouts as JSON here")
     q.add_argument("--width", type=int, default=None, help="table width")
+    q.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (also TTJAX_DEBUG=1)"
+    )
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] not in ("inspect", "devices", "plan", "-h", "--help"):
         raw = ["inspect", *raw]
@@ -701,14 +709,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         visualize_system_mesh()
         return 0
     if ns.command == "plan":
-        return _plan(ns)
+        return report_errors(lambda: _plan(ns), "ttjax plan", debug_requested(raw))
     if ns.command != "inspect":
         parser.print_help()
         return 2
-    module_name, _, attr = ns.target.partition(":")
-    if not attr:
-        parser.error(f"target {ns.target!r} must look like package.module:factory")
-    factory = getattr(importlib.import_module(module_name), attr)
+    return report_errors(lambda: _inspect_cli(ns), "ttjax inspect", debug_requested(raw))
+
+
+def _factory(target: str) -> Any:
+    """``package.module:factory`` -> the factory; a bad target is a ConfigError with the fix."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"target {target!r} must look like package.module:factory.\nfix: e.g. ttjax inspect "
+            "models.llama.inspect_targets:mlp --mesh 2x4."
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module_name.startswith(e.name):
+            raise  # the module exists; one of its own imports failed: its traceback says where
+        raise ConfigError(
+            f"target {target!r}: no module named {e.name!r} (from {os.getcwd()}).\nfix: give an "
+            "importable module (run from the folder above it, or set PYTHONPATH)."
+        ) from None
+    if not hasattr(module, attr):
+        names = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == module_name
+        )
+        raise ConfigError(
+            f"target {target!r}: module {module_name!r} has no {attr!r}.\nfix: one of "
+            f"{', '.join(names[:12]) or '(no callables)'}."
+        )
+    return getattr(module, attr)
+
+
+def _inspect_cli(ns: argparse.Namespace) -> int:
+    factory = _factory(ns.target)
+    bad = [a for a in ns.arg if "=" not in a]
+    if bad:
+        raise ConfigError(f"--arg {bad[0]!r} is not key=value.\nfix: e.g. --arg batch=8.")
     kwargs = dict(a.split("=", 1) for a in ns.arg)
     mesh = open_mesh_device(ns.mesh)
     made = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})

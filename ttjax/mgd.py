@@ -1,8 +1,8 @@
 """Mesh graph descriptors (MGD 2.0): TT-Fabric's textproto files that say how the chips are wired.
 
 TTML picks one from ``TT_MESH_GRAPH_DESC_PATH`` (ttjax also reads ``TTJAX_MESH_GRAPH_DESC_PATH``,
-which wins) or, when unset, by device count: 8 devices take the T3000 1x8 line and 32 the Galaxy
-1x32 line. Files are parsed with protobuf's ``text_format`` against the shipped schema; like tt-metal, fields
+which wins) or, when unset, by device count: 1 device takes the N150, 2 the N300, 8 the T3000
+1x8 line and 32 the Galaxy 1x32 line. Files are parsed with protobuf's ``text_format`` against the shipped schema; like tt-metal, fields
 the schema lacks are skipped (forward compatibility), each with a warning naming it. ``ttjax-run``
 (``ttjax.distributed``) and TTML (``ttjax.ttml.mgd``) share this one parser.
 
@@ -28,14 +28,18 @@ from typing import Any
 
 from google.protobuf import text_format
 
+from ttjax._userfile import read_user_text
 from ttjax.errors import MeshGraphDescriptorError, TopologyMismatchError
 from ttjax.proto import mesh_graph_descriptor_pb2 as pb
 
 #: Environment variables that select a descriptor, in the order they are read.
 ENV_VARS = ("TTJAX_MESH_GRAPH_DESC_PATH", "TT_MESH_GRAPH_DESC_PATH")
 
-#: Descriptor picked when no variable is set, by device count (TTML's defaults, seed 002).
+#: Descriptor picked when no variable is set, by device count: TTML's for 8 and 32 devices, and
+#: the N150 and N300 boards' own for 1 and 2 (what tt-metal finds on those boards).
 DEFAULT_DESCRIPTORS: Mapping[int, str] = {
+    1: "n150_mesh_graph_descriptor.textproto",
+    2: "n300_mesh_graph_descriptor.textproto",
     8: "t3k_1x8_mesh_graph_descriptor.textproto",
     32: "galaxy_1x32_mesh_graph_descriptor.textproto",
 }
@@ -372,7 +376,10 @@ def load_mesh_graph_descriptor(
     p = Path(path)
     if not p.is_file():
         raise _not_found(p, source or "given path")
-    return parse_mesh_graph_descriptor(p.read_text(encoding="utf-8"), str(p))
+    text = read_user_text(
+        p, "mesh graph descriptor", "an MGD 2.0 textproto", MeshGraphDescriptorError
+    )
+    return parse_mesh_graph_descriptor(text, str(p))
 
 
 def mesh_graph_descriptor_path(num_devices: int) -> tuple[Path, str]:
@@ -391,13 +398,28 @@ def mesh_graph_descriptor_path(num_devices: int) -> tuple[Path, str]:
     name = DEFAULT_DESCRIPTORS.get(int(num_devices))
     if name is None:
         raise MeshGraphDescriptorError(
-            f"No default mesh graph descriptor for {num_devices} devices: {ENV_VARS[1]} (and "
-            f"{ENV_VARS[0]}) are unset, and defaults exist only for "
-            f"{' and '.join(str(n) for n in DEFAULT_DESCRIPTORS)} devices.\n"
-            f"fix: set {ENV_VARS[1]} to a descriptor for {num_devices} devices, e.g. one of the "
-            f"shipped files {', '.join(shipped_descriptors())} (a bare shipped name works)."
+            f"No default mesh graph descriptor for {num_devices} devices ({ENV_VARS[1]} and "
+            f"{ENV_VARS[0]} are unset); the default meshes are {fitting_meshes()}.\n"
+            f"fix: use one of those meshes (device_config.mesh_shape or --mesh-shape), or set "
+            f"{ENV_VARS[1]} to your descriptor for {num_devices} devices."
         )
     return shipped_descriptors()[name], f"default for {num_devices} devices"
+
+
+def _shapes(n: int) -> list[str]:
+    return [f"{r}x{n // r}" for r in range(1, n + 1) if n % r == 0]
+
+
+def fitting_meshes(max_devices: int | None = None) -> str:
+    """The meshes the default descriptors open, up to ``max_devices`` devices, as text:
+    ``"1x1; 1x2, 2x1; 1x8, 2x4, 4x2, 8x1"`` (a line descriptor opens any mesh of its count)."""
+    groups = []
+    for n, name in sorted(DEFAULT_DESCRIPTORS.items()):
+        if max_devices is not None and n > max_devices:
+            continue
+        mesh = load_mesh_graph_descriptor(shipped_descriptors()[name]).mesh
+        groups.append(", ".join(_shapes(n) if mesh.is_line else ["x".join(map(str, mesh.dims))]))
+    return "; ".join(groups) or "none"
 
 
 def select_mesh_graph_descriptor(num_devices: int) -> MeshGraphDescriptor:
@@ -412,6 +434,7 @@ __all__ = [
     "MeshGraphDescriptor",
     "MeshSpec",
     "UnknownFieldWarning",
+    "fitting_meshes",
     "load_mesh_graph_descriptor",
     "mesh_graph_descriptor_path",
     "parse_mesh_graph_descriptor",

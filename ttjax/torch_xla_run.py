@@ -17,12 +17,14 @@ from collections.abc import Sequence
 
 from ttjax.compat import install_as_torch_xla, run_bound
 
-USAGE = "usage: python -m ttjax.torch_xla_run (script.py | -m module | pytest) [args...]"
+USAGE = "usage: python -m ttjax.torch_xla_run [--debug] (script.py | -m module | pytest) [args...]"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Bind ``torch_xla`` to ttjax, then run the script or module with ``sys.argv`` as Python sets it."""
-    return run_bound(install_as_torch_xla, USAGE, __doc__ or "", argv)
+    return run_bound(
+        install_as_torch_xla, USAGE, __doc__ or "", argv, prog="python -m ttjax.torch_xla_run"
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,14 @@ from models.llama.config import LlamaConfig, RopeScaling
 from models.llama.train_model import LlamaTrain, check_heads, param_axes, params_from_weights
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
+from ttjax.ttml.cli import (
+    ModelParts,
+    StageParts,
+    check_model_type,
+    main,
+    note_dropout,
+    run_cli,
+)
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import RUNNER_REMAT
@@ -28,11 +35,8 @@ from ttjax.ttml.stacked import RUNNER_REMAT
 def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
     """``LlamaConfig`` from the model file's ``transformer_config``."""
     m = run.model
-    if m.dropout_prob != 0.0 or m.weight_tying != "disabled":
-        raise ConfigError(
-            f"{run.path}: Llama training here needs dropout_prob: 0.0 and weight_tying: disabled "
-            f"(got {m.dropout_prob!r}, {m.weight_tying!r}).\nfix: set those two keys."
-        )
+    check_model_type(run, "llama", "python -m models.nanogpt.train")
+    note_dropout(run)
     rs = m.rope_scaling
     scaling = None
     if rs.scaling_factor != 0.0 and rs.original_context_length != 0:
@@ -55,19 +59,29 @@ def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
 
 def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     config = llama_config(run, vocab_size)
+    tied = run.model.weight_tying == "enabled"
     params = params_from_weights(config, random_weights(config, seed=run.training.seed))
+    axes = param_axes(config)
+    if tied:  # TTML's weight_tying: the LM head is the embedding
+        del params["fc"], axes["fc"]
     n = sum(int(p.size) for p in jax.tree_util.tree_leaves(params))
     desc = (
         f"Llama {n / 1e6:.2f}M params ({config.n_layers} blocks, {config.n_heads} heads / "
         f"{config.n_kv_heads} kv, dim {config.dim}, vocab {config.vocab_size})"
     )
-    model = LlamaTrain(config, remat_policy=RUNNER_REMAT[run.model.runner_type])
+    model = LlamaTrain(config, remat_policy=RUNNER_REMAT[run.model.runner_type], tie_weights=tied)
 
     def stages(p: Parallelism) -> StageParts:
+        if tied:
+            raise ConfigError(
+                f"{run.path}: Llama's pipeline stages keep an untied LM head "
+                "(transformer_config.weight_tying: enabled).\nfix: weight_tying: disabled, or "
+                "enable_pp: false."
+            )
         return StageParts.from_adapter(pipeline, model, config, p)
 
     check_heads(config, par)
-    return ModelParts(model.loss, params, param_axes(config), desc, stages)
+    return ModelParts(model.loss, params, axes, desc, stages)
 
 
 PROG = "python -m models.llama.train"

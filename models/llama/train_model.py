@@ -1,7 +1,7 @@
 """Llama's training forward on one device's local parameters (TTML's modules, Megatron TP).
 
-Q/K/V, gate and up are column-parallel, O and down row-parallel, the embedding and the (untied) LM
-head vocab-parallel; grouped-query heads are split with their key/value heads. Shared by the
+Q/K/V, gate and up are column-parallel, O and down row-parallel, the embedding and the LM head
+(untied unless ``tie_weights``) vocab-parallel; grouped-query heads are split with their key/value heads. Shared by the
 trainer (``models/llama/train.py``) and its pipeline adapter (``models/llama/pipeline.py``).
 ``params["blocks"]`` holds the blocks stacked on a leading ``[n_layers]`` axis, run under
 ``lax.scan`` with ``jax.checkpoint`` (``remat_policy``), so compile time does not grow with depth.
@@ -54,6 +54,8 @@ class LlamaTrain:
 
     config: LlamaConfig
     remat_policy: str = "full"
+    # TTML's weight_tying: True reads the LM head from the embedding (``tok_emb``; no ``fc``).
+    tie_weights: bool = False
 
     def __post_init__(self) -> None:
         check_remat_policy("LlamaTrain", self.remat_policy)
@@ -130,6 +132,8 @@ class LlamaTrain:
             gather=block_gather(ax, logical),  # FSDP: one block whole at a time
         )
         x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
+        if self.tie_weights:
+            return self.tok_emb.attend(params["tok_emb"], x, tp)
         return self.fc(params["fc"], x, tp)
 
     def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:

@@ -1,4 +1,4 @@
-"""NanoGPT: a GPT-2 style decoder (learned positions, tied embeddings), like karpathy's model.py.
+"""NanoGPT: a GPT-2 style decoder (learned positions, tied embeddings by default), like karpathy's model.py.
 
 The compute only. Every function runs on one device's local parameters inside ``shard_map``;
 ``tp`` is the tensor-parallel mesh axis name (``None`` on one device or under DDP only). Under TP
@@ -49,6 +49,9 @@ class GPTConfig:
     # jax.checkpoint around each block (ttjax.ttml.stacked): "full" recomputes it in the backward
     # pass, "dots" keeps its matmul outputs, "none" keeps every activation.
     remat_policy: str = "full"
+    # TTML's weight_tying: True reuses wte as the LM head; False adds its own ``lm_head`` (same
+    # vocabulary-parallel layout as wte).
+    tie_weights: bool = True
 
     def __post_init__(self) -> None:
         check_remat_policy("GPTConfig", self.remat_policy)
@@ -157,7 +160,12 @@ class GPT:
             gather=block_gather(ax, logical),  # FSDP: one block whole at a time
         )
         x = self.ln_f(params["ln_f"], x)
-        return self.wte.attend(params["wte"], x, tp)
+        return self.wte.attend(params[self.head_key], x, tp)
+
+    @property
+    def head_key(self) -> str:
+        """The parameter the LM head reads: ``wte`` when tied, else ``lm_head``."""
+        return "wte" if self.config.tie_weights else "lm_head"
 
     def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
         """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP).

@@ -21,7 +21,7 @@ from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
 
 Params = dict[str, Any]
-IO_KEYS = ("wte", "wpe", "ln_f")
+IO_KEYS = ("wte", "wpe", "ln_f", "lm_head")  # lm_head: only when the weights are untied
 
 
 def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
@@ -34,15 +34,15 @@ def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
         return model.block(p, x, tp)
 
     def head(io: Params, x: Any, targets: Any) -> Any:
-        logits = model.wte.attend(io["wte"], model.ln_f(io["ln_f"], x), tp)
+        logits = model.wte.attend(io[model.head_key], model.ln_f(io["ln_f"], x), tp)
         return cross_entropy_loss(logits, targets, tp)
 
     return embed, block, head
 
 
 def split_params(params: Params) -> tuple[Params, Params]:
-    """NanoGPT's ``{wte, wpe, blocks, ln_f}`` -> ``(io, blocks)``, blocks ``[n_layer, ...]``."""
-    return {k: params[k] for k in IO_KEYS}, params["blocks"]
+    """NanoGPT's ``{wte, wpe, blocks, ln_f[, lm_head]}`` -> ``(io, blocks)``, blocks ``[n_layer, ...]``."""
+    return {k: params[k] for k in IO_KEYS if k in params}, params["blocks"]
 
 
 def join_params(io: Params, blocks: Params) -> Params:
@@ -52,7 +52,7 @@ def join_params(io: Params, blocks: Params) -> Params:
 
 def io_specs(config: GPTConfig, par: Parallelism) -> Params:
     specs = weights.param_specs(config, par)
-    return {k: specs[k] for k in IO_KEYS}
+    return {k: specs[k] for k in IO_KEYS if k in specs}
 
 
 def block_specs(config: GPTConfig, par: Parallelism) -> Params:

@@ -15,7 +15,14 @@ from models.nanogpt import pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import check_heads, init_params, param_axes
 from ttjax.errors import ConfigError
-from ttjax.ttml.cli import ModelParts, StageParts, main, run_cli
+from ttjax.ttml.cli import (
+    ModelParts,
+    StageParts,
+    check_model_type,
+    main,
+    note_dropout,
+    run_cli,
+)
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import RUNNER_REMAT
@@ -25,17 +32,14 @@ def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
     """NanoGPT's config from the model file's ``transformer_config`` (``runner_type`` picks the
     remat policy)."""
     m = run.model
-    unsupported = {
-        "weight_tying": (m.weight_tying, "enabled"),
-        "positional_embedding_type": (m.positional_embedding_type, "trainable"),
-        "dropout_prob": (m.dropout_prob, 0.0),
-    }
-    for key, (value, supported) in unsupported.items():
-        if value != supported:
-            raise ConfigError(
-                f"{run.path}: transformer_config.{key}={value!r} is not supported by ttjax's "
-                f"NanoGPT.\nfix: {key}: {supported} (dropout would make meshes differ)."
-            )
+    check_model_type(run, "gpt2", "python -m models.llama.train")
+    if m.positional_embedding_type != "trainable":
+        raise ConfigError(
+            f"{run.path}: transformer_config.positional_embedding_type="
+            f"{m.positional_embedding_type!r} is not supported by ttjax's NanoGPT.\n"
+            "fix: positional_embedding_type: trainable."
+        )
+    note_dropout(run)
     return GPTConfig(
         vocab_size=vocab_size,
         block_size=m.max_sequence_length,
@@ -43,6 +47,7 @@ def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
         n_head=m.num_heads,
         n_embd=m.embedding_dim,
         remat_policy=RUNNER_REMAT[m.runner_type],
+        tie_weights=m.weight_tying == "enabled",
     )
 
 

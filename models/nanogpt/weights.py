@@ -42,6 +42,8 @@ def _init_params(config: GPTConfig, seed: Any) -> dict[str, Any]:
         "blocks": jax.vmap(block)(keys[2:].reshape(config.n_layer, len(layers))),
         "ln_f": model.ln_f.init(),
     }
+    if not config.tie_weights:  # its own key, so the tied model's values stay as they were
+        params["lm_head"] = model.wte.init(jax.random.fold_in(jax.random.key(seed), 1 << 20))
     return jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), params)
 
 
@@ -54,7 +56,7 @@ def param_axes(config: GPTConfig) -> dict[str, Any]:
     """The logical axes of every parameter, stated once (the plan's rules place them); the
     stacked blocks lead with ``"layers"``."""
     model = GPT(config)
-    return {
+    axes = {
         "wte": model.wte.axes(),
         "wpe": LogicalAxes("positions", "embed"),
         "blocks": jax.tree.map(
@@ -62,6 +64,9 @@ def param_axes(config: GPTConfig) -> dict[str, Any]:
         ),
         "ln_f": model.ln_f.axes(),
     }
+    if not config.tie_weights:
+        axes["lm_head"] = model.wte.axes()
+    return axes
 
 
 def check_heads(config: GPTConfig, par: Parallelism) -> None:

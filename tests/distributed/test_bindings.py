@@ -275,3 +275,56 @@ def test_launcher_reads_the_descriptor_with_the_schema_checked_parser(tmp_path):
     with pytest.warns(UserWarning, match=r"future.textproto:4:3: field 'express_lanes'"):
         b = parse_rank_bindings(text, "b.yaml", str(tmp_path))
     assert b.mesh_devices(0) == tuple(range(8))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"rank_bindings:\n  - rank: 0 # \xe9\n", r"b.yaml:2: rank-binding file is not UTF-8"),
+        (b"\n", r"rank-binding file '.*b.yaml' is empty\.\nfix: "),
+        (b"rank_bindings: {0: 1}\n", r"rank_bindings.*must be a non-empty list"),
+        (b"rank_bindings:\n  - [0, 1]\n", r"rank_bindings\[0\]"),
+    ],
+)
+def test_binding_file_bytes_and_shapes(tmp_path, content, message):
+    path = tmp_path / "b.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_rank_bindings(path)
+
+
+def test_any_value_at_any_key_path_is_a_binding_error_or_bindings(tmp_path):
+    """Untrusted rank-binding files: hypothesis puts any YAML value at any key path of a valid
+    file; parsing gives bindings or a RankBindingError naming the file, never another error."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    base = yaml.safe_load((ROOT / "configs" / "rank_bindings" / "2x4_big_mesh.yaml").read_text())
+    base["mesh_graph_desc_path"] = str(
+        ROOT / "configs" / "rank_bindings" / "t3k_2x4_two_hosts.textproto"
+    )
+    paths = [("rank_bindings",), ("global_env",), ("mesh_graph_desc_path",)]
+    for i, entry in enumerate(base["rank_bindings"]):
+        paths += [("rank_bindings", i, k) for k in entry]
+        paths += [("rank_bindings", i, "env_overrides", "TT_VISIBLE_DEVICES")]
+    values = st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(-3, 10), st.floats(), st.text(max_size=6)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=2)
+        ),
+        max_leaves=5,
+    )
+
+    @given(st.sampled_from(paths), values)
+    def check(path, value):
+        doc = yaml.safe_load(yaml.safe_dump(base))
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        try:
+            parse_rank_bindings(yaml.safe_dump(doc), "b.yaml", str(tmp_path))
+        except RankBindingError as e:
+            assert str(e).startswith("b.yaml") and "\nfix: " in str(e), str(e)
+
+    check()

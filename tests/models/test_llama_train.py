@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _reference import assert_trees_close
+from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
 from models.llama.config import get_config, rope_tables
@@ -85,3 +86,28 @@ def test_tp_ddp_losses_equal_single_device():
     single = losses((1, 1), None, None)
     np.testing.assert_allclose(losses((2, 4), 0, 1), single, rtol=2e-5, atol=2e-5)
     assert jnp.isfinite(single).all()
+
+
+def test_tied_head_equals_the_reference_with_lm_head_set_to_the_embedding():
+    """TTML's weight_tying: enabled: LlamaTrain(tie_weights=True) has no ``fc`` and reads the LM
+    head from ``tok_emb`` (vocab-parallel under TP 4); the reference with
+    ``lm_head.weight = embed_tokens.weight`` gives its logits."""
+    w = random_weights(CONFIG, seed=3)
+    w["lm_head.weight"] = w["model.embed_tokens.weight"].copy()
+    ids = np.random.default_rng(0).integers(0, CONFIG.vocab_size, (2, 12)).astype(np.int32)
+    want = np.asarray(LlamaReference(CONFIG, w).jitted().forward(ids))
+    params = params_from_weights(CONFIG, w)
+    del params["fc"]
+    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), 0, 1)
+    specs = {k: v for k, v in param_specs(CONFIG, par).items() if k != "fc"}
+    model = LlamaTrain(CONFIG, tie_weights=True)
+    fn = jax.jit(
+        jax.shard_map(
+            lambda p, x: model(p, x, par.axes()),
+            mesh=par.jax_mesh,
+            in_specs=(specs, P("dp")),
+            out_specs=P("dp", None, "tp"),
+            check_vma=False,
+        )
+    )
+    np.testing.assert_allclose(np.asarray(fn(params, ids)), want, atol=2e-5, rtol=1e-5)

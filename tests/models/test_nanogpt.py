@@ -3,6 +3,8 @@ device and split over a 2x4 mesh (DDP 2 x TP 4, vocab-parallel logits assembled 
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +22,7 @@ from ttjax.ttml.stacked import unstack_blocks
 CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
 
 
-def _hf_model(params):
+def _hf_model(params, tied=True):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     c = CONFIG
@@ -36,7 +38,7 @@ def _hf_model(params):
             embd_pdrop=0.0,
             attn_pdrop=0.0,
             layer_norm_epsilon=1e-5,
-            tie_word_embeddings=True,
+            tie_word_embeddings=tied,
         )
     ).eval()
     hd, d, h = c.n_embd // c.n_head, c.n_embd, c.n_head
@@ -71,6 +73,8 @@ def _hf_model(params):
             p + "mlp.c_proj.weight": t(b["mlp_proj"]["weight"]),
             p + "mlp.c_proj.bias": t(b["mlp_proj"]["bias"]),
         }
+    if not tied:
+        sd["lm_head.weight"] = t(params["lm_head"]["weight"])
     missing, unexpected = hf.load_state_dict(sd, strict=False)
     assert not unexpected and all(k == "lm_head.weight" or "attn.bias" in k for k in missing)
     return hf, torch
@@ -132,6 +136,41 @@ def test_tp_ddp_logits_and_loss_match_gpt2(setup):
     got, got_loss = fn(params, jnp.asarray(ids[:, :-1]), jnp.asarray(ids[:, 1:]))
     np.testing.assert_allclose(np.asarray(got), logits, atol=2e-5, rtol=1e-5)
     assert float(got_loss) == pytest.approx(loss, abs=1e-5)
+
+
+@pytest.mark.torch
+def test_untied_lm_head_matches_gpt2_untied_on_tp_ddp():
+    """TTML's weight_tying: disabled: NanoGPT's own vocab-parallel ``lm_head`` (split over TP like
+    wte) against transformers' GPT-2 with ``tie_word_embeddings=False`` and the same weights."""
+    config = GPTConfig(
+        vocab_size=64, block_size=16, n_layer=1, n_head=4, n_embd=32, tie_weights=False
+    )
+    params = init_params(config, 7)
+    assert params["lm_head"]["weight"].shape == params["wte"]["weight"].shape
+    assert not np.allclose(params["lm_head"]["weight"], params["wte"]["weight"])
+    tied = init_params(dataclasses.replace(config, tie_weights=True), 7)
+    assert_trees_close(tied, {k: v for k, v in params.items() if k != "lm_head"}, 0, 0)
+    ids = np.random.default_rng(1).integers(0, 64, (4, 9)).astype(np.int32)
+    global CONFIG
+    saved, CONFIG = CONFIG, config
+    try:
+        hf, torch = _hf_model(params, tied=False)
+    finally:
+        CONFIG = saved
+    with torch.no_grad():
+        want = hf(torch.tensor(ids, dtype=torch.long)).logits.numpy()
+    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), ddp_axis=0, tp_axis=1)
+    model = GPT(config)
+    fn = jax.jit(
+        jax.shard_map(
+            lambda p, x: model(p, x, par.axes()),
+            mesh=par.jax_mesh,
+            in_specs=(param_specs(config, par), P("dp")),
+            out_specs=P("dp", None, "tp"),
+            check_vma=False,
+        )
+    )
+    np.testing.assert_allclose(np.asarray(fn(params, ids)), want, atol=2e-5, rtol=1e-5)
 
 
 def test_unknown_attention_implementation_is_a_config_error():

@@ -173,7 +173,6 @@ def test_max_steps_range(tmp_path):
     ("section", "key", "value"),
     [
         ("training_config", "model_path", "weights.msgpack"),
-        ("training_config", "tokenizer_path", "tok.json"),
         ("training_config", "num_epochs", 3),
         ("transformer_config", "model_path", "weights.msgpack"),
     ],
@@ -301,3 +300,29 @@ def test_runner_type_picks_the_remat_policy(tmp_path, runner, policy):
     par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
     loss_fn = llama_train.build(run, par, 128).loss_fn
     assert loss_fn.__self__.remat_policy == policy
+
+
+def test_a_checkpoint_folder_that_cannot_be_made_stops_before_step_1(tmp_path, monkeypatch):
+    """A file where the folder should be: one message naming the key, before any device opens."""
+    (tmp_path / "afile").write_text("")
+    path = _config(tmp_path, mesh=(1, 1))
+    doc = yaml.safe_load(path.read_text())
+    doc["training_config"]["checkpoint_dir"] = str(tmp_path / "afile" / "ck")
+    path.write_text(yaml.safe_dump(doc))
+    opened = []
+    monkeypatch.setattr(AutoContext, "open_device", lambda *a, **k: opened.append(a))
+    with pytest.raises(
+        TrainingConfigError,
+        match=r"checkpoint_dir = '.*afile/ck' cannot be created or written: '.*afile' is a file",
+    ):
+        nanogpt_train.cli(["--config", str(path), "--out", str(tmp_path / "o")])
+    assert opened == []
+    with pytest.raises(TrainingConfigError, match=r"--out = '.*afile/o' cannot be created"):
+        nanogpt_train.cli(
+            [
+                "--config",
+                str(_config(tmp_path, "b", mesh=(1, 1))),
+                "--out",
+                str(tmp_path / "afile" / "o"),
+            ]
+        )

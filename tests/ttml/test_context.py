@@ -198,11 +198,34 @@ def test_galaxy_line_default_opens_4x8(ctx) -> None:
 
 
 def test_no_default_descriptor_opens_nothing(ctx, opens) -> None:
-    with pytest.raises(MeshGraphDescriptorError, match="No default mesh graph descriptor for 2"):
-        ctx.open_device([1, 2])
+    with pytest.raises(MeshGraphDescriptorError, match="No default mesh graph descriptor for 4"):
+        ctx.open_device([2, 2])
     assert opens == [] and not ctx.is_device_open()
     ctx.open_device([1, 1])  # one chip needs no fabric and no descriptor
     assert ctx.get_mesh_graph_descriptor() is None
+
+
+def test_n300_is_the_default_for_2_devices(ctx, opens) -> None:
+    """As on an N300 board: [1, 2] (and [2, 1]) open on the N300 descriptor."""
+    ctx.open_device([1, 2])
+    mgd = ctx.get_mesh_graph_descriptor()
+    assert mgd.device_topology == (1, 2) and mgd.path.endswith(
+        "n300_mesh_graph_descriptor.textproto"
+    )
+
+
+def test_a_mesh_larger_than_the_machine_says_what_fits(ctx, opens) -> None:
+    """3x4 and 8x8 on 32 devices' worth of fewer: how many exist and the meshes that fit."""
+    from ttjax.errors import MeshShapeError
+
+    have = len(jax.devices())
+    for shape in ([8, 8], [have + 1, 1]):
+        with pytest.raises(MeshShapeError) as e:
+            ctx.open_device(shape)
+        msg = str(e.value)
+        assert f"needs {shape[0] * shape[1]} devices, and {have} exist here" in msg
+        assert "1x1; 1x2, 2x1; 1x8, 2x4, 4x2, 8x1" in msg and "\nfix: " in msg
+    assert opens == []
 
 
 def test_enable_fabric_before_open(ctx, monkeypatch: pytest.MonkeyPatch, opens) -> None:

@@ -293,8 +293,31 @@ def test_model_file_problems(tmp_path: Path) -> None:
     train["training_config"].pop("model_config")
     assert ttml.load_config(write(tmp_path, train)).model.num_heads == 2  # inline, old layout
     train["training_config"]["model_type"] = "llama"
+    train["transformer_config"] = {"num_heads": 6}
+    # Defaults are defaults: the model section did not write model_type, so it is training's,
+    # with TTML's Llama defaults (models/llama.cpp read_config) for the keys it left out.
+    model = ttml.load_config(write(tmp_path, train)).model
+    assert (model.model_type, model.max_sequence_length, model.dropout_prob) == ("llama", 256, 0.0)
+    assert model.written == {"num_heads"}
+    train["transformer_config"]["model_type"] = "gpt2"  # both written, and they differ
     with pytest.raises(TrainingConfigError, match=r"training_config\.model_type = 'llama' but"):
         ttml.load_config(write(tmp_path, train))
+
+
+def test_no_op_optimizer_leaves_the_parameters() -> None:
+    """TTML's use_no_op: the update is zero, so the parameters after a step are the ones before."""
+    import jax.numpy as jnp
+    import optax
+
+    from ttjax.ttml.train import OptimizerSettings, make_optimizer
+
+    params = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.ones(3)}
+    grads = {"w": jnp.full((2, 3), 0.5), "b": jnp.full(3, -2.0)}
+    for clip in (None, 1.0):
+        opt = make_optimizer(OptimizerSettings(no_op=True, clip_grad_norm_max_norm=clip))
+        updates, _ = opt.update(grads, opt.init(params), params)
+        after = optax.apply_updates(params, updates)
+        assert all((after[k] == params[k]).all() for k in params)
 
 
 def test_yaml_errors(tmp_path: Path) -> None:
@@ -417,7 +440,6 @@ def test_shipped_set() -> None:
         ({"kahan_summation": True}, {}, "optimizer.kahan_summation"),
         (None, {"use_kahan_summation": True}, "use_kahan_summation"),
         ({"type": "SGD"}, {}, "optimizer.type = 'SGD' is not trained"),
-        ({"type": "NoOp"}, {}, "optimizer.type = 'NoOp' is not trained"),
     ],
 )
 def test_optimizer_keys_training_cannot_honour_are_refused(
@@ -457,3 +479,200 @@ def test_every_honoured_optimizer_key_reaches_the_settings(tmp_path: Path) -> No
         0.05,
         True,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Untrusted files: any value at any key path is a ttjax error or a valid config
+# ---------------------------------------------------------------------------------------------
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path of a nested mapping (sections and leaves)."""
+    out: list[tuple[Any, ...]] = []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.append((*prefix, k))
+            out += _paths(v, (*prefix, k))
+    return out
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    doc = copy.deepcopy(doc)
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return doc
+
+
+_TRAIN_PATHS = _paths(BASE)
+_MODEL_PATHS = _paths(MODEL)
+
+
+def _yaml_values() -> Any:
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.dictionaries(st.one_of(st.text(max_size=6), st.integers(0, 3)), inner, max_size=3),
+        ),
+        max_leaves=6,
+    )
+
+
+def test_any_value_at_any_key_path_is_a_ttjax_error_or_a_config(tmp_path: Path) -> None:
+    """The 5 forms of issue 28 (a section that is a list or a string, ...) and everything else
+    hypothesis draws: load_config returns a RunConfig or raises a ttjax error with a fix line."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ttjax.errors import TTJaxError
+
+    @given(
+        st.sampled_from(
+            [("train", p) for p in _TRAIN_PATHS] + [("model", p) for p in _MODEL_PATHS]
+        ),
+        _yaml_values(),
+    )
+    def check(where: tuple[str, tuple[Any, ...]], value: Any) -> None:
+        which, path = where
+        train, model = BASE, MODEL
+        if which == "train":
+            train = _set(BASE, path, value)
+        else:
+            model = _set(MODEL, path, value)
+        try:
+            run = ttml.load_config(write(tmp_path, train, model))
+        except TTJaxError as e:
+            assert "\nfix: " in str(e), str(e)
+        else:
+            assert isinstance(run, C.RunConfig)
+
+    check()
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "message"),
+    [
+        ("training_config", [1, 2], r"training_config is \[1, 2\] \(list\); it must be a mapping"),
+        ("training_config", "x", r"training_config is 'x' \(str\); it must be a mapping"),
+        ("device_config", ["a"], r"device_config is \['a'\] \(list\)"),
+        ("multihost_config", "on", r"multihost_config is 'on' \(str\)"),
+        ("scheduler_config", [3], r"scheduler_config is \[3\] \(list\)"),
+    ],
+)
+def test_a_section_that_is_not_a_mapping(
+    tmp_path: Path, section: str, value: Any, message: str
+) -> None:
+    train = {**copy.deepcopy(BASE), section: value}
+    with pytest.raises(TrainingConfigError, match=message + r"(.|\n)*\nfix: write `"):
+        ttml.load_config(write(tmp_path, train))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("transformer_config", [1]),
+        ("optimizer", "AdamW"),
+        ("rope_scaling", [8.0]),
+    ],
+)
+def test_a_nested_section_that_is_not_a_mapping(tmp_path: Path, key: str, value: Any) -> None:
+    train, model = copy.deepcopy(BASE), MODEL
+    if key == "optimizer":
+        train["training_config"]["optimizer"] = value
+    elif key == "transformer_config":
+        del train["training_config"]["model_config"]
+        train["training_config"]["transformer_config"] = value
+    else:
+        model = _set(MODEL, ("transformer_config", "rope_scaling"), value)
+    with pytest.raises(TrainingConfigError, match=rf"{key} is (.|\n)*must be a mapping"):
+        ttml.load_config(write(tmp_path, train, model))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"training_config:\n  project_name: caf\xe9\n", r":2: config file is not UTF-8 text"),
+        (b"", r"is empty\.\nfix: "),
+        (b"   \n\n", r"is empty\.\nfix: "),
+        (b"# only a comment\n", r"holds only comments"),
+    ],
+)
+def test_config_file_bytes(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_bytes(content)
+    with pytest.raises(TrainingConfigError, match=message):
+        ttml.load_config(path)
+    (tmp_path / "m.yaml").write_bytes(content)  # the same for the model file it names
+    path.write_text(yaml.safe_dump({"training_config": {"model_config": "m.yaml"}}))
+    with pytest.raises(TrainingConfigError, match=message):
+        ttml.load_config(path)
+
+
+def test_corpus_and_tokenizer_file_bytes(tmp_path: Path) -> None:
+    from ttjax.ttml.data import load_corpus, load_dataset
+
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"hello\nw\xf6rld\n")
+    with pytest.raises(TrainingConfigError, match=r"latin1.txt:2: data_path is not UTF-8"):
+        load_corpus(bad)
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(TrainingConfigError, match=r"data_path .*empty.txt' is empty"):
+        load_corpus(tmp_path / "empty.txt")
+    (tmp_path / "tok.json").write_text("{not json")
+    with pytest.raises(TrainingConfigError, match=r"tok.json' is not a Hugging Face tokenizer"):
+        load_dataset("bpe", vocab_size=None, tokenizer_path=tmp_path / "tok.json")
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "distance"),
+    [
+        ("kitten", "sitting", 3),  # the textbook case: 2 substitutions and 1 insertion
+        ("ab", "ba", 1),  # one swap of neighbours
+        ("enable_dpp", "enable_ddp", 1),  # p -> d
+        ("enable_dpp", "enable_pp", 1),  # delete d
+        ("enable_dpp", "enable_tp", 2),  # delete one d, the other d -> t
+        ("", "abc", 3),
+    ],
+)
+def test_edit_distance_by_hand(a: str, b: str, distance: int) -> None:
+    assert C.edit_distance(a, b) == distance == C.edit_distance(b, a)
+
+
+def test_did_you_mean_names_every_closest_real_key(tmp_path: Path) -> None:
+    """``enable_dpp`` is one edit from both enable_ddp and enable_pp: both are named, the
+    same-length one first (difflib's ratio picked enable_pp alone)."""
+    train = copy.deepcopy(BASE)
+    train["device_config"]["enable_dpp"] = True
+    with pytest.raises(
+        TrainingConfigError,
+        match=r"unknown key 'enable_dpp' \(did you mean 'enable_ddp' or 'enable_pp'\?\)",
+    ):
+        ttml.load_config(write(tmp_path, train))
+    train = copy.deepcopy(BASE)
+    train["training_config"]["batchsize"] = 8
+    with pytest.raises(TrainingConfigError, match=r"'batchsize' \(did you mean 'batch_size'\?\)"):
+        ttml.load_config(write(tmp_path, train))
+
+
+def test_a_corpus_shorter_than_a_window_is_refused(tmp_path: Path) -> None:
+    from ttjax.ttml.data import load_dataset
+
+    text = tmp_path / "tiny.txt"
+    text.write_text("to be or not to be, " * 3)  # 60 characters: 54 train, 6 validation
+    data = load_dataset("char", vocab_size=None, data_path=str(text))
+    with pytest.raises(
+        TrainingConfigError, match=r"tiny.txt' is too short: its validation split has 6 tokens"
+    ):
+        data.check_windows(16, f"data_path {str(text)!r}")
+    data.check_windows(4, "x")  # a window of 4 + 1 tokens fits in 6

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from ttjax._userfile import read_user_text
 from ttjax.errors import ConfigError, MeshGraphDescriptorError
 from ttjax.mgd import parse_mesh_graph_descriptor
 
@@ -268,7 +269,10 @@ def load_rank_bindings(path: str | os.PathLike[str]) -> RankBindings:
             f"Rank-binding file {str(p)!r} does not exist.\n"
             "fix: pass --rank-binding PATH to an existing YAML file."
         )
-    return parse_rank_bindings(p.read_text(), str(p), str(p.parent))
+    text = read_user_text(
+        p, "rank-binding file", "a YAML file with `rank_bindings:`", RankBindingError
+    )
+    return parse_rank_bindings(text, str(p), str(p.parent))
 
 
 def descriptor_mesh_sizes(text: str, path: str = "<string>") -> dict[int, int]:
@@ -280,7 +284,10 @@ def descriptor_mesh_sizes(text: str, path: str = "<string>") -> dict[int, int]:
 def check_descriptor(source: str, path: str, ranks: tuple[RankBinding, ...]) -> None:
     """Each mesh of the bindings must exist in the descriptor with as many devices as it binds."""
     try:
-        sizes = descriptor_mesh_sizes(Path(path).read_text(encoding="utf-8"), path)
+        text = read_user_text(
+            Path(path), "mesh graph descriptor", "an MGD 2.0 textproto", MeshGraphDescriptorError
+        )
+        sizes = descriptor_mesh_sizes(text, path)
     except (MeshGraphDescriptorError, OSError) as e:
         what, _, fix = str(e).partition("\nfix: ")
         raise _fail(

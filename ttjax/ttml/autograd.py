@@ -25,9 +25,10 @@ import jax
 import numpy as np
 
 import ttjax
+from ttjax.errors import MeshShapeError
 from ttjax.ttml.context import DistributedConfig, ParallelismContext
 from ttjax.ttml.errors import AutoContextError, ParallelismContextError
-from ttjax.ttml.mgd import MeshGraphDescriptor, select_mesh_graph_descriptor
+from ttjax.ttml.mgd import MeshGraphDescriptor, fitting_meshes, select_mesh_graph_descriptor
 
 #: TTML's default seed (``std::mt19937``'s default, 5489).
 DEFAULT_SEED = 5489
@@ -109,6 +110,15 @@ class AutoContext:
                 f"{list(self._device.shape)}).\nfix: call close_device() first."
             )
         shape = _mesh_shape(mesh_shape)
+        have = ttjax.get_num_devices()
+        if math.prod(shape) > have:
+            raise MeshShapeError(
+                f"mesh_shape {list(shape)} needs {math.prod(shape)} devices, and {have} exist here "
+                f"({jax.default_backend()}). Meshes that fit, with a default descriptor: "
+                f"{fitting_meshes(have)}.\nfix: set device_config.mesh_shape (or --mesh-shape) "
+                f"to one of them; on the CPU, TTJAX_NUM_DEVICES={math.prod(shape)} gives more "
+                "virtual devices."
+            )
         mgd = self._mgd
         if mgd is None and math.prod(shape) > 1:
             mgd = select_mesh_graph_descriptor(math.prod(shape))

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,8 @@ from typing import Any
 
 import jax
 
-from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
+from ttjax._cli import DEBUG_ENV, debug_requested, report_errors
+from ttjax.errors import ConfigError, MeshShapeError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
@@ -37,8 +37,6 @@ from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
-
-DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
 
 
 @dataclass(frozen=True)
@@ -87,21 +85,91 @@ class ModelParts:
 Build = Callable[[RunConfig, Parallelism, int], ModelParts]
 
 
-def model_vocab(run: RunConfig, par: Parallelism) -> int:
-    """The model's vocabulary: ``transformer_config.vocab_size``, which TP must divide.
+#: TTML rounds the model's vocabulary up to a tile (32) per TP device (nano_gpt/main.cpp).
+TILE = 32
+#: TTML's line when it sets the model's vocabulary from the tokenizer.
+VOCAB_LINE = "Overriding vocab size to be divisible by 32"
 
-    The tokenizer's ids must fit in it (checked by ``load_dataset``); the same value on every
-    mesh keeps every mesh's model (and its losses) equal.
+
+def ttml_vocab_size(tokens: int, tp_size: int = 1) -> int:
+    """TTML's model vocabulary for a tokenizer of ``tokens`` ids: rounded up to ``32 * tp_size``.
+
+    TTML's ``round_up_to_tile(vocab, (enable_tp ? num_devices : 1) * 32)``; TTML's TP takes the
+    whole mesh, so its ``num_devices`` is the TP size (ttjax's TP+DDP splits only over TP).
+
+    >>> ttml_vocab_size(65), ttml_vocab_size(103), ttml_vocab_size(103, 8)
+    (96, 128, 256)
+    """
+    step = TILE * tp_size
+    return -(-tokens // step) * step
+
+
+def model_vocab(run: RunConfig, par: Parallelism, tokens: int | None = None) -> int:
+    """The model's vocabulary, as TTML sets it: the tokenizer's ``tokens`` rounded up by
+    :func:`ttml_vocab_size` when the file leaves ``transformer_config.vocab_size`` out or writes
+    one too small for the tokens (TTML's YAMLs write a placeholder 96). A written value that
+    holds the tokens is kept, so one config builds the same model on every mesh (and
+    ``--resume --mesh-shape`` restores onto it); TTML would round it up again under TP. TP must
+    divide the result. Without ``tokens``: the configured ``vocab_size``.
     """
     v = run.model.vocab_size
+    if tokens is not None and ("vocab_size" not in run.model.written or v < tokens):
+        v = ttml_vocab_size(tokens, par.tp_size)
     if v % par.tp_size:
         up = -(-v // par.tp_size) * par.tp_size
         raise TrainingConfigError(
             f"{run.path}: transformer_config.vocab_size = {v} is not divisible by the TP size "
             f"{par.tp_size} (the embedding and LM head split the vocabulary over TP).\n"
-            f"fix: set vocab_size to a multiple of {par.tp_size}, e.g. {up}."
+            f"fix: set vocab_size to a multiple of {par.tp_size}, e.g. {up}, or leave it out "
+            "(TTML's rule: the tokenizer's, rounded up)."
         )
     return v
+
+
+def check_model_type(run: RunConfig, model_type: str, other: str) -> None:
+    """A script trains one ``model_type`` (TTML's ``training_config.model_type``); the other
+    type's config names the script that trains it."""
+    if run.model.model_type != model_type:
+        raise TrainingConfigError(
+            f"{run.path}: model_type = {run.model.model_type!r}, and this script trains "
+            f"{model_type!r}.\nfix: run {other} --config {run.path}."
+        )
+
+
+def note_dropout(run: RunConfig) -> None:
+    """Say once that ``dropout_prob`` is not applied (ttjax trains without dropout, so every mesh
+    gives the single-device losses); the rest of the config trains as written."""
+    p = run.model.dropout_prob
+    if p and jax.process_index() == 0:
+        print(
+            f"note: transformer_config.dropout_prob = {p} is not applied: ttjax trains "
+            "without dropout (every mesh then gives the single-device losses)."
+        )
+
+
+def tokenizer_file(run: RunConfig) -> Path | None:
+    """``training_config.tokenizer_path`` for a BPE run, when it names a file (TTML reads it
+    from the working directory; ttjax also looks beside the config and in its parent folders,
+    and under ``$TT_METAL_HOME/tt-train``). None: the BPE is trained on the corpus."""
+    t = run.training
+    if t.tokenizer_type != "bpe" or not t.tokenizer_path:
+        return None
+    ref = Path(os.path.expanduser(t.tokenizer_path))
+    if ref.is_absolute():
+        places = [ref]
+    else:
+        base = Path(run.path).resolve().parent
+        home = os.environ.get("TT_METAL_HOME")
+        places = [Path.cwd() / ref, *(d / ref for d in (base, *base.parents))]
+        places += [Path(home) / "tt-train" / ref] if home else []
+    return next((p for p in places if p.is_file()), None)
+
+
+def bpe_size(run: RunConfig) -> int:
+    """The size of a BPE trained on the corpus: ``vocab_size`` when the file wrote one above the
+    256 byte tokens, else 512."""
+    v = run.model.vocab_size
+    return v if "vocab_size" in run.model.written and v > 256 else 512
 
 
 def pipeline_step(
@@ -201,8 +269,20 @@ def max_steps(run: RunConfig, flag: int | None) -> int:
 
 
 def refuse_ignored_keys(run: RunConfig) -> None:
-    """Keys this CLI would otherwise read and ignore: each raises, naming the key and the fix."""
-    t = run.training
+    """Keys this CLI would otherwise read and ignore: each raises, naming the key and the fix.
+
+    ``multihost_config.enabled`` (TTML's 3-tier or multi-host pipeline training) needs several
+    hosts joined by MPI or fabric sockets: refused in one line saying so.
+    """
+    t, mh = run.training, run.multihost
+    if mh.enabled:
+        raise TrainingConfigError(
+            f"{run.path}: multihost_config.enabled = true needs {mh.num_workers or 'several'} "
+            f"hosts joined by {mh.socket_type} sockets (TTML's "
+            f"{'multi-host pipeline' if mh.pipeline_parallel_config else '3-tier'} training); "
+            "this command trains on one host.\nfix: set multihost_config.enabled: false to "
+            "train on this host's mesh (ttjax-run starts processes over several hosts)."
+        )
     ignored = [
         (
             bool(t.model_path),
@@ -217,12 +297,6 @@ def refuse_ignored_keys(run: RunConfig) -> None:
             "the run starts from the seed's weights (--resume continues a checkpoint)",
         ),
         (
-            bool(t.tokenizer_path),
-            "training_config.tokenizer_path",
-            t.tokenizer_path,
-            "the tokenizer is built here from the text (tokenizer_type, vocab_size)",
-        ),
-        (
             t.num_epochs != 1,
             "training_config.num_epochs",
             t.num_epochs,
@@ -235,6 +309,24 @@ def refuse_ignored_keys(run: RunConfig) -> None:
                 f"{run.path}: {key} = {value!r} is not used by ttjax's training: {why}.\n"
                 f"fix: remove {key.rsplit('.', 1)[-1]} (or set it to its default)."
             )
+
+
+def check_writable_dir(folder: str | os.PathLike[str], key: str) -> None:
+    """Create ``folder`` and write a probe file in it, before any device opens, so a checkpoint or
+    log folder that cannot be made or written stops the run before step 1 (naming ``key``)."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".ttjax-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{str(blocker)!r} is a file, not a folder" if blocker else e.strerror or str(e)
+        raise TrainingConfigError(
+            f"{key} = {str(folder)!r} cannot be created or written: {why}.\nfix: set {key} to a "
+            "folder you can write (it is created if missing)."
+        ) from None
 
 
 def strategies(par: Parallelism, step: Any) -> str:
@@ -280,21 +372,11 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
     """Run a command line's ``fn(argv)``; a ttjax error becomes one clean message and status 1.
 
     The message is the error's own (it names the bad value and ends with ``fix:``). With
-    ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first.
+    ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first
+    (:func:`ttjax._cli.report_errors`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    try:
-        return fn(args)
-    except (TTJaxError, OSError) as e:
-        if debug:
-            traceback.print_exc()
-        message = str(e).strip() or type(e).__name__
-        if "fix:" not in message:
-            message += "\nfix: check the path and its permissions."
-        hint = "" if debug else f"\n(run with --debug or {DEBUG_ENV}=1 for the traceback)"
-        print(f"{prog}: error ({type(e).__name__}): {message}{hint}", file=sys.stderr)
-        return 1
+    return report_errors(lambda: fn(args), prog, debug_requested(args))
 
 
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
@@ -307,6 +389,8 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         shape = parse_mesh_shape(args.mesh_shape)
     last_step = max_steps(run, args.max_steps)
     refuse_ignored_keys(run)
+    check_writable_dir(t.checkpoint_dir, "training_config.checkpoint_dir")
+    check_writable_dir(args.out or Path("runs") / t.project_name, "--out")
     opt = OptimizerSettings.from_config(run)
     ctx = AutoContext.get_instance()
     ctx.set_seed(t.seed)
@@ -315,8 +399,26 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         pctx = ctx.initialize_parallelism_context(dev.distributed_config())
         validate_batch(run, pctx)
         par = Parallelism.from_context(pctx, mesh)
-        vocab = model_vocab(run, par)
-        data = load_dataset(t.tokenizer_type, vocab_size=vocab, data_path=t.data_path)
+        tok_file = tokenizer_file(run)
+        if t.tokenizer_type == "bpe" and tok_file is None and jax.process_index() == 0:
+            why = f"{t.tokenizer_path!r} not found" if t.tokenizer_path else "no tokenizer_path"
+            print(
+                f"{prog}: tokenizer: a byte-level BPE of {bpe_size(run)} tokens trained on the "
+                f"corpus ({why})"
+            )
+        data = load_dataset(
+            t.tokenizer_type,
+            vocab_size=bpe_size(run) if t.tokenizer_type == "bpe" else None,
+            data_path=t.data_path,
+            tokenizer_path=tok_file,
+        )
+        data.check_windows(run.model.max_sequence_length, f"data_path {t.data_path!r}")
+        vocab = model_vocab(run, par, data.vocab_size)
+        if vocab != run.model.vocab_size and jax.process_index() == 0:
+            print(
+                f"{VOCAB_LINE} (tokenizer: {data.vocab_size} tokens; transformer_config."
+                f"vocab_size {run.model.vocab_size} -> {vocab})"
+            )
         parts = build(run, par, vocab)
         step = train_step(run, pctx, par, parts, opt)
         loop = LoopSettings(
@@ -401,16 +503,23 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
 
 
 __all__ = [
+    "VOCAB_LINE",
     "ModelParts",
     "StageParts",
     "add_debug_flag",
+    "bpe_size",
+    "check_model_type",
+    "check_writable_dir",
     "main",
     "max_steps",
     "model_vocab",
+    "note_dropout",
     "parse_mesh_shape",
     "pipeline_step",
     "refuse_ignored_keys",
     "run_cli",
     "strategies",
+    "tokenizer_file",
     "train_step",
+    "ttml_vocab_size",
 ]

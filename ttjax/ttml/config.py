@@ -17,7 +17,6 @@ folders, then the working directory.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -27,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from ttjax._userfile import read_user_text
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
 from ttjax.ttml.schedule import SCHEDULES, stage_sizes
@@ -118,24 +118,61 @@ def _mesh_shape(v: Any, where: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (insert, delete, substitute, swap two neighbours: 1 each)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def did_you_mean(word: str, keys: Any) -> str:
+    """`` (did you mean 'enable_ddp' or 'enable_pp'?)``: every real key at the smallest edit
+    distance (at most a third of the word, and 2 or more), same length first; "" if none is near.
+
+    >>> did_you_mean("enable_dpp", ["enable_ddp", "enable_pp", "enable_tp"])
+    " (did you mean 'enable_ddp' or 'enable_pp'?)"
+    """
+    dist = {k: edit_distance(word, str(k)) for k in keys}
+    best = min(dist.values(), default=None)
+    if best is None or best > max(2, len(word) // 3):
+        return ""
+    near = sorted((k for k, d in dist.items() if d == best), key=lambda k: (len(k) != len(word), k))
+    return f" (did you mean {' or '.join(repr(k) for k in near[:3])}?)"
+
+
 def _key(f: dataclasses.Field[Any]) -> str:
     return f.metadata.get("key", f.name)
 
 
+def _section(raw: Any, where: str) -> Mapping[Any, Any]:
+    """``raw`` as a mapping (None, an empty section, is ``{}``); a list, string or number raises."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        shown = repr(raw) if len(repr(raw)) <= 60 else repr(raw)[:57] + "..."
+        raise TrainingConfigError(
+            f"{where} is {shown} ({type(raw).__name__}); it must be a mapping of keys.\n"
+            f"fix: write `{where.rsplit(': ', 1)[-1].rsplit('.', 1)[-1]}:` followed by indented "
+            "`key: value` lines."
+        )
+    return raw
+
+
 def _build(cls: type, raw: Any, where: str, **extra: Any) -> Any:
     """``cls`` from the mapping ``raw``: unknown keys and bad values raise, missing keys default."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise TrainingConfigError(
-            f"{where} is {raw!r} ({type(raw).__name__}); it must be a mapping of keys.\n"
-            f"fix: write `{where.rsplit(': ', 1)[-1]}:` followed by indented `key: value` lines."
-        )
+    raw = _section(raw, where)
     fields = {_key(f): f for f in dataclasses.fields(cls) if "check" in f.metadata}
     for k in raw:
         if k not in fields:
-            near = difflib.get_close_matches(str(k), list(fields), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(str(k), fields)
             raise TrainingConfigError(
                 f"{where}: unknown key {k!r}{hint}. Allowed keys: {', '.join(sorted(fields))}.\n"
                 f"fix: remove or rename {k!r}."
@@ -143,6 +180,8 @@ def _build(cls: type, raw: Any, where: str, **extra: Any) -> Any:
     values = {
         f.name: f.metadata["check"](raw[k], f"{where}.{k}") for k, f in fields.items() if k in raw
     }
+    if "written" in {f.name for f in dataclasses.fields(cls)}:
+        extra.setdefault("written", frozenset(str(k) for k in raw))
     return cls(**values, **extra)
 
 
@@ -152,6 +191,11 @@ def _nested(v: Any, where: str) -> Any:
 
 
 _NESTED: dict[str, Any] = {"check": _nested}
+
+
+def _written() -> Any:
+    """The keys the file wrote (set by ``_build``): a default never conflicts with a written value."""
+    return field(default=frozenset(), repr=False, compare=False)
 
 
 def _f(default: Any, check: Check, *, key: str | None = None) -> Any:
@@ -210,7 +254,8 @@ class TrainingConfig:
     """``training_config``: hyper-parameters with tt-train's keys and defaults (old C++ ``TrainingConfig``).
 
     ``optimizer`` is always set: the inline ``optimizer:`` block, or AdamW (MorehAdamW when
-    ``use_moreh_adamw``) built from ``learning_rate`` and ``weight_decay``. An inline
+    ``use_moreh_adamw``, NoOp when ``use_no_op``, as TTML's ``main.cpp`` picks) built from
+    ``learning_rate`` and ``weight_decay``. An inline
     ``transformer_config`` (the old layout) is read into ``RunConfig.model``.
     """
 
@@ -223,6 +268,7 @@ class TrainingConfig:
     max_steps: int = _f(5000, _int(1))
     learning_rate: float = _f(3e-4, _float(0.0, strict=True))
     weight_decay: float = _f(1e-2, _float(0.0))
+    use_no_op: bool = _f(False, _bool)
     use_moreh_adamw: bool = _f(False, _bool)
     use_kahan_summation: bool = _f(False, _bool)
     gradient_accumulation_steps: int = _f(1, _int(1))
@@ -239,6 +285,7 @@ class TrainingConfig:
     multihost_config: str | None = _f(None, _opt_str)
     optimizer: OptimizerConfig | None = field(default=None, metadata=_NESTED)
     transformer_config: Any = field(default=None, repr=False, compare=False, metadata=_NESTED)
+    written: frozenset[str] = _written()
 
 
 @dataclass(frozen=True)
@@ -285,8 +332,10 @@ class RopeScalingConfig:
 class TransformerConfig:
     """The model file's ``transformer_config`` (GPT-2 and Llama keys of tt-train).
 
-    ``vocab_size`` is the model's vocabulary as given (the training CLI checks that the tokens
-    fit in it and that TP divides it; it is never silently replaced).
+    ``vocab_size`` is the value the file gives (96 when left out); the training CLI sets the
+    model's vocabulary from it and the tokenizer as TTML does (``ttjax.ttml.cli.model_vocab``).
+    ``written`` lists the keys the file wrote; a ``model_type`` left out is the training
+    config's, with TTML's Llama defaults for a Llama.
     """
 
     model_type: str = _f("gpt2", _choice("gpt2", "llama"))
@@ -305,6 +354,7 @@ class TransformerConfig:
     rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig, metadata=_NESTED)
     use_composite_layernorm: bool = _f(False, _nested, key="experimental")
     model_path: str = _f("", _str)
+    written: frozenset[str] = _written()
 
     @property
     def head_dim(self) -> int:
@@ -396,6 +446,7 @@ class RunConfig:
 def _optimizer(raw: Any, where: str, training: dict[str, Any]) -> OptimizerConfig:
     if raw is None:
         kind = "MorehAdamW" if training.get("use_moreh_adamw") else "AdamW"
+        kind = "NoOp" if training.get("use_no_op") else kind
         return OptimizerConfig(
             type=kind,
             lr=training["learning_rate"],
@@ -403,6 +454,11 @@ def _optimizer(raw: Any, where: str, training: dict[str, Any]) -> OptimizerConfi
             kahan_summation=training.get("use_kahan_summation", False),
         )
     opt = _build(OptimizerConfig, raw, where)
+    if training.get("use_no_op") and opt.type != "NoOp":
+        raise TrainingConfigError(
+            f"{where}.type = {opt.type!r} but training_config.use_no_op is true.\n"
+            "fix: keep one: use_no_op: true (TTML's key) or optimizer.type: NoOp."
+        )
     wrong = _SGD_ONLY if opt.is_adamw else _ADAMW_ONLY if opt.is_sgd else ()
     given = [k for k in wrong if k in raw]
     if given:
@@ -419,7 +475,13 @@ def _optimizer(raw: Any, where: str, training: dict[str, Any]) -> OptimizerConfi
 
 
 def _training(raw: Any, where: str) -> TrainingConfig:
-    raw = {} if raw is None else raw
+    raw = _section(raw, where)
+    if "mlp_config" in raw:
+        raise TrainingConfigError(
+            f"{where}.mlp_config: this is the config of TTML's MNIST MLP example, which ttjax's "
+            "training command line does not train (it trains TTML's GPT-2 and Llama).\n"
+            "fix: use a language-model config (training_config.transformer_config or model_config)."
+        )
     base = _build(TrainingConfig, raw, where)
     values = dataclasses.asdict(base)
     opt = _optimizer(raw.get("optimizer"), f"{where}.optimizer", values)
@@ -442,8 +504,19 @@ def _device(raw: Any, where: str) -> DeviceConfig:
     return dev
 
 
-def _transformer(raw: Any, where: str) -> TransformerConfig:
-    raw = {} if raw is None else raw
+# TTML's Llama reader (models/llama.cpp read_config) defaults differ from GPT-2's for these.
+_LLAMA_DEFAULTS = {"max_sequence_length": 256, "dropout_prob": 0.0}
+
+
+def _transformer(raw: Any, where: str, model_type: str | None = None) -> TransformerConfig:
+    """The model section; ``model_type`` (training_config's, when written there) is the type
+    when the section does not write its own, and picks TTML's per-type defaults."""
+    raw = _section(raw, where)
+    written = frozenset(str(k) for k in raw)
+    if model_type is not None and "model_type" not in raw:
+        raw = {"model_type": model_type, **raw}
+    if raw.get("model_type") == "llama":
+        raw = {**_LLAMA_DEFAULTS, **raw}
     rope = _build(RopeScalingConfig, raw.get("rope_scaling"), f"{where}.rope_scaling")
     exp = _build(_Experimental, raw.get("experimental"), f"{where}.experimental")
     model = _build(
@@ -452,6 +525,7 @@ def _transformer(raw: Any, where: str) -> TransformerConfig:
         where,
         rope_scaling=rope,
         use_composite_layernorm=exp.use_composite_layernorm,
+        written=written,
     )
     if model.embedding_dim % model.num_heads:
         raise TrainingConfigError(
@@ -483,9 +557,7 @@ def _blocks_per_rank(v: Any, where: str) -> tuple[int, ...]:
 
 
 def _pipeline(raw: Any, where: str) -> PipelineParallelConfig:
-    raw = {} if raw is None else raw
-    if not isinstance(raw, Mapping):
-        raise _bad(where, raw, "a mapping {num_blocks: N, blocks_per_rank: {0: n0, ...}}")
+    raw = _section(raw, where)
     bpr = raw.get("blocks_per_rank")
     blocks = () if bpr is None else _blocks_per_rank(bpr, f"{where}.blocks_per_rank")
     pp = _build(
@@ -504,8 +576,8 @@ def _pipeline(raw: Any, where: str) -> PipelineParallelConfig:
 
 
 def _multihost(raw: Any, where: str) -> MultihostConfig:
-    raw = {} if raw is None else raw
-    pp_raw = raw.get("pipeline_parallel_config") if isinstance(raw, Mapping) else None
+    raw = _section(raw, where)
+    pp_raw = raw.get("pipeline_parallel_config")
     pp = None if pp_raw is None else _pipeline(pp_raw, f"{where}.pipeline_parallel_config")
     mh = _build(
         MultihostConfig,
@@ -535,14 +607,15 @@ def _multihost(raw: Any, where: str) -> MultihostConfig:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def read_text(path: Path, what: str, example: str) -> str:
+    """The UTF-8 text of the user's file ``path`` (:func:`ttjax._userfile.read_user_text`)."""
+    return read_user_text(path, what, example, TrainingConfigError)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise TrainingConfigError(
-            f"config file {str(path)!r} does not exist.\nfix: pass the path of a YAML file, e.g. "
-            "configs/training_nanogpt_tp_ddp.yaml."
-        )
+    text = read_text(path, "config file", "a YAML file, e.g. configs/training_nanogpt_tp_ddp.yaml")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=_SAFE_LOADER)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         pos = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -553,7 +626,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise TrainingConfigError(f"{path}: not valid YAML: {e}.\nfix: correct the YAML.") from None
     if data is None:
-        data = {}
+        raise TrainingConfigError(
+            f"config file {str(path)!r} holds only comments.\nfix: write its sections "
+            "(`training_config:` ...) into it."
+        )
     if not isinstance(data, dict):
         raise TrainingConfigError(
             f"{path}: the top level is a {type(data).__name__}; it must be a mapping of sections.\n"
@@ -580,20 +656,22 @@ def _resolve(ref: str, base: Path, where: str) -> Path:
 def _check_top(data: Mapping[str, Any], allowed: tuple[str, ...], path: Path) -> None:
     for k in data:
         if k not in allowed:
-            near = difflib.get_close_matches(str(k), allowed, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(str(k), allowed)
             raise TrainingConfigError(
                 f"{path}: unknown section {k!r}{hint}. Allowed sections: {', '.join(allowed)}.\n"
                 f"fix: remove or rename {k!r}."
             )
 
 
-def load_model_config(path: str | os.PathLike[str]) -> TransformerConfig:
-    """The ``transformer_config`` of a model YAML file."""
+def load_model_config(
+    path: str | os.PathLike[str], *, model_type: str | None = None
+) -> TransformerConfig:
+    """The ``transformer_config`` of a model YAML file (``model_type``: the type when the file
+    does not write one, e.g. the training file's ``training_config.model_type``)."""
     p = Path(path)
     data = _read_yaml(p)
     _check_top(data, ("transformer_config",), p)
-    return _transformer(data.get("transformer_config"), f"{p}: transformer_config")
+    return _transformer(data.get("transformer_config"), f"{p}: transformer_config", model_type)
 
 
 _SECTIONS = (
@@ -628,26 +706,27 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
             f"{p}: the model is given more than once ({', '.join(given)}).\n"
             "fix: keep one: `model_config: <model yaml>` inside training_config (tt-train's layout)."
         )
+    # TTML reads training_config.model_type as the model's type; a model section that does not
+    # write its own takes it (a default never conflicts with a written value).
+    given_type = training.model_type if "model_type" in training.written else None
     model_path: str | None = None
     if training.model_config is not None:
         mp = _resolve(training.model_config, p, f"{p}: training_config.model_config")
-        model = load_model_config(mp)
+        model = load_model_config(mp, model_type=given_type)
         model_path = str(mp)
     elif inline:
-        raw = data.get("transformer_config") or training.transformer_config
-        model = _transformer(raw, f"{p}: {inline[0]}")
+        top = data.get("transformer_config")
+        raw = top if top is not None else training.transformer_config
+        model = _transformer(raw, f"{p}: {inline[0]}", given_type)
     else:
-        model = TransformerConfig()
-    if (
-        "model_type" in (data.get("training_config") or {})
-        and model.model_type != training.model_type
-    ):
-        if model_path is not None or inline:
-            raise TrainingConfigError(
-                f"{p}: training_config.model_type = {training.model_type!r} but the model's "
-                f"transformer_config.model_type = {model.model_type!r}.\nfix: make them agree "
-                "(or drop training_config.model_type, the old place for it)."
-            )
+        model = _transformer(None, f"{p}: transformer_config", given_type)
+    if given_type is not None and model.model_type != given_type:
+        raise TrainingConfigError(
+            f"{p}: training_config.model_type = {given_type!r} but the model's "
+            f"transformer_config.model_type = {model.model_type!r}.\nfix: make them agree "
+            "(or drop one of the two)."
+        )
+    training = dataclasses.replace(training, model_type=model.model_type)
 
     if training.multihost_config is not None and data.get("multihost_config") is not None:
         raise TrainingConfigError(
@@ -718,6 +797,7 @@ __all__ = [
     "SchedulerConfig",
     "TrainingConfig",
     "TransformerConfig",
+    "did_you_mean",
     "load_config",
     "load_model_config",
     "validate_batch",

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ttjax.errors import ConfigError
+from ttjax.ttml.config import read_text
 from ttjax.ttml.errors import TrainingConfigError
 
 TOKENIZERS = ("char", "bpe")
@@ -29,7 +30,9 @@ BYTE_TOKENS = 256  # a byte-level BPE starts from the 256 bytes; each token abov
 
 
 def load_corpus(path: str | os.PathLike[str] | None = None) -> str:
-    """The text at ``path``, or (empty/None) every topic of the stdlib's ``pydoc_data``."""
+    """The text at ``path``, or (empty/None) every topic of the stdlib's ``pydoc_data``.
+
+    A missing, unreadable, non-UTF-8 or empty file raises, naming it (``data_path``)."""
     if path:
         p = Path(path)
         if not p.is_file():
@@ -37,7 +40,7 @@ def load_corpus(path: str | os.PathLike[str] | None = None) -> str:
                 f"data_path {str(p)!r} is not a file.\nfix: point data_path at a UTF-8 text file, "
                 "or leave it empty for the Python documentation text."
             )
-        return p.read_text(encoding="utf-8")
+        return read_text(p, "data_path", "a UTF-8 text file (or leave data_path empty)")
     from pydoc_data.topics import topics
 
     return "\n\n".join(topics[k] for k in sorted(topics))
@@ -92,6 +95,21 @@ class BPETokenizer:
         os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
         return cls(Tokenizer.from_file(str(path)), str(path))
 
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> BPETokenizer:
+        """A Hugging Face ``tokenizer.json`` (what TTML's ``BPETokenizer`` reads)."""
+        from tokenizers import Tokenizer
+
+        text = read_text(Path(path), "tokenizer_path", "a Hugging Face tokenizer.json")
+        try:
+            return cls(Tokenizer.from_str(text), str(path))
+        except Exception as e:  # tokenizers raises its own Exception type for any bad JSON
+            raise TrainingConfigError(
+                f"tokenizer_path {str(path)!r} is not a Hugging Face tokenizer file: "
+                f"{str(e).splitlines()[0][:200]}.\nfix: point tokenizer_path at a tokenizer.json "
+                "(or remove it to train a BPE on the corpus)."
+            ) from None
+
     @property
     def vocab_size(self) -> int:
         return int(self.tokenizer.get_vocab_size())
@@ -115,6 +133,18 @@ class TokenDataset:
     def vocab_size(self) -> int:
         return int(self.tokenizer.vocab_size)
 
+    def check_windows(self, seq: int, source: str) -> None:
+        """Raise unless both splits hold a window of ``seq + 1`` tokens (``source``: the text's
+        name for the message, e.g. the ``data_path``)."""
+        short = min(len(self.train), len(self.val))
+        if short <= seq + 1:
+            raise TrainingConfigError(
+                f"{source} is too short: its {'training' if len(self.train) <= seq + 1 else 'validation'}"
+                f" split has {short} tokens, and a window of max_sequence_length {seq} needs "
+                f"{seq + 2}.\nfix: use a longer text (about {20 * (seq + 2)} tokens or more), or a "
+                "smaller max_sequence_length."
+            )
+
     def batch(self, step: int, accum: int, batch: int, seq: int, seed: int) -> np.ndarray:
         """``[accum, batch, seq + 1]`` random training windows; the same for the same (seed, step)."""
         rng = np.random.default_rng([seed, step])
@@ -137,21 +167,24 @@ class TokenDataset:
 def load_dataset(
     tokenizer_type: str = "char",
     *,
-    vocab_size: int = 512,
+    vocab_size: int | None = 512,
     data_path: str | None = None,
     val_fraction: float = 0.1,
     cache_dir: str | None = None,
+    tokenizer_path: str | os.PathLike[str] | None = None,
 ) -> TokenDataset:
     """Tokenise the corpus (``"char"`` or ``"bpe"`` of ``vocab_size``) and split off validation.
 
     ``vocab_size`` bounds the token ids for both tokenizers: the characters of the text must fit
-    in it, and a BPE needs more than the 256 byte tokens (else it would learn no merge).
+    in it, and a BPE needs more than the 256 byte tokens (else it would learn no merge). None:
+    no bound (the caller sizes the model from the tokenizer, as TTML does; a BPE then has 512).
+    ``tokenizer_path`` (BPE only): a ``tokenizer.json`` to read instead of training one.
     """
     if tokenizer_type not in TOKENIZERS:
         raise ConfigError(
             f"Unknown tokenizer type: {tokenizer_type!r}.\nfix: tokenizer_type one of {TOKENIZERS}."
         )
-    if tokenizer_type == "bpe" and vocab_size <= BYTE_TOKENS:
+    if tokenizer_type == "bpe" and vocab_size is not None and vocab_size <= BYTE_TOKENS:
         raise TrainingConfigError(
             f"vocab_size = {vocab_size} is too small for tokenizer_type 'bpe': a byte-level BPE "
             f"starts from {BYTE_TOKENS} byte tokens, so it would learn no merge.\nfix: set "
@@ -160,18 +193,27 @@ def load_dataset(
     text = load_corpus(data_path)
     if tokenizer_type == "char":
         tok: Any = CharTokenizer.train(text)
-        if tok.vocab_size > vocab_size:
+        if vocab_size is not None and tok.vocab_size > vocab_size:
             raise TrainingConfigError(
                 f"vocab_size = {vocab_size} is smaller than the {tok.vocab_size} distinct "
                 f"characters of the text (tokenizer_type 'char').\nfix: set "
                 f"transformer_config.vocab_size >= {tok.vocab_size} (e.g. "
                 f"{-(-tok.vocab_size // 64) * 64}), or tokenizer_type: bpe."
             )
-    else:
-        tok = BPETokenizer.train(text, vocab_size, cache_dir)
-        if tok.vocab_size > vocab_size:  # `tokenizers` keeps to the target; checked, not assumed
+    elif tokenizer_path is not None:
+        tok = BPETokenizer.from_file(tokenizer_path)
+        if vocab_size is not None and tok.vocab_size > vocab_size:
             raise TrainingConfigError(
-                f"the BPE trained for vocab_size = {vocab_size} has {tok.vocab_size} tokens.\n"
+                f"the tokenizer {str(tokenizer_path)!r} has {tok.vocab_size} tokens, more than "
+                f"vocab_size = {vocab_size}.\nfix: set transformer_config.vocab_size >= "
+                f"{tok.vocab_size}, or leave it out."
+            )
+    else:
+        target = 512 if vocab_size is None else vocab_size
+        tok = BPETokenizer.train(text, target, cache_dir)
+        if tok.vocab_size > target:  # `tokenizers` keeps to the target; checked, not assumed
+            raise TrainingConfigError(
+                f"the BPE trained for vocab_size = {target} has {tok.vocab_size} tokens.\n"
                 f"fix: set transformer_config.vocab_size >= {tok.vocab_size}."
             )
     ids = tok.encode(text)

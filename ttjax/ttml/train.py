@@ -71,6 +71,7 @@ class OptimizerSettings:
     min_lr: float = 0.0
     clip_grad_norm_max_norm: float | None = 1.0
     amsgrad: bool = False  # last: positional callers keep their meaning
+    no_op: bool = False  # TTML's NoOp optimizer (use_no_op): the parameters are never updated
 
     def __post_init__(self) -> None:
         if not isinstance(self.amsgrad, bool):
@@ -89,12 +90,13 @@ class OptimizerSettings:
         """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys.
 
         Every optimizer key is honoured or refused: the AdamW types, ``lr``, betas, ``epsilon``,
-        ``weight_decay`` and ``amsgrad`` are honoured; SGD/NoOp, ``stochastic_rounding`` and
+        ``weight_decay`` and ``amsgrad`` are honoured, NoOp leaves the parameters as they are;
+        SGD, ``stochastic_rounding`` and
         ``kahan_summation`` (bfloat16 rounding fixes; ttjax keeps float32 state) are refused.
         """
         t, opt, sched = run.training, run.training.optimizer, run.scheduler
         lr = t.learning_rate if opt is None or opt.lr is None else opt.lr
-        if opt is not None and not opt.is_adamw:
+        if opt is not None and not opt.is_adamw and opt.type != "NoOp":
             raise TrainingConfigError(
                 f"{run.path}: training_config.optimizer.type = {opt.type!r} is not trained by "
                 "ttjax.ttml yet.\nfix: type: AdamW (or AdamWFullPrecision / MorehAdamW / "
@@ -126,6 +128,7 @@ class OptimizerSettings:
             total_steps=t.max_steps,
             min_lr=sched.min_lr,
             clip_grad_norm_max_norm=t.clip_grad_norm_max_norm if t.use_clip_grad_norm else None,
+            no_op=opt is not None and opt.type == "NoOp",
         )
 
     def schedule(self) -> optax.Schedule:
@@ -172,7 +175,9 @@ def make_optimizer(
     the optimizer state (and a checkpoint of it) is the same either way.
     """
     adamw: optax.GradientTransformation
-    if config.amsgrad:
+    if config.no_op:  # TTML's NoOp: forward and backward run, the parameters stay
+        adamw = optax.set_to_zero()
+    elif config.amsgrad:
         adamw = optax.chain(
             optax.scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
             optax.add_decayed_weights(config.weight_decay, decay_mask),

@@ -42,7 +42,7 @@ from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
-from ttjax.ttml.train import LossFn, OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer, mixed_precision
 
 # name: (model, batch); the sequence length is the block size. Remat off: the torch side keeps
 # its activations too (no activation checkpointing).
@@ -87,18 +87,6 @@ def flops_per_token(config: GPTConfig, params: Any, seq: int) -> int:
     """nanoGPT's ``estimate_mfu``: 6 N + 12 L H Q T (matmuls forward and backward, attention)."""
     hq = config.n_embd // config.n_head
     return 6 * non_embedding_params(params) + 12 * config.n_layer * config.n_head * hq * seq
-
-
-def mixed_precision(loss_fn: LossFn, dtype: Any) -> LossFn:
-    """``loss_fn`` computing in ``dtype`` on fp32 master parameters (cast inside, so gradients
-    arrive in fp32), like ``torch.autocast``; ``cross_entropy_loss`` upcasts the logits to fp32."""
-    if dtype == jnp.float32:
-        return loss_fn
-
-    def loss(params: Any, idx: Any, targets: Any, tp: str | None) -> Any:
-        return loss_fn(jax.tree_util.tree_map(lambda a: a.astype(dtype), params), idx, targets, tp)
-
-    return loss
 
 
 def ttjax_side(config: GPTConfig, params: Any, tokens: np.ndarray, dtype: Any) -> Callable:

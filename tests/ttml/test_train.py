@@ -25,7 +25,13 @@ from models.nanogpt.weights import param_specs
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import load_config
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.train import OptimizerSettings, TrainStep, clip_by_norm, make_optimizer
+from ttjax.ttml.train import (
+    OptimizerSettings,
+    TrainStep,
+    clip_by_norm,
+    make_optimizer,
+    mixed_precision,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -299,3 +305,49 @@ def test_amsgrad_from_yaml_is_honoured(tmp_path):
         updates, state2 = plain.update(jax.tree.map(jnp.asarray, g), state2, params2)
         params2 = optax.apply_updates(params2, updates)
     assert not np.allclose(np.asarray(params2["w"]), want["w"], rtol=1e-3)
+
+
+def test_bf16_compute_equals_fp32_within_bf16_rounding():
+    """``compute_dtype: bfloat16``: the forward and backward in bf16 on float32 master weights.
+
+    Tolerances, derived: bf16 keeps 8 significant bits, so each rounding errs by at most
+    u = 2**-8 relative. On the way from the parameters to the logits z the tiny NanoGPT rounds at
+    most R = 4 n_layer + 4 times in sequence (parameter casts, matmul outputs, norms, the
+    residual adds), so |dz| <= R u max|z|; the cross-entropy moves by at most 2 max|dz| (its
+    gradient in z has L1 norm <= 2). After n steps, AdamW moves each parameter by at most
+    ~lr_t per step (|m_hat / sqrt(v_hat)| <= 1 for beta1**2 < beta2), so two runs differ by at most
+    2 sum(lr_t) (1 + weight decay).
+    """
+    par = Parallelism(mesh((1, 1)))
+    steps = {
+        dt: TrainStep(
+            mixed_precision(GPT(CONFIG).loss, dt),
+            param_specs(CONFIG, par),
+            par,
+            make_optimizer(OPT),
+            accum=2,
+            schedule=OPT.schedule(),
+        )
+        for dt in ("float32", "bfloat16")
+    }
+    p0, tokens = params(), batches(3)
+    states, first = {}, {}
+    for dt, step in steps.items():
+        state = step.init_state(p0)
+        for t in tokens:
+            state, metrics = step(state, t)
+            first.setdefault(dt, float(metrics["loss"]))  # the loss at p0
+        states[dt] = state
+    z = GPT(CONFIG)(p0, jnp.asarray(tokens[0, 0, :, :-1]), None)
+    bound = 2 * (4 * CONFIG.n_layer + 4) * 2.0**-8 * float(jnp.max(jnp.abs(z)))
+    assert 0 < abs(first["bfloat16"] - first["float32"]) <= bound  # bf16 in force, within rounding
+    bf16 = steps["bfloat16"]
+    grads = jax.eval_shape(bf16._grads, bf16.place_params(p0), tokens[0])[1]
+    assert {x.dtype for x in jax.tree.leaves(grads)} == {jnp.dtype("float32")}  # fp32 gradients
+    floats = [x for x in jax.tree.leaves(states["bfloat16"]) if x.dtype != jnp.int32]
+    assert {x.dtype for x in floats} == {jnp.dtype("float32")}  # master weights, AdamW state
+    moved = 2 * sum(float(OPT.schedule()(t)) for t in range(len(tokens))) * (1 + OPT.weight_decay)
+    pairs = zip(
+        jax.tree.leaves(states["float32"].params), jax.tree.leaves(states["bfloat16"].params)
+    )
+    assert max(float(jnp.max(jnp.abs(a - b))) for a, b in pairs) <= moved

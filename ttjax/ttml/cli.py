@@ -35,7 +35,13 @@ from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
-from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.train import (
+    BaseTrainStep,
+    OptimizerSettings,
+    TrainStep,
+    make_optimizer,
+    mixed_precision,
+)
 from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
 
 DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
@@ -117,6 +123,12 @@ def pipeline_step(
             f"{run.path}: device_config.enable_pp is true but this model has no pipeline "
             "stages.\nfix: set enable_pp: false, or train NanoGPT or Llama."
         )
+    if run.training.compute_dtype != "float32":
+        raise ConfigError(
+            f"{run.path}: training_config.compute_dtype = {run.training.compute_dtype!r} with "
+            "enable_pp is not supported yet (the pipeline stages are not cast).\n"
+            "fix: set compute_dtype: float32, or enable_pp: false."
+        )
     if par.cp_size > 1:
         raise ConfigError(
             f"{run.path}: device_config.enable_cp with enable_pp is not trained by ttjax yet (the "
@@ -160,7 +172,7 @@ def train_step(
     if run.device.enable_pp:
         return pipeline_step(run, pctx, par, parts, opt)
     return TrainStep(
-        parts.loss_fn,
+        mixed_precision(parts.loss_fn, run.training.compute_dtype),
         parts.specs,
         par,
         make_optimizer(opt, clip=False),  # the step clips, its norm summed by ttjax.numerics
@@ -263,6 +275,21 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     p.add_argument("--mesh-shape", default=None, help="override device_config.mesh_shape, e.g. 1x8")
     p.add_argument("--out", default=None, help="log/plot folder (default runs/<project_name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config key, checked as the YAML's (repeatable), e.g. "
+        "--set training_config.batch_size=8",
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="trace STEPS steps with jax.profiler into <out>/profile (Perfetto / TensorBoard)",
+    )
     add_debug_flag(p)
     return p.parse_args(argv)
 
@@ -300,7 +327,11 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     """Run one training from a TTML YAML file; returns the exit code (errors raise)."""
     args = parse_args(argv, prog)
-    run = load_config(args.config)
+    run = load_config(args.config, args.set)
+    if args.profile < 0:
+        raise TrainingConfigError(
+            f"--profile {args.profile} is negative.\nfix: --profile N traces N steps (0: none)."
+        )
     t, dev = run.training, run.device
     shape = list(dev.mesh_shape)
     if args.mesh_shape:
@@ -327,8 +358,10 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             eval_every=t.eval_every,
             model_save_interval=t.model_save_interval,
             progress=not args.no_progress,
+            log_every=t.log_every,
+            profile_steps=args.profile,
         )
-        ckpt = Checkpointer(t.checkpoint_dir)
+        ckpt = Checkpointer(t.checkpoint_dir, max_to_keep=t.keep_checkpoints)
         out = Path(args.out or Path("runs") / t.project_name)
         trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
         if args.resume:
@@ -362,6 +395,11 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 f"{int(state.step) + 1}..{last_step} of {t.max_steps}"
                 + (f", resumed at step {int(state.step)}" if args.resume else "")
                 + ("" if loop.eval_every else "; validation off (eval_every: 0)")
+                + (
+                    f"; compute {t.compute_dtype} (float32 master weights and AdamW state)"
+                    if t.compute_dtype != "float32"
+                    else ""
+                )
             )
         state, history = trainer.run(state, history)
         ckpt.close()

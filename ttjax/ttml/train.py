@@ -194,6 +194,27 @@ def make_optimizer(
     return optax.chain(optax.clip_by_global_norm(config.clip_grad_norm_max_norm), adamw)
 
 
+def mixed_precision(loss_fn: LossFn, dtype: Any) -> LossFn:
+    """``loss_fn`` computing in ``dtype`` (``"bfloat16"``: TTML's training dtype) on float32 master
+    parameters: the floating parameters are cast inside the differentiated function, so the
+    gradients (and optax's AdamW moments and update) stay float32, like ``torch.autocast``;
+    ``cross_entropy_loss`` takes the logits in float32. ``float32`` returns ``loss_fn`` itself.
+
+    >>> step = TrainStep(mixed_precision(model.loss, "bfloat16"), specs, par, optimizer)
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float32:
+        return loss_fn
+
+    def cast(a: Any) -> Any:
+        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+    def loss(params: Any, inputs: Any, targets: Any, axes: Any) -> Any:
+        return loss_fn(jax.tree_util.tree_map(cast, params), inputs, targets, axes)
+
+    return loss
+
+
 def clip_by_norm(grads: Any, norm: Any, max_norm: float) -> Any:
     """``grads`` whose global norm is ``norm``, scaled to at most ``max_norm``: exactly optax's
     ``clip_by_global_norm`` (unchanged below ``max_norm``, else ``g / norm * max_norm``), with the
@@ -319,6 +340,11 @@ class BaseTrainStep(ABC):
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
         return self._step(state, self._put_batch(tokens))
+
+    def compiled(self, state: TrainState, tokens: Any) -> Any:
+        """The compiled step for ``state`` and ``tokens`` (jit's own lowering of them, so its
+        cost analysis is the program that runs): what the trainer counts FLOPs in."""
+        return self._step.lower(state, self._put_batch(tokens)).compile()
 
     def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
         """(loss, gradients) of one step, without the update: what the tests compare."""
@@ -505,4 +531,5 @@ __all__ = [
     "clip_by_norm",
     "decay_matrices",
     "make_optimizer",
+    "mixed_precision",
 ]

@@ -43,6 +43,7 @@ import numpy as np
 from ttjax.errors import CheckpointError
 from ttjax.ttml.checkpoint import Checkpointer, Restored
 from ttjax.ttml.data import TokenDataset
+from ttjax.ttml.metrics import MetricsLog, peak_flops, step_flops
 from ttjax.ttml.train import TrainingDivergedError, TrainState
 
 
@@ -84,6 +85,8 @@ class LoopSettings:
     eval_batches: int = 8
     model_save_interval: int = 100
     progress: bool = True
+    log_every: int = 10  # the metrics line (ttjax.ttml.metrics) every N steps; 0: none
+    profile_steps: int = 0  # trace N steps (after the compile) with jax.profiler into out/profile
 
 
 class Trainer:
@@ -174,12 +177,16 @@ class Trainer:
                     f.write(json.dumps(rec) + "\n")
         tokens_per_step = self.step.accum * s.batch_size * s.seq_len
         progress = _Progress(s.max_steps, start, s.progress and self.primary)
+        metrics_log = self._metrics_log(state, progress) if self.primary else None
+        profiled = s.profile_steps if self.primary else 0
+        profiler = _Profiler(self.out_dir / "profile", start, s.max_steps, profiled)
         stop = _StopSignals()
         try:
             stop.install()
             t0 = time.perf_counter()
             for i in range(start, s.max_steps):
                 batch = self.data.batch(i, self.step.accum, s.batch_size, s.seq_len, s.seed)
+                profiler.before(i)
                 new_state, metrics = self.step(state, batch)
                 loss = float(metrics["loss"])  # also waits for the step
                 if not math.isfinite(loss):
@@ -205,6 +212,9 @@ class Trainer:
                     with self.log_path.open("a") as f:
                         f.write(json.dumps(rec) + "\n")
                 progress.update(rec)
+                profiler.after(i, metrics_log)
+                if metrics_log is not None:
+                    metrics_log.record(rec)
                 signum = stop.agreed()
                 if signum and i + 1 < s.max_steps:
                     self.interrupted = signal.Signals(signum)
@@ -212,10 +222,43 @@ class Trainer:
             self._save_final(state, history)
         finally:
             stop.restore()
+            profiler.stop(metrics_log)
+            if metrics_log is not None:
+                metrics_log.close()
             progress.close()
             if self.checkpointer is not None:
                 self.checkpointer.wait()
         return state, history
+
+    def _metrics_log(self, state: TrainState, progress: _Progress) -> MetricsLog:
+        """The metrics line's log for this launch; its MFU counts the compiled step's FLOPs."""
+        s = self.settings
+        flops, peak = None, None
+        compiled = getattr(self.step, "compiled", None)
+        if s.log_every and compiled is not None:
+            batch = self.data.batch(
+                int(state.step), self.step.accum, s.batch_size, s.seq_len, s.seed
+            )
+            flops = step_flops(compiled(state, batch), self.step.mesh)
+            peak = peak_flops(self.step.mesh.devices.flat[0])
+        log = MetricsLog(
+            self.out_dir,
+            log_every=s.log_every,
+            last_step=s.max_steps,
+            start_step=int(state.step),
+            flops_per_step=flops,
+            peak=peak,
+            print_fn=progress.print_fn(),
+        )
+        if s.log_every:
+            count = "unknown" if flops is None else f"{flops:.4g}"
+            top = "unknown" if peak is None or peak.flops is None else f"{peak.flops:.4g}"
+            log.info(
+                f"metrics every {s.log_every} steps (also in {log.log_path} and {log.csv_path}); "
+                f"mfu = {count} FLOPs per device per step (compiled program) / step time / peak "
+                f"{top} FLOP/s per device ({peak.source if peak else 'no peak'})"
+            )
+        return log
 
     def _meta(self, step: int, history: list[dict]) -> dict[str, Any]:
         return {"history": history[:step], "segments": self.all_segments(step)}
@@ -392,6 +435,42 @@ class _StopSignals:
         self._previous = {}
 
 
+class _Profiler:
+    """``jax.profiler`` over ``steps`` steps, from the second step of the launch (the first
+    compiles) or the first when only one runs; the trace lands in ``folder`` (Perfetto's
+    ``perfetto_trace.json.gz`` and TensorBoard's ``*.xplane.pb``)."""
+
+    def __init__(self, folder: Path, start: int, last: int, steps: int) -> None:
+        self.folder, self.active = folder, False
+        self.first = start + 1 if last - start > 1 else start
+        self.end = min(self.first + steps, last)  # exclusive
+        self.steps = steps if steps > 0 else 0
+
+    def before(self, i: int) -> None:
+        if self.steps and i == self.first and not self.active:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.folder), create_perfetto_trace=True)
+            self.active = True
+
+    def after(self, i: int, log: MetricsLog | None) -> None:
+        if self.active and i + 1 >= self.end:
+            self.stop(log)
+
+    def stop(self, log: MetricsLog | None) -> None:
+        if not self.active:
+            return
+        jax.profiler.stop_trace()
+        self.active = False
+        traces = sorted(self.folder.rglob("perfetto_trace.json.gz"))
+        where = traces[-1] if traces else self.folder
+        text = (
+            f"profile: steps {self.first + 1}..{self.end} traced into {where} (open it at "
+            "ui.perfetto.dev, or the folder with TensorBoard's profile plugin)"
+        )
+        if log is not None:
+            log.info(text)
+
+
 class _Progress:
     """A rich progress bar with loss, tokens/s and ETA (silent when disabled)."""
 
@@ -421,6 +500,13 @@ class _Progress:
         self.task = self.bar.add_task(
             "train", total=total, completed=start, loss="-", val="-", tps="-"
         )
+
+    def print_fn(self) -> Any:
+        """Prints a line above the bar (None without a bar: print plainly)."""
+        if self.bar is None:
+            return None
+        console = self.bar.console
+        return lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, rec: dict[str, Any]) -> None:
         if self.bar is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -42,7 +43,7 @@ from ttjax.ttml.train import (
     make_optimizer,
     mixed_precision,
 )
-from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
+from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label, stop_now_line
 
 DEBUG_ENV = "TTJAX_DEBUG"  # set (not "0") = --debug, for runs started by ttjax-run
 
@@ -142,6 +143,15 @@ def pipeline_step(
         raise ConfigError(
             f"{run.path}: pipeline_parallel_config.num_blocks = {cfg.num_blocks} but the model "
             f"has num_blocks = {run.model.num_blocks}.\nfix: make them equal."
+        )
+    pp = pctx.get_pp_axis_name()
+    stages = int(pctx.jax_mesh.shape[pp]) if pp is not None else 1
+    if stages > cfg.num_blocks:
+        raise ConfigError(
+            f"{run.path}: {stages} pipeline stages need at least {stages} blocks; the model has "
+            f"{cfg.num_blocks} (transformer_config.num_blocks).\nfix: set num_blocks to "
+            f"{stages} or more, or use a mesh with at most {cfg.num_blocks} devices on the PP "
+            "axis."
         )
     sp = parts.stages(par)
     pipe = Pipeline.from_context(
@@ -313,6 +323,9 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
     debug = "--debug" in args or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return fn(args)
+    except KeyboardInterrupt:  # Ctrl-C outside the loop (a second one, while the run saves)
+        print(f"{prog}: {stop_now_line(signal.SIGINT, again=False)}", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
     except (TTJaxError, OSError) as e:
         if debug:
             traceback.print_exc()
@@ -425,7 +438,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                         **summary,
                         "unigram_val_loss": trainer.unigram,
                         "log": str(log),
-                        "plot": str(png),
+                        "plot": None if png is None else str(png),
                     }
                 )
             )

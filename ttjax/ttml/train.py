@@ -56,8 +56,9 @@ class TrainingDivergedError(TTJaxError, FloatingPointError):
 class OptimizerSettings:
     """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``).
 
-    ``amsgrad`` divides by the running maximum of the (bias-corrected) second moment, optax's
-    ``scale_by_amsgrad``; the weight decay stays decoupled, as in AdamW.
+    ``amsgrad`` divides by the running maximum of the raw second moment, bias-corrected after
+    the maximum, as PyTorch's ``AdamW(amsgrad=True)`` and TT-NN's ``moreh_adamw`` compute it
+    (:func:`scale_by_amsgrad`); the weight decay stays decoupled, as in AdamW.
     """
 
     learning_rate: float = 3e-4
@@ -158,6 +159,50 @@ def decay_matrices(params: Any) -> Any:
     return jax.tree_util.tree_map_with_path(decay, params)
 
 
+class ScaleByAmsgradState(NamedTuple):
+    """AMSGrad's state: the step count, both moments and the running maximum of the raw second
+    moment (``max_exp_avg_sq`` in PyTorch and ``moreh_adamw``)."""
+
+    count: Any
+    mu: Any
+    nu: Any
+    nu_max: Any
+
+
+def scale_by_amsgrad(
+    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
+) -> optax.GradientTransformation:
+    """AMSGrad's scaling as PyTorch and TT-NN's ``moreh_adamw`` compute it: with
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g**2`` and ``v_max = max(v_max, v)`` (the
+    raw moment), the update is ``(m / (1 - b1**t)) / (sqrt(v_max / (1 - b2**t)) + eps)``.
+
+    optax's ``scale_by_amsgrad`` takes the maximum of the bias-corrected moment instead, which
+    differs while ``1 - b2**t`` grows, so a run ported from TTML or PyTorch would not match.
+
+    >>> opt = optax.chain(scale_by_amsgrad(0.9, 0.999), optax.scale(-1e-3))
+    """
+
+    def init(params: Any) -> ScaleByAmsgradState:
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return ScaleByAmsgradState(jnp.zeros([], jnp.int32), zeros, zeros, zeros)
+
+    def update(
+        updates: Any, state: ScaleByAmsgradState, params: Any = None
+    ) -> tuple[Any, ScaleByAmsgradState]:
+        del params
+        tm = jax.tree_util.tree_map
+        mu = tm(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+        nu = tm(lambda g, v: b2 * v + (1 - b2) * jnp.square(g), updates, state.nu)
+        nu_max = tm(jnp.maximum, state.nu_max, nu)
+        count = state.count + 1
+        c1 = 1 - b1 ** count.astype(jnp.float32)
+        c2 = 1 - b2 ** count.astype(jnp.float32)
+        out = tm(lambda m, v: (m / c1) / (jnp.sqrt(v / c2) + eps), mu, nu_max)
+        return out, ScaleByAmsgradState(count, mu, nu, nu_max)
+
+    return optax.GradientTransformation(init, update)
+
+
 def make_optimizer(
     config: OptimizerSettings,
     decay_mask: Callable[[Any], Any] = decay_matrices,
@@ -174,7 +219,7 @@ def make_optimizer(
     adamw: optax.GradientTransformation
     if config.amsgrad:
         adamw = optax.chain(
-            optax.scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
+            scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
             optax.add_decayed_weights(config.weight_decay, decay_mask),
             optax.scale_by_learning_rate(config.schedule()),
         )
@@ -525,6 +570,7 @@ class TrainStep(BaseTrainStep):
 __all__ = [
     "BaseTrainStep",
     "OptimizerSettings",
+    "ScaleByAmsgradState",
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",
@@ -532,4 +578,5 @@ __all__ = [
     "decay_matrices",
     "make_optimizer",
     "mixed_precision",
+    "scale_by_amsgrad",
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -319,12 +320,25 @@ class Trainer:
 
     def plot(
         self, history: list[dict[str, Any]], title: str, path: str | Path | None = None
-    ) -> Path:
-        """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it)."""
+    ) -> Path | None:
+        """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it).
+
+        Without matplotlib (the ``viz`` extra) nothing is drawn: one line says so and None is
+        returned; the run's log, metrics and checkpoints are written all the same.
+        """
         path = Path(path or self.out_dir / "loss.png")
         if not self.primary:
             return path
-        import matplotlib
+        try:
+            import matplotlib
+        except ImportError:
+            print(
+                "loss plot skipped: it needs matplotlib, the viz extra (pip install "
+                "'ttjax[viz]'); log.json and metrics.csv hold the same numbers",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -389,6 +403,27 @@ def _all_finite(tree: Any) -> Any:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
+def stop_now_line(signum: int, again: bool = True) -> str:
+    """What a second SIGINT/SIGTERM (or one outside the training loop) prints before the process
+    stops without saving."""
+    name = signal.Signals(signum).name
+    return (
+        f"received {name}{' again' if again else ''}: stopped at once, without saving (complete "
+        "checkpoints are kept; --resume continues from the newest)"
+    )
+
+
+def _stop_now(signum: int) -> None:
+    """Print :func:`stop_now_line` and end the process with ``128 + signum``, skipping the
+    interpreter's clean-up (whose thread joins a second Ctrl-C would interrupt)."""
+    try:
+        sys.stdout.flush()
+        print(stop_now_line(signum), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    os._exit(128 + signum)
+
+
 class _StopSignals:
     """SIGINT/SIGTERM set a flag that the loop reads at each step boundary (a second one aborts)."""
 
@@ -405,10 +440,8 @@ class _StopSignals:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received:
-            self.restore()
-            signal.raise_signal(signum)  # a second signal: the default action, no save
-            return
+        if self.received:  # a second signal: stop at once, no save, one line (no traceback)
+            _stop_now(signum)
         self.received = signum
         try:  # a rank whose launcher died writes into a closed pipe: the save must still happen
             print(
@@ -521,4 +554,4 @@ class _Progress:
             self.bar.stop()
 
 
-__all__ = ["LoopSettings", "TrainStepProtocol", "Trainer", "segments_label"]
+__all__ = ["LoopSettings", "TrainStepProtocol", "Trainer", "segments_label", "stop_now_line"]

@@ -452,3 +452,33 @@ def test_a_second_ctrl_c_stops_at_once_with_one_line(tmp_path):
     assert proc.returncode == 130, rest
     assert "Traceback" not in rest and len(rest.strip().splitlines()) == 1, rest
     assert "received SIGINT" in rest and "stopped at once, without saving" in rest
+
+
+@pytest.mark.slow
+def test_a_real_full_disk_at_the_first_save_is_one_message(tmp_path):
+    """A 100 KiB tmpfs (mounting needs root and the right to mount: skipped elsewhere) fills
+    during the first save's array writes (TensorStore's own ENOSPC, not an injected one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=100k", "tmpfs", str(disk)], capture_output=True
+    )
+    if mount.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.decode().strip()}")
+    try:
+        ckpt = disk / "ckpt"
+        config = cli_config(tmp_path, "tmpfs", model_save_interval=2, log_every=0)
+        run = cli_run(
+            *("--config", str(config), "--no-progress", "--out", str(tmp_path / "out")),
+            f"--set=training_config.checkpoint_dir={ckpt}",
+        )
+        err = run.stderr.strip()
+        assert run.returncode == 1, err
+        assert "saving checkpoint step 2 failed: the disk is full" in err
+        assert f"no earlier checkpoint exists in {ckpt}" in err
+        assert "Traceback" not in err and len(err.splitlines()) == 3, err
+        # the unfinished step is removed (writes still in flight may recreate its folder: then
+        # the next start's Checkpointer removes it)
+        assert Checkpointer(ckpt).all_steps() == [] and list(ckpt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

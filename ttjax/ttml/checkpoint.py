@@ -96,6 +96,7 @@ class Checkpointer:
         self.manager = ocp.CheckpointManager(self.directory, options=options)
         self._pending: int | None = None  # the step whose asynchronous save may still fail
         _quiet_failed_saves()
+        _quiet_leftover_reads()  # a failed save's other writes also end after orbax's loop
 
     def __repr__(self) -> str:
         return f"Checkpointer({str(self.directory)!r}, steps={self.all_steps()})"
@@ -127,7 +128,6 @@ class Checkpointer:
         """Raise one :class:`CheckpointError` for the save of ``step`` that failed with ``e``,
         naming the checkpoint that is kept; the unfinished save's folder is removed."""
         self._pending = None
-        _quiet_leftover_reads()  # the failed save's other writes end after orbax's event loop
         inner: BaseException = e
         while inner.__cause__ is not None or inner.__context__ is not None:
             inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]

@@ -68,11 +68,20 @@ def peak_flops(device: Any = None, cpuinfo: str = "/proc/cpuinfo") -> Peak:
             return Peak(None, f"${PEAK_ENV}={os.environ[PEAK_ENV]!r} is not a number")
     kind = str(device.device_kind)
     if device.platform != "cpu":
-        value = next((v for k, v in PEAK_BF16 if k.lower() in kind.lower()), None)
+        value = bf16_peak(kind)
         if value is None:
             return Peak(None, f"no peak known for {kind!r}: set ${PEAK_ENV}")
         return Peak(value, f"{kind} dense bf16 data sheet")
     return _cpu_peak(cpuinfo, sum(d.platform == "cpu" for d in jax.local_devices()))
+
+
+def bf16_peak(device_kind: str) -> float | None:
+    """The dense bf16 peak FLOP/s of a known accelerator (:data:`PEAK_BF16`), else None.
+
+    >>> bf16_peak("NVIDIA H100 80GB HBM3")
+    989000000000000.0
+    """
+    return next((v for k, v in PEAK_BF16 if k.lower() in device_kind.lower()), None)
 
 
 def _cpu_peak(cpuinfo: str, n_devices: int) -> Peak:
@@ -259,4 +268,13 @@ class MetricsLog:
         self._csv_file.close()
 
 
-__all__ = ["CSV_FIELDS", "MetricsLog", "Peak", "memory_per_device", "peak_flops", "step_flops"]
+__all__ = [
+    "CSV_FIELDS",
+    "PEAK_BF16",
+    "MetricsLog",
+    "Peak",
+    "bf16_peak",
+    "memory_per_device",
+    "peak_flops",
+    "step_flops",
+]

@@ -302,6 +302,16 @@ def test_more_stages_than_blocks_is_told_in_stages_and_blocks(tmp_path, monkeypa
         nanogpt_train.cli(["--config", str(path), "--no-progress", "--out", str(tmp_path)])
 
 
+def test_bf16_with_pp_is_refused_not_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
+    path = _config(tmp_path, pp=True)
+    with pytest.raises(ConfigError, match=r"compute_dtype = 'bfloat16' with enable_pp"):
+        nanogpt_train.cli(
+            ["--config", str(path), "--no-progress", "--out", str(tmp_path)]
+            + ["--set", "training_config.compute_dtype=bfloat16"]
+        )
+
+
 @pytest.mark.parametrize(("runner", "policy"), [("default", "none"), ("memory_efficient", "full")])
 def test_runner_type_picks_the_remat_policy(tmp_path, runner, policy):
     """TTML's ``memory_efficient`` runner recomputes each block (remat); ``default`` keeps all."""

@@ -137,6 +137,15 @@ def test_a_run_piped_without_matplotlib_shows_the_metrics_line_and_keeps_n_check
     assert not (out / "loss.png").exists()
 
 
+def test_a_bad_set_names_the_key_and_the_set(tmp_path):
+    config = str(cli_config(tmp_path, "bad"))
+    with pytest.raises(TrainingConfigError) as got:
+        cli(["--config", config, "--set", "training_config.batch_size=0"])
+    first = str(got.value).splitlines()[0]
+    assert "training_config.batch_size = 0 is not allowed" in first
+    assert first.endswith("(read with --set training_config.batch_size=0)")
+
+
 def test_profile_must_not_be_negative(tmp_path):
     with pytest.raises(TrainingConfigError, match=r"--profile -1 is negative"):
         cli(["--config", str(cli_config(tmp_path, "p")), "--profile", "-1"])

@@ -340,7 +340,14 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     """Run one training from a TTML YAML file; returns the exit code (errors raise)."""
     args = parse_args(argv, prog)
-    run = load_config(args.config, args.set)
+    try:
+        run = load_config(args.config, args.set)
+    except TTJaxError as e:
+        if not args.set:
+            raise
+        first, _, rest = str(e).partition("\n")
+        sets = " ".join(f"--set {s}" for s in args.set)
+        raise type(e)(f"{first} (read with {sets})\n{rest}") from None
     if args.profile < 0:
         raise TrainingConfigError(
             f"--profile {args.profile} is negative.\nfix: --profile N traces N steps (0: none)."

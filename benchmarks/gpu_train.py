@@ -40,9 +40,10 @@ import ttjax as ttnn
 from benchmarks._profile import profile_jax, profile_torch
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.metrics import bf16_peak
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
-from ttjax.ttml.train import LossFn, OptimizerSettings, TrainStep, make_optimizer
+from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer, mixed_precision
 
 # name: (model, batch); the sequence length is the block size. Remat off: the torch side keeps
 # its activations too (no activation checkpointing).
@@ -68,14 +69,12 @@ CONFIGS = {
 # nanoGPT's train.py settings (constant lr: no warmup or decay inside a benchmark).
 CLIP = 1.0
 OPT = OptimizerSettings(6e-4, 0.1, 0.9, 0.95, 1e-8, "identity", clip_grad_norm_max_norm=CLIP)
-# Dense bf16 tensor-core peaks (FLOP/s) by device-kind substring, first match wins.
-PEAK_BF16 = (("H200", 989e12), ("H100 PCIe", 756e12), ("H100", 989e12), ("A100", 312e12))
 GATE_RTOL = {"bfloat16": 2e-2, "float32": 1e-4}
 
 
 def peak_flops(device_kind: str) -> float | None:
     """Dense bf16 peak of a known accelerator, else None (CPU, unknown GPU: no MFU)."""
-    return next((v for k, v in PEAK_BF16 if k.lower() in device_kind.lower()), None)
+    return bf16_peak(device_kind)
 
 
 def non_embedding_params(params: Any) -> int:
@@ -87,18 +86,6 @@ def flops_per_token(config: GPTConfig, params: Any, seq: int) -> int:
     """nanoGPT's ``estimate_mfu``: 6 N + 12 L H Q T (matmuls forward and backward, attention)."""
     hq = config.n_embd // config.n_head
     return 6 * non_embedding_params(params) + 12 * config.n_layer * config.n_head * hq * seq
-
-
-def mixed_precision(loss_fn: LossFn, dtype: Any) -> LossFn:
-    """``loss_fn`` computing in ``dtype`` on fp32 master parameters (cast inside, so gradients
-    arrive in fp32), like ``torch.autocast``; ``cross_entropy_loss`` upcasts the logits to fp32."""
-    if dtype == jnp.float32:
-        return loss_fn
-
-    def loss(params: Any, idx: Any, targets: Any, tp: str | None) -> Any:
-        return loss_fn(jax.tree_util.tree_map(lambda a: a.astype(dtype), params), idx, targets, tp)
-
-    return loss
 
 
 def ttjax_side(config: GPTConfig, params: Any, tokens: np.ndarray, dtype: Any) -> Callable:

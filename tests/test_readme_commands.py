@@ -262,9 +262,15 @@ def python_blocks() -> list[tuple[str, str]]:
     ]
 
 
+SHELL_PLUMBING = ("|", "|&", ">", ">>", "2>", "2>&1")  # the program's words end before these
+
+
 def command_words(command: str) -> list[str]:
-    """The words of a command without its leading ``VAR=value`` environment assignments."""
+    """The words of a command without its leading ``VAR=value`` environment assignments, up to
+    a pipe or a redirection (``... | tee run.txt``: the output's destination, not an argument)."""
     words = shlex.split(command)
+    cut = [i for i, w in enumerate(words) if w in SHELL_PLUMBING]
+    words = words[: cut[0]] if cut else words
     while words and re.match(r"[A-Z_][A-Z0-9_]*=", words[0]):
         words = words[1:]
     return words

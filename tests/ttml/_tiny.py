@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 import ttjax as ttnn
 from models.nanogpt.model import GPT, GPTConfig
@@ -116,3 +122,60 @@ def loop_settings(max_steps: int, eval_every: int = 3, save_every: int = 3) -> L
         model_save_interval=save_every,
         progress=False,
     )
+
+
+# The CLI subprocess tests' smallest run: a 1-block NanoGPT on a [1, 2] DDP mesh (the N300's).
+N300_ENV = {"TT_MESH_GRAPH_DESC_PATH": "n300_mesh_graph_descriptor.textproto"}
+
+
+def cli_config(tmp: Path, name: str, **training: Any) -> Path:
+    """A training YAML in ``tmp`` for ``name``: 6 steps, no validation, no saves but the last;
+    ``training`` overrides training_config keys."""
+    doc = {
+        "training_config": {
+            "project_name": name,
+            "batch_size": 4,
+            "max_steps": 6,
+            "eval_every": 0,
+            "model_save_interval": 1000,
+            "checkpoint_dir": str(tmp / name / "ckpt"),
+            "tokenizer_type": "char",
+            "optimizer": {"type": "AdamW", "lr": 0.003},
+            **training,
+        },
+        "transformer_config": {**YAML_MODEL, "num_blocks": 1},
+        "device_config": {"mesh_shape": [1, 2], "enable_ddp": True},
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _cli(argv: tuple[str, ...], env: dict[str, str] | None) -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[2]
+    shim = str(Path(__file__).parent / "_shim.py")
+    return {
+        "args": [sys.executable, shim, "models.nanogpt.train", *argv],
+        "cwd": root,
+        "env": {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "TTJAX_NUM_DEVICES": "8",
+            **N300_ENV,
+            **(env or {}),
+        },
+        "text": True,
+    }
+
+
+def cli_run(
+    *argv: str, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    """``python -m models.nanogpt.train ARGV`` through ``_shim.py`` (a fault from ``env``), as
+    a shell runs it: stdout and stderr are pipes, returned apart."""
+    return subprocess.run(**_cli(argv, env), capture_output=True, timeout=300, **kw)
+
+
+def cli_popen(*argv: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[str]:
+    """The same command started in the background (to signal it)."""
+    return subprocess.Popen(**_cli(argv, env), **kw)

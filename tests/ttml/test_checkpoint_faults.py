@@ -8,12 +8,10 @@ the reason (or refuses, naming the parameter), and that the fallback continues t
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +21,17 @@ import numpy as np
 import optax
 import pytest
 import yaml
-from _tiny import ACCUM, CONFIG, dataset, loop_settings, params, train_step
+from _tiny import (
+    ACCUM,
+    CONFIG,
+    cli_config,
+    cli_popen,
+    cli_run,
+    dataset,
+    loop_settings,
+    params,
+    train_step,
+)
 
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.train import cli
@@ -32,8 +40,6 @@ from ttjax.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from ttjax.ttml.checkpoint import Checkpointer, fingerprint, load_model_parameters
 from ttjax.ttml.train import TrainingDivergedError, TrainStep
 from ttjax.ttml.trainer import Trainer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _trainer(step, folder: Path, max_steps: int, **kw) -> Trainer:
@@ -344,16 +350,11 @@ def test_signal_saves_the_step_and_resume_continues_bit_for_bit(tmp_path, monkey
     desc = "t3k_mesh_graph_descriptor.textproto"
     config = _config(tmp_path, "sig", max_steps=100000, eval_every=5)
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TT_MESH_GRAPH_DESC_PATH": desc}
-    env["TTJAX_NUM_DEVICES"] = "8"
-    cmd = [sys.executable, "-m", "models.nanogpt.train", "--config", str(config)]
-    proc = subprocess.Popen(
-        [*cmd, "--no-progress", "--out", str(out)],
-        cwd=ROOT,
-        env=env,
+    proc = cli_popen(
+        *("--config", str(config), "--no-progress", "--out", str(out)),
+        env={"TT_MESH_GRAPH_DESC_PATH": desc},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
     )
     try:
         _wait_for_lines(out / "log.jsonl", 3, proc)
@@ -396,3 +397,88 @@ def test_a_checkpoint_without_fingerprint_is_not_trusted(tmp_path):
     assert got.step == 2 and got.skipped == ()
     np.testing.assert_array_equal(np.asarray(got.state["w"]), w)
     ckpt.close()
+
+
+# -- a full disk, a second Ctrl-C (subprocesses: the exit code and stderr are the user's) -----
+
+
+def test_disk_full_at_a_save_is_one_message_naming_the_checkpoint_kept(tmp_path):
+    """ENOSPC in orbax's background save of step 4 (step 2 saved): one message, exit 1."""
+    config = cli_config(tmp_path, "full", model_save_interval=2, log_every=0)
+    run = cli_run(
+        "--config",
+        str(config),
+        "--no-progress",
+        "--out",
+        str(tmp_path / "out"),
+        env={
+            "SHIM_ENOSPC_AFTER": "2"
+        },  # step 2's two JSON items are written, then the disk is full
+    )
+    assert run.returncode == 1, run.stderr[-3000:]
+    ckpt = tmp_path / "full" / "ckpt"
+    err = run.stderr.strip()
+    assert err.startswith(
+        "python -m models.nanogpt.train: error (CheckpointError): saving "
+        "checkpoint step 4 failed: the disk is full ([Errno 28]"
+    ), err
+    assert f"the last good checkpoint, step 2, is kept in {ckpt}" in err
+    assert "Traceback" not in err and "absl" not in err and len(err.splitlines()) == 3, err
+    assert Checkpointer(ckpt).all_steps() == [2]
+
+
+def test_a_second_ctrl_c_stops_at_once_with_one_line(tmp_path):
+    config = cli_config(tmp_path, "twice", max_steps=100000, eval_every=5, log_every=0)
+    out = tmp_path / "out"
+    proc = cli_popen(
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_for_lines(out / "log.jsonl", 3, proc)
+        proc.send_signal(signal.SIGINT)
+        first = proc.stderr.readline()  # "received SIGINT: saving at the end of this step ..."
+        while first.strip() == "":
+            first = proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    assert first.startswith("received SIGINT: saving"), first
+    assert proc.returncode == 130, rest
+    assert "Traceback" not in rest and len(rest.strip().splitlines()) == 1, rest
+    assert "received SIGINT" in rest and "stopped at once, without saving" in rest
+
+
+@pytest.mark.slow
+def test_a_real_full_disk_at_the_first_save_is_one_message(tmp_path):
+    """A 100 KiB tmpfs (mounting needs root and the right to mount: skipped elsewhere) fills
+    during the first save's array writes (TensorStore's own ENOSPC, not an injected one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=100k", "tmpfs", str(disk)], capture_output=True
+    )
+    if mount.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.decode().strip()}")
+    try:
+        ckpt = disk / "ckpt"
+        config = cli_config(tmp_path, "tmpfs", model_save_interval=2, log_every=0)
+        run = cli_run(
+            *("--config", str(config), "--no-progress", "--out", str(tmp_path / "out")),
+            f"--set=training_config.checkpoint_dir={ckpt}",
+        )
+        err = run.stderr.strip()
+        assert run.returncode == 1, err
+        assert "saving checkpoint step 2 failed: the disk is full" in err
+        assert f"no earlier checkpoint exists in {ckpt}" in err
+        assert "Traceback" not in err and len(err.splitlines()) == 3, err
+        # the unfinished step is removed (writes still in flight may recreate its folder: then
+        # the next start's Checkpointer removes it)
+        assert Checkpointer(ckpt).all_steps() == [] and list(ckpt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

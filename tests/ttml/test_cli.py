@@ -288,6 +288,29 @@ def test_banner_of_a_pp_run(tmp_path, monkeypatch):
         ctx.close_device()
 
 
+def test_more_stages_than_blocks_is_told_in_stages_and_blocks(tmp_path, monkeypatch):
+    """8 PP stages over a 4-block model: said in stages and blocks, before any parameter split."""
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_1x8_mesh_graph_descriptor.textproto")
+    path = _config(tmp_path, mesh=(1, 8), pp=True)
+    doc = yaml.safe_load(path.read_text())
+    doc["device_config"]["enable_ddp"] = False  # all 8 devices on the PP axis
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(
+        ConfigError, match=r"8 pipeline stages need at least 8 blocks; the model has 4 "
+    ):
+        nanogpt_train.cli(["--config", str(path), "--no-progress", "--out", str(tmp_path)])
+
+
+def test_bf16_with_pp_is_refused_not_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
+    path = _config(tmp_path, pp=True)
+    with pytest.raises(ConfigError, match=r"compute_dtype = 'bfloat16' with enable_pp"):
+        nanogpt_train.cli(
+            ["--config", str(path), "--no-progress", "--out", str(tmp_path)]
+            + ["--set", "training_config.compute_dtype=bfloat16"]
+        )
+
+
 @pytest.mark.parametrize(("runner", "policy"), [("default", "none"), ("memory_efficient", "full")])
 def test_runner_type_picks_the_remat_policy(tmp_path, runner, policy):
     """TTML's ``memory_efficient`` runner recomputes each block (remat); ``default`` keeps all."""

@@ -25,7 +25,13 @@ from models.nanogpt.weights import param_specs
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import load_config
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.train import OptimizerSettings, TrainStep, clip_by_norm, make_optimizer
+from ttjax.ttml.train import (
+    OptimizerSettings,
+    TrainStep,
+    clip_by_norm,
+    make_optimizer,
+    mixed_precision,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -244,8 +250,10 @@ def test_optimizer_settings_from_ttml_yaml():
     assert OPT.total_steps == 20
 
 
-def _amsgrad_reference(p, grads, lr, wd, b1, b2, eps, decay):
-    """AMSGrad (optax's: max of the bias-corrected second moment) + decoupled weight decay, numpy."""
+def _amsgrad_reference(p, grads, lr, wd, b1, b2, eps, decay, raw_max=True):
+    """AMSGrad + decoupled weight decay, numpy: PyTorch's and ``moreh_adamw``'s (the maximum of
+    the raw second moment, bias-corrected after it), or optax's (``raw_max=False``: the maximum
+    of the bias-corrected moment). Returns the parameters and the running maximum."""
     p = {k: v.astype(np.float64) for k, v in p.items()}
     m = {k: np.zeros_like(v) for k, v in p.items()}
     v = {k: np.zeros_like(x) for k, x in p.items()}
@@ -254,8 +262,12 @@ def _amsgrad_reference(p, grads, lr, wd, b1, b2, eps, decay):
         for k in p:
             m[k] = b1 * m[k] + (1 - b1) * g[k]
             v[k] = b2 * v[k] + (1 - b2) * g[k] ** 2
-            vmax[k] = np.maximum(vmax[k], v[k] / (1 - b2**t))
-            u = (m[k] / (1 - b1**t)) / (np.sqrt(vmax[k]) + eps) + wd * p[k] * decay[k]
+            if raw_max:
+                vmax[k] = np.maximum(vmax[k], v[k])
+                v_hat = vmax[k] / (1 - b2**t)
+            else:
+                vmax[k] = v_hat = np.maximum(vmax[k], v[k] / (1 - b2**t))
+            u = (m[k] / (1 - b1**t)) / (np.sqrt(v_hat) + eps) + wd * p[k] * decay[k]
             p[k] = p[k] - lr * u
     return p, vmax
 
@@ -289,6 +301,8 @@ def test_amsgrad_from_yaml_is_honoured(tmp_path):
         np.testing.assert_allclose(np.asarray(params[k]), want[k], rtol=1e-5, atol=1e-6)
     leaves = jax.tree.leaves(state, is_leaf=lambda s: hasattr(s, "nu_max"))
     nu_max = [s.nu_max for s in leaves if hasattr(s, "nu_max")]  # ScaleByAmsgradState's
+    optax_way = _amsgrad_reference(p, grads, 0.1, 0.1, 0.9, 0.99, 1e-8, {"w": 1.0, "b": 0.0}, False)
+    assert not np.allclose(want["w"], optax_way[0]["w"], rtol=1e-4)  # the two formulas differ
     assert len(nu_max) == 1
     for k in p:
         np.testing.assert_allclose(np.asarray(nu_max[0][k]), vmax[k], rtol=1e-5)
@@ -299,3 +313,78 @@ def test_amsgrad_from_yaml_is_honoured(tmp_path):
         updates, state2 = plain.update(jax.tree.map(jnp.asarray, g), state2, params2)
         params2 = optax.apply_updates(params2, updates)
     assert not np.allclose(np.asarray(params2["w"]), want["w"], rtol=1e-3)
+
+
+def test_bf16_compute_equals_fp32_within_bf16_rounding():
+    """``compute_dtype: bfloat16``: the forward and backward in bf16 on float32 master weights.
+
+    Tolerances, derived: bf16 keeps 8 significant bits, so each rounding errs by at most
+    u = 2**-8 relative. On the way from the parameters to the logits z the tiny NanoGPT rounds at
+    most R = 4 n_layer + 4 times in sequence (parameter casts, matmul outputs, norms, the
+    residual adds), so |dz| <= R u max|z|; the cross-entropy moves by at most 2 max|dz| (its
+    gradient in z has L1 norm <= 2). After n steps, AdamW moves each parameter by at most
+    ~lr_t per step (|m_hat / sqrt(v_hat)| <= 1 for beta1**2 < beta2), so two runs differ by at most
+    2 sum(lr_t) (1 + weight decay).
+    """
+    par = Parallelism(mesh((1, 1)))
+    steps = {
+        dt: TrainStep(
+            mixed_precision(GPT(CONFIG).loss, dt),
+            param_specs(CONFIG, par),
+            par,
+            make_optimizer(OPT),
+            accum=2,
+            schedule=OPT.schedule(),
+        )
+        for dt in ("float32", "bfloat16")
+    }
+    p0, tokens = params(), batches(3)
+    states, first = {}, {}
+    for dt, step in steps.items():
+        state = step.init_state(p0)
+        for t in tokens:
+            state, metrics = step(state, t)
+            first.setdefault(dt, float(metrics["loss"]))  # the loss at p0
+        states[dt] = state
+    z = GPT(CONFIG)(p0, jnp.asarray(tokens[0, 0, :, :-1]), None)
+    bound = 2 * (4 * CONFIG.n_layer + 4) * 2.0**-8 * float(jnp.max(jnp.abs(z)))
+    assert 0 < abs(first["bfloat16"] - first["float32"]) <= bound  # bf16 in force, within rounding
+    bf16 = steps["bfloat16"]
+    grads = jax.eval_shape(bf16._grads, bf16.place_params(p0), tokens[0])[1]
+    assert {x.dtype for x in jax.tree.leaves(grads)} == {jnp.dtype("float32")}  # fp32 gradients
+    floats = [x for x in jax.tree.leaves(states["bfloat16"]) if x.dtype != jnp.int32]
+    assert {x.dtype for x in floats} == {jnp.dtype("float32")}  # master weights, AdamW state
+    moved = 2 * sum(float(OPT.schedule()(t)) for t in range(len(tokens))) * (1 + OPT.weight_decay)
+    pairs = zip(
+        jax.tree.leaves(states["float32"].params), jax.tree.leaves(states["bfloat16"].params)
+    )
+    assert max(float(jnp.max(jnp.abs(a - b))) for a, b in pairs) <= moved
+
+
+def test_amsgrad_equals_torch_adamw_amsgrad():
+    """``make_optimizer(amsgrad=True)`` against ``torch.optim.AdamW(amsgrad=True)``, 5 steps."""
+    torch = pytest.importorskip("torch")
+    settings = OptimizerSettings(
+        0.05, 0.1, 0.9, 0.99, 1e-8, "identity", clip_grad_norm_max_norm=None, amsgrad=True
+    )
+    opt = make_optimizer(settings, decay_mask=lambda p: jax.tree.map(lambda _: True, p))
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((4, 6)).astype(np.float32)
+    grads = [
+        (s * rng.standard_normal(w0.shape)).astype(np.float32) for s in (3.0, 0.1, 1.0, 0.1, 0.1)
+    ]
+    tw = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+    topt = torch.optim.AdamW(
+        [tw], lr=0.05, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, amsgrad=True
+    )
+    w, state = jnp.asarray(w0), opt.init(jnp.asarray(w0))
+    for g in grads:
+        tw.grad = torch.from_numpy(g)
+        topt.step()
+        updates, state = opt.update(jnp.asarray(g), state, w)
+        w = optax.apply_updates(w, updates)
+    np.testing.assert_allclose(np.asarray(w), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+    nu_max = jax.tree.leaves(state, is_leaf=lambda s: hasattr(s, "nu_max"))
+    (raw,) = [s.nu_max for s in nu_max if hasattr(s, "nu_max")]
+    torch_max = topt.state[tw]["max_exp_avg_sq"].numpy()
+    np.testing.assert_allclose(np.asarray(raw), torch_max, rtol=1e-5)

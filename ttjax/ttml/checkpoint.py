@@ -22,6 +22,7 @@ checkpoint that verifies.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
 import logging
@@ -87,9 +88,15 @@ class Checkpointer:
     ) -> None:
         self.directory = Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, enable_async_checkpointing=use_async, create=True
+            max_to_keep=max_to_keep,
+            enable_async_checkpointing=use_async,
+            create=True,
+            cleanup_tmp_directories=True,  # a save cut short (a crash, a full disk) is removed
         )
         self.manager = ocp.CheckpointManager(self.directory, options=options)
+        self._pending: int | None = None  # the step whose asynchronous save may still fail
+        _quiet_failed_saves()
+        _quiet_leftover_reads()  # a failed save's other writes also end after orbax's loop
 
     def __repr__(self) -> str:
         return f"Checkpointer({str(self.directory)!r}, steps={self.all_steps()})"
@@ -105,12 +112,43 @@ class Checkpointer:
 
     def save(self, step: int, state: Any, meta: dict[str, Any] | None = None) -> None:
         """Start saving ``state`` (any pytree of arrays), its fingerprint and a JSON ``meta``."""
+        self.wait()  # the previous save's failure is reported as that step's
         args = ocp.args.Composite(
             state=ocp.args.PyTreeSave(state),
             meta=ocp.args.JsonSave(meta or {}),
             fingerprint=ocp.args.JsonSave({"format": FORMAT, "leaves": fingerprint(state)}),
         )
-        self.manager.save(step, args=args)
+        self._pending = step
+        try:
+            self.manager.save(step, args=args)
+        except Exception as e:
+            self._failed(step, e)
+
+    def _failed(self, step: int, e: BaseException) -> None:
+        """Raise one :class:`CheckpointError` for the save of ``step`` that failed with ``e``,
+        naming the checkpoint that is kept; the unfinished save's folder is removed."""
+        self._pending = None
+        inner: BaseException = e
+        while inner.__cause__ is not None or inner.__context__ is not None:
+            inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
+        for leftover in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+            if jax.process_index() == 0:
+                shutil.rmtree(leftover, ignore_errors=True)
+        full = getattr(inner, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+        full = full or "no space left" in str(inner).lower()
+        why = "the disk is full" if full else f"{type(inner).__name__}"
+        first = (str(inner).strip() or type(inner).__name__).split("\n")[0][:240]
+        kept = [s for s in self.all_steps() if s != step]
+        keep = (
+            f"the last good checkpoint, step {kept[-1]}, is kept in {self.directory}"
+            if kept
+            else f"no earlier checkpoint exists in {self.directory}"
+        )
+        fix = "free space on that disk" if full else "check the folder and its disk"
+        raise CheckpointError(
+            f"saving checkpoint step {step} failed: {why} ({first}); {keep}.\nfix: {fix} (or "
+            "set training_config.checkpoint_dir elsewhere), then run again with --resume."
+        ) from None
 
     # -- restoring -----------------------------------------------------------------------------
 
@@ -283,12 +321,18 @@ class Checkpointer:
         return moved
 
     def wait(self) -> None:
-        """Block until the save in flight is on disk."""
-        self.manager.wait_until_finished()
+        """Block until the save in flight is on disk; a failed save raises CheckpointError."""
+        try:
+            self.manager.wait_until_finished()
+        except Exception as e:
+            self._failed(self._pending if self._pending is not None else -1, e)
+        self._pending = None
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
 
 
 def load_model_parameters(
@@ -503,6 +547,28 @@ def _quiet_leftover_reads() -> None:
 
     sys.unraisablehook = hook
     logging.getLogger("asyncio").addFilter(_LeftoverReads())
+
+
+class _FailedSave(logging.Filter):
+    """Drops orbax's traceback of a save that failed in its background thread: the same error is
+    raised again by ``wait_until_finished``, and :meth:`Checkpointer._failed` reports it once."""
+
+    MARKS = (
+        "_SignalingThread.run() raised an exception",
+        "in background save thread",
+        "Save Finalize thread",
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(mark in text for mark in self.MARKS)
+
+
+def _quiet_failed_saves() -> None:
+    """Install :class:`_FailedSave` on absl's logger (orbax logs there) once."""
+    logger = logging.getLogger("absl")
+    if not any(isinstance(f, _FailedSave) for f in logger.filters):
+        logger.addFilter(_FailedSave())
 
 
 def _collect_pending_reads() -> None:

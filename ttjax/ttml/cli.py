@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from typing import Any
 import jax
 
 from ttjax._cli import DEBUG_ENV, debug_requested, report_errors
-from ttjax.errors import ConfigError, MeshShapeError
+from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
@@ -35,8 +36,14 @@ from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
-from ttjax.ttml.train import BaseTrainStep, OptimizerSettings, TrainStep, make_optimizer
-from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label
+from ttjax.ttml.train import (
+    BaseTrainStep,
+    OptimizerSettings,
+    TrainStep,
+    make_optimizer,
+    mixed_precision,
+)
+from ttjax.ttml.trainer import LoopSettings, Trainer, segments_label, stop_now_line
 
 
 @dataclass(frozen=True)
@@ -185,6 +192,12 @@ def pipeline_step(
             f"{run.path}: device_config.enable_pp is true but this model has no pipeline "
             "stages.\nfix: set enable_pp: false, or train NanoGPT or Llama."
         )
+    if run.training.compute_dtype != "float32":
+        raise ConfigError(
+            f"{run.path}: training_config.compute_dtype = {run.training.compute_dtype!r} with "
+            "enable_pp is not supported yet (the pipeline stages are not cast).\n"
+            "fix: set compute_dtype: float32, or enable_pp: false."
+        )
     if par.cp_size > 1:
         raise ConfigError(
             f"{run.path}: device_config.enable_cp with enable_pp is not trained by ttjax yet (the "
@@ -198,6 +211,15 @@ def pipeline_step(
         raise ConfigError(
             f"{run.path}: pipeline_parallel_config.num_blocks = {cfg.num_blocks} but the model "
             f"has num_blocks = {run.model.num_blocks}.\nfix: make them equal."
+        )
+    pp = pctx.get_pp_axis_name()
+    stages = int(pctx.jax_mesh.shape[pp]) if pp is not None else 1
+    if stages > cfg.num_blocks:
+        raise ConfigError(
+            f"{run.path}: {stages} pipeline stages need at least {stages} blocks; the model has "
+            f"{cfg.num_blocks} (transformer_config.num_blocks).\nfix: set num_blocks to "
+            f"{stages} or more, or use a mesh with at most {cfg.num_blocks} devices on the PP "
+            "axis."
         )
     sp = parts.stages(par)
     pipe = Pipeline.from_context(
@@ -228,7 +250,7 @@ def train_step(
     if run.device.enable_pp:
         return pipeline_step(run, pctx, par, parts, opt)
     return TrainStep(
-        parts.loss_fn,
+        mixed_precision(parts.loss_fn, run.training.compute_dtype),
         parts.specs,
         par,
         make_optimizer(opt, clip=False),  # the step clips, its norm summed by ttjax.numerics
@@ -355,6 +377,21 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
     p.add_argument("--mesh-shape", default=None, help="override device_config.mesh_shape, e.g. 1x8")
     p.add_argument("--out", default=None, help="log/plot folder (default runs/<project_name>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config key, checked as the YAML's (repeatable), e.g. "
+        "--set training_config.batch_size=8",
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="trace STEPS steps with jax.profiler into <out>/profile (Perfetto / TensorBoard)",
+    )
     add_debug_flag(p)
     return p.parse_args(argv)
 
@@ -376,13 +413,28 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
     (:func:`ttjax._cli.report_errors`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    return report_errors(lambda: fn(args), prog, debug_requested(args))
+    try:
+        return report_errors(lambda: fn(args), prog, debug_requested(args))
+    except KeyboardInterrupt:  # Ctrl-C outside the loop (a second one, while the run saves)
+        print(f"{prog}: {stop_now_line(signal.SIGINT, again=False)}", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
 
 
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     """Run one training from a TTML YAML file; returns the exit code (errors raise)."""
     args = parse_args(argv, prog)
-    run = load_config(args.config)
+    try:
+        run = load_config(args.config, args.set)
+    except TTJaxError as e:
+        if not args.set:
+            raise
+        first, _, rest = str(e).partition("\n")
+        sets = " ".join(f"--set {s}" for s in args.set)
+        raise type(e)(f"{first} (read with {sets})\n{rest}") from None
+    if args.profile < 0:
+        raise TrainingConfigError(
+            f"--profile {args.profile} is negative.\nfix: --profile N traces N steps (0: none)."
+        )
     t, dev = run.training, run.device
     shape = list(dev.mesh_shape)
     if args.mesh_shape:
@@ -429,8 +481,10 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
             eval_every=t.eval_every,
             model_save_interval=t.model_save_interval,
             progress=not args.no_progress,
+            log_every=t.log_every,
+            profile_steps=args.profile,
         )
-        ckpt = Checkpointer(t.checkpoint_dir)
+        ckpt = Checkpointer(t.checkpoint_dir, max_to_keep=t.keep_checkpoints)
         out = Path(args.out or Path("runs") / t.project_name)
         trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
         if args.resume:
@@ -464,6 +518,11 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 f"{int(state.step) + 1}..{last_step} of {t.max_steps}"
                 + (f", resumed at step {int(state.step)}" if args.resume else "")
                 + ("" if loop.eval_every else "; validation off (eval_every: 0)")
+                + (
+                    f"; compute {t.compute_dtype} (float32 master weights and AdamW state)"
+                    if t.compute_dtype != "float32"
+                    else ""
+                )
             )
         state, history = trainer.run(state, history)
         ckpt.close()
@@ -489,7 +548,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                         **summary,
                         "unigram_val_loss": trainer.unigram,
                         "log": str(log),
-                        "plot": str(png),
+                        "plot": None if png is None else str(png),
                     }
                 )
             )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,6 +283,11 @@ class TrainingConfig:
     eval_every: int = _f(200, _int(0))
     checkpoint_dir: str = _f("checkpoints", _str)
     multihost_config: str | None = _f(None, _opt_str)
+    # ttjax's own keys (not in tt-train's YAMLs): the run's metrics line, checkpoints kept, and
+    # the forward/backward dtype (parameters and optimizer state stay float32).
+    log_every: int = _f(10, _int(0))
+    keep_checkpoints: int = _f(2, _int(1))
+    compute_dtype: str = _f("float32", _choice("float32", "bfloat16"))
     optimizer: OptimizerConfig | None = field(default=None, metadata=_NESTED)
     transformer_config: Any = field(default=None, repr=False, compare=False, metadata=_NESTED)
     written: frozenset[str] = _written()
@@ -663,13 +668,62 @@ def _check_top(data: Mapping[str, Any], allowed: tuple[str, ...], path: Path) ->
             )
 
 
+def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
+    """``--set`` text ``section.key=value`` -> (key path, value read as YAML: ``8``, ``true``,
+    ``[1, 2]``, ``3e-4``); anything else raises naming the text.
+
+    >>> parse_override("training_config.batch_size=8")
+    (('training_config', 'batch_size'), 8)
+    """
+    key, eq, value = text.partition("=")
+    keys = tuple(k.strip() for k in key.split("."))
+    if not eq or len(keys) < 2 or not all(keys):
+        raise TrainingConfigError(
+            f"--set {text!r} is not of the form section.key=value.\n"
+            "fix: --set training_config.batch_size=8, for example."
+        )
+    try:
+        parsed = yaml.load(value, Loader=_SAFE_LOADER)
+    except yaml.YAMLError as e:
+        raise TrainingConfigError(
+            f"--set {text!r}: the value {value!r} is not valid YAML ({e}).\n"
+            "fix: quote it for the shell, e.g. --set 'device_config.mesh_shape=[1, 2]'."
+        ) from None
+    return keys, parsed
+
+
+def _apply_overrides(data: dict[str, Any], sets: Sequence[str], path: Path) -> dict[str, Any]:
+    """``data`` with each ``--set`` written into it, before any check: a value is validated
+    exactly as if the file held it (an error names the key path)."""
+    for text in sets:
+        keys, value = parse_override(text)
+        node = data
+        for depth, k in enumerate(keys[:-1]):
+            child = node.get(k)
+            if child is None:
+                child = node[k] = {}
+            if not isinstance(child, dict):
+                raise TrainingConfigError(
+                    f"--set {text!r}: {path}: {'.'.join(keys[: depth + 1])} is "
+                    f"{child!r}, not a section of keys.\nfix: set {'.'.join(keys[: depth + 1])} "
+                    "itself, or fix the file."
+                )
+            node = child
+        node[keys[-1]] = value
+    return data
+
+
 def load_model_config(
-    path: str | os.PathLike[str], *, model_type: str | None = None
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    *,
+    model_type: str | None = None,
 ) -> TransformerConfig:
-    """The ``transformer_config`` of a model YAML file (``model_type``: the type when the file
-    does not write one, e.g. the training file's ``training_config.model_type``)."""
+    """The ``transformer_config`` of a model YAML file (``overrides``: ``--set
+    transformer_config.key=value`` texts, applied before the checks; ``model_type``: the type
+    when the file does not write one, e.g. the training file's ``training_config.model_type``)."""
     p = Path(path)
-    data = _read_yaml(p)
+    data = _apply_overrides(_read_yaml(p), overrides, p)
     _check_top(data, ("transformer_config",), p)
     return _transformer(data.get("transformer_config"), f"{p}: transformer_config", model_type)
 
@@ -684,10 +738,21 @@ _SECTIONS = (
 )
 
 
-def load_config(path: str | os.PathLike[str]) -> RunConfig:
-    """Read a training YAML file (and the model and multihost files it names) into a ``RunConfig``."""
+def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
+    """Read a training YAML file (and the model and multihost files it names) into a ``RunConfig``.
+
+    ``overrides`` are ``--set section.key=value`` texts, written into the file's mapping before
+    any check (``transformer_config.*`` into the model file when ``model_config`` names one).
+    """
     p = Path(path)
-    data = _read_yaml(p)
+    model_sets = [s for s in overrides if s.startswith("transformer_config.")]
+    data = _apply_overrides(_read_yaml(p), [s for s in overrides if s not in model_sets], p)
+    raw = data.get("training_config")
+    raw = raw if isinstance(raw, dict) else {}
+    if raw.get("model_config") is None:  # no model file: the model is set in this file
+        prefix = "training_config." if raw.get("transformer_config") is not None else ""
+        data = _apply_overrides(data, [prefix + s for s in model_sets], p)
+        model_sets = []
     _check_top(data, _SECTIONS, p)
     training = _training(data.get("training_config"), f"{p}: training_config")
     device = _device(data.get("device_config"), f"{p}: device_config")
@@ -712,7 +777,7 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
     model_path: str | None = None
     if training.model_config is not None:
         mp = _resolve(training.model_config, p, f"{p}: training_config.model_config")
-        model = load_model_config(mp, model_type=given_type)
+        model = load_model_config(mp, model_sets, model_type=given_type)
         model_path = str(mp)
     elif inline:
         top = data.get("transformer_config")
@@ -800,5 +865,6 @@ __all__ = [
     "did_you_mean",
     "load_config",
     "load_model_config",
+    "parse_override",
     "validate_batch",
 ]

@@ -56,8 +56,9 @@ class TrainingDivergedError(TTJaxError, FloatingPointError):
 class OptimizerSettings:
     """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``).
 
-    ``amsgrad`` divides by the running maximum of the (bias-corrected) second moment, optax's
-    ``scale_by_amsgrad``; the weight decay stays decoupled, as in AdamW.
+    ``amsgrad`` divides by the running maximum of the raw second moment, bias-corrected after
+    the maximum, as PyTorch's ``AdamW(amsgrad=True)`` and TT-NN's ``moreh_adamw`` compute it
+    (:func:`scale_by_amsgrad`); the weight decay stays decoupled, as in AdamW.
     """
 
     learning_rate: float = 3e-4
@@ -161,6 +162,50 @@ def decay_matrices(params: Any) -> Any:
     return jax.tree_util.tree_map_with_path(decay, params)
 
 
+class ScaleByAmsgradState(NamedTuple):
+    """AMSGrad's state: the step count, both moments and the running maximum of the raw second
+    moment (``max_exp_avg_sq`` in PyTorch and ``moreh_adamw``)."""
+
+    count: Any
+    mu: Any
+    nu: Any
+    nu_max: Any
+
+
+def scale_by_amsgrad(
+    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
+) -> optax.GradientTransformation:
+    """AMSGrad's scaling as PyTorch and TT-NN's ``moreh_adamw`` compute it: with
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g**2`` and ``v_max = max(v_max, v)`` (the
+    raw moment), the update is ``(m / (1 - b1**t)) / (sqrt(v_max / (1 - b2**t)) + eps)``.
+
+    optax's ``scale_by_amsgrad`` takes the maximum of the bias-corrected moment instead, which
+    differs while ``1 - b2**t`` grows, so a run ported from TTML or PyTorch would not match.
+
+    >>> opt = optax.chain(scale_by_amsgrad(0.9, 0.999), optax.scale(-1e-3))
+    """
+
+    def init(params: Any) -> ScaleByAmsgradState:
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return ScaleByAmsgradState(jnp.zeros([], jnp.int32), zeros, zeros, zeros)
+
+    def update(
+        updates: Any, state: ScaleByAmsgradState, params: Any = None
+    ) -> tuple[Any, ScaleByAmsgradState]:
+        del params
+        tm = jax.tree_util.tree_map
+        mu = tm(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
+        nu = tm(lambda g, v: b2 * v + (1 - b2) * jnp.square(g), updates, state.nu)
+        nu_max = tm(jnp.maximum, state.nu_max, nu)
+        count = state.count + 1
+        c1 = 1 - b1 ** count.astype(jnp.float32)
+        c2 = 1 - b2 ** count.astype(jnp.float32)
+        out = tm(lambda m, v: (m / c1) / (jnp.sqrt(v / c2) + eps), mu, nu_max)
+        return out, ScaleByAmsgradState(count, mu, nu, nu_max)
+
+    return optax.GradientTransformation(init, update)
+
+
 def make_optimizer(
     config: OptimizerSettings,
     decay_mask: Callable[[Any], Any] = decay_matrices,
@@ -179,7 +224,7 @@ def make_optimizer(
         adamw = optax.set_to_zero()
     elif config.amsgrad:
         adamw = optax.chain(
-            optax.scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
+            scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
             optax.add_decayed_weights(config.weight_decay, decay_mask),
             optax.scale_by_learning_rate(config.schedule()),
         )
@@ -197,6 +242,27 @@ def make_optimizer(
     if not clip:  # clip_by_global_norm's state is EmptyState, as identity's
         return optax.chain(optax.identity(), adamw)
     return optax.chain(optax.clip_by_global_norm(config.clip_grad_norm_max_norm), adamw)
+
+
+def mixed_precision(loss_fn: LossFn, dtype: Any) -> LossFn:
+    """``loss_fn`` computing in ``dtype`` (``"bfloat16"``: TTML's training dtype) on float32 master
+    parameters: the floating parameters are cast inside the differentiated function, so the
+    gradients (and optax's AdamW moments and update) stay float32, like ``torch.autocast``;
+    ``cross_entropy_loss`` takes the logits in float32. ``float32`` returns ``loss_fn`` itself.
+
+    >>> step = TrainStep(mixed_precision(model.loss, "bfloat16"), specs, par, optimizer)
+    """
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float32:
+        return loss_fn
+
+    def cast(a: Any) -> Any:
+        return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+    def loss(params: Any, inputs: Any, targets: Any, axes: Any) -> Any:
+        return loss_fn(jax.tree_util.tree_map(cast, params), inputs, targets, axes)
+
+    return loss
 
 
 def clip_by_norm(grads: Any, norm: Any, max_norm: float) -> Any:
@@ -324,6 +390,11 @@ class BaseTrainStep(ABC):
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
         return self._step(state, self._put_batch(tokens))
+
+    def compiled(self, state: TrainState, tokens: Any) -> Any:
+        """The compiled step for ``state`` and ``tokens`` (jit's own lowering of them, so its
+        cost analysis is the program that runs): what the trainer counts FLOPs in."""
+        return self._step.lower(state, self._put_batch(tokens)).compile()
 
     def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
         """(loss, gradients) of one step, without the update: what the tests compare."""
@@ -504,10 +575,13 @@ class TrainStep(BaseTrainStep):
 __all__ = [
     "BaseTrainStep",
     "OptimizerSettings",
+    "ScaleByAmsgradState",
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",
     "clip_by_norm",
     "decay_matrices",
     "make_optimizer",
+    "mixed_precision",
+    "scale_by_amsgrad",
 ]

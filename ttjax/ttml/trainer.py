@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -43,6 +44,7 @@ import numpy as np
 from ttjax.errors import CheckpointError
 from ttjax.ttml.checkpoint import Checkpointer, Restored
 from ttjax.ttml.data import TokenDataset
+from ttjax.ttml.metrics import MetricsLog, peak_flops, step_flops
 from ttjax.ttml.train import TrainingDivergedError, TrainState
 
 
@@ -84,6 +86,8 @@ class LoopSettings:
     eval_batches: int = 8
     model_save_interval: int = 100
     progress: bool = True
+    log_every: int = 10  # the metrics line (ttjax.ttml.metrics) every N steps; 0: none
+    profile_steps: int = 0  # trace N steps (after the compile) with jax.profiler into out/profile
 
 
 class Trainer:
@@ -174,12 +178,16 @@ class Trainer:
                     f.write(json.dumps(rec) + "\n")
         tokens_per_step = self.step.accum * s.batch_size * s.seq_len
         progress = _Progress(s.max_steps, start, s.progress and self.primary)
+        metrics_log = self._metrics_log(state, progress) if self.primary else None
+        profiled = s.profile_steps if self.primary else 0
+        profiler = _Profiler(self.out_dir / "profile", start, s.max_steps, profiled)
         stop = _StopSignals()
         try:
             stop.install()
             t0 = time.perf_counter()
             for i in range(start, s.max_steps):
                 batch = self.data.batch(i, self.step.accum, s.batch_size, s.seq_len, s.seed)
+                profiler.before(i)
                 new_state, metrics = self.step(state, batch)
                 loss = float(metrics["loss"])  # also waits for the step
                 if not math.isfinite(loss):
@@ -205,6 +213,9 @@ class Trainer:
                     with self.log_path.open("a") as f:
                         f.write(json.dumps(rec) + "\n")
                 progress.update(rec)
+                profiler.after(i, metrics_log)
+                if metrics_log is not None:
+                    metrics_log.record(rec)
                 signum = stop.agreed()
                 if signum and i + 1 < s.max_steps:
                     self.interrupted = signal.Signals(signum)
@@ -212,10 +223,43 @@ class Trainer:
             self._save_final(state, history)
         finally:
             stop.restore()
+            profiler.stop(metrics_log)
+            if metrics_log is not None:
+                metrics_log.close()
             progress.close()
             if self.checkpointer is not None:
                 self.checkpointer.wait()
         return state, history
+
+    def _metrics_log(self, state: TrainState, progress: _Progress) -> MetricsLog:
+        """The metrics line's log for this launch; its MFU counts the compiled step's FLOPs."""
+        s = self.settings
+        flops, peak = None, None
+        compiled = getattr(self.step, "compiled", None)
+        if s.log_every and compiled is not None:
+            batch = self.data.batch(
+                int(state.step), self.step.accum, s.batch_size, s.seq_len, s.seed
+            )
+            flops = step_flops(compiled(state, batch), self.step.mesh)
+            peak = peak_flops(self.step.mesh.devices.flat[0])
+        log = MetricsLog(
+            self.out_dir,
+            log_every=s.log_every,
+            last_step=s.max_steps,
+            start_step=int(state.step),
+            flops_per_step=flops,
+            peak=peak,
+            print_fn=progress.print_fn(),
+        )
+        if s.log_every:
+            count = "unknown" if flops is None else f"{flops:.4g}"
+            top = "unknown" if peak is None or peak.flops is None else f"{peak.flops:.4g}"
+            log.info(
+                f"metrics every {s.log_every} steps (also in {log.log_path} and {log.csv_path}); "
+                f"mfu = {count} FLOPs per device per step (compiled program) / step time / peak "
+                f"{top} FLOP/s per device ({peak.source if peak else 'no peak'})"
+            )
+        return log
 
     def _meta(self, step: int, history: list[dict]) -> dict[str, Any]:
         return {"history": history[:step], "segments": self.all_segments(step)}
@@ -276,12 +320,25 @@ class Trainer:
 
     def plot(
         self, history: list[dict[str, Any]], title: str, path: str | Path | None = None
-    ) -> Path:
-        """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it)."""
+    ) -> Path | None:
+        """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it).
+
+        Without matplotlib (the ``viz`` extra) nothing is drawn: one line says so and None is
+        returned; the run's log, metrics and checkpoints are written all the same.
+        """
         path = Path(path or self.out_dir / "loss.png")
         if not self.primary:
             return path
-        import matplotlib
+        try:
+            import matplotlib
+        except ImportError:
+            print(
+                "loss plot skipped: it needs matplotlib, the viz extra (pip install "
+                "'ttjax[viz]'); log.json and metrics.csv hold the same numbers",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -346,6 +403,27 @@ def _all_finite(tree: Any) -> Any:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
+def stop_now_line(signum: int, again: bool = True) -> str:
+    """What a second SIGINT/SIGTERM (or one outside the training loop) prints before the process
+    stops without saving."""
+    name = signal.Signals(signum).name
+    return (
+        f"received {name}{' again' if again else ''}: stopped at once, without saving (complete "
+        "checkpoints are kept; --resume continues from the newest)"
+    )
+
+
+def _stop_now(signum: int) -> None:
+    """Print :func:`stop_now_line` and end the process with ``128 + signum``, skipping the
+    interpreter's clean-up (whose thread joins a second Ctrl-C would interrupt)."""
+    try:
+        sys.stdout.flush()
+        print(stop_now_line(signum), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    os._exit(128 + signum)
+
+
 class _StopSignals:
     """SIGINT/SIGTERM set a flag that the loop reads at each step boundary (a second one aborts)."""
 
@@ -362,10 +440,8 @@ class _StopSignals:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received:
-            self.restore()
-            signal.raise_signal(signum)  # a second signal: the default action, no save
-            return
+        if self.received:  # a second signal: stop at once, no save, one line (no traceback)
+            _stop_now(signum)
         self.received = signum
         try:  # a rank whose launcher died writes into a closed pipe: the save must still happen
             print(
@@ -390,6 +466,42 @@ class _StopSignals:
         for sig, prev in self._previous.items():
             signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
         self._previous = {}
+
+
+class _Profiler:
+    """``jax.profiler`` over ``steps`` steps, from the second step of the launch (the first
+    compiles) or the first when only one runs; the trace lands in ``folder`` (Perfetto's
+    ``perfetto_trace.json.gz`` and TensorBoard's ``*.xplane.pb``)."""
+
+    def __init__(self, folder: Path, start: int, last: int, steps: int) -> None:
+        self.folder, self.active = folder, False
+        self.first = start + 1 if last - start > 1 else start
+        self.end = min(self.first + steps, last)  # exclusive
+        self.steps = steps if steps > 0 else 0
+
+    def before(self, i: int) -> None:
+        if self.steps and i == self.first and not self.active:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.folder), create_perfetto_trace=True)
+            self.active = True
+
+    def after(self, i: int, log: MetricsLog | None) -> None:
+        if self.active and i + 1 >= self.end:
+            self.stop(log)
+
+    def stop(self, log: MetricsLog | None) -> None:
+        if not self.active:
+            return
+        jax.profiler.stop_trace()
+        self.active = False
+        traces = sorted(self.folder.rglob("perfetto_trace.json.gz"))
+        where = traces[-1] if traces else self.folder
+        text = (
+            f"profile: steps {self.first + 1}..{self.end} traced into {where} (open it at "
+            "ui.perfetto.dev, or the folder with TensorBoard's profile plugin)"
+        )
+        if log is not None:
+            log.info(text)
 
 
 class _Progress:
@@ -422,6 +534,13 @@ class _Progress:
             "train", total=total, completed=start, loss="-", val="-", tps="-"
         )
 
+    def print_fn(self) -> Any:
+        """Prints a line above the bar (None without a bar: print plainly)."""
+        if self.bar is None:
+            return None
+        console = self.bar.console
+        return lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     def update(self, rec: dict[str, Any]) -> None:
         if self.bar is None:
             return
@@ -435,4 +554,4 @@ class _Progress:
             self.bar.stop()
 
 
-__all__ = ["LoopSettings", "TrainStepProtocol", "Trainer", "segments_label"]
+__all__ = ["LoopSettings", "TrainStepProtocol", "Trainer", "segments_label", "stop_now_line"]

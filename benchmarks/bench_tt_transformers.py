@@ -56,8 +56,14 @@ def _hlo_counts(tid: Any) -> dict[str, int]:
     }
 
 
-def _trace_ops(tid: Any) -> int:
-    return sum(len(p["ops"]) for p in ttnn.trace.trace_info(tid)["programs"])
+def _trace_counts(tid: Any) -> dict[str, int]:
+    """The trace's recorded ops and its programs' input and output buffers."""
+    programs = ttnn.trace.trace_info(tid)["programs"]
+    return {
+        "trace_ops": sum(len(p["ops"]) for p in programs),
+        "inputs": sum(p["inputs"] for p in programs),
+        "outputs": sum(p["outputs"] for p in programs),
+    }
 
 
 def _tt_transformers(mesh: ttnn.MeshDevice, folder: str) -> dict[str, Any]:
@@ -169,8 +175,8 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
             ours = _ttjax_llama(mesh, tt["args"])
             details = {
                 "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
-                "tt_transformers": {"trace_ops": _trace_ops(tt["tid"]), **_hlo_counts(tt["tid"])},
-                "ttjax_llama": {"trace_ops": _trace_ops(ours["tid"]), **_hlo_counts(ours["tid"])},
+                "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
+                "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
             }
             t_step = compare({"tt": tt["step"], "ours": ours["step"]}, repeats=9, number=10)
             t_replay = compare({"tt": tt["replay"], "ours": ours["replay"]}, repeats=9, number=10)

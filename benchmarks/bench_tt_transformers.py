@@ -28,6 +28,7 @@ import re
 import tempfile
 from dataclasses import asdict
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def _trace_counts(tid: Any) -> dict[str, int]:
     }
 
 
-def _tt_transformers(mesh: ttnn.MeshDevice, folder: str) -> dict[str, Any]:
+def _tt_transformers(mesh: ttnn.MeshDevice) -> dict[str, Any]:
     """tt_transformers' Transformer + Generator, prefilled, with its decode trace captured."""
     import torch
 
@@ -74,7 +75,6 @@ def _tt_transformers(mesh: ttnn.MeshDevice, folder: str) -> dict[str, Any]:
     from models.tt_transformers.tt.model import Transformer
     from tests.real_models import harness
 
-    os.environ["HF_MODEL"] = folder
     s = harness.setup(mesh, n_layers=LAYERS, max_seq_len=128, batch=BATCH)
     args = s.args
     model = Transformer(
@@ -163,31 +163,28 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     import ttjax.compat
     from tests.real_models.checkpoint import TinyLlama, write_tiny_llama
 
-    saved = {k: os.environ.get(k) for k in ("HF_MODEL", "TT_CACHE_PATH")}
     with tempfile.TemporaryDirectory() as tmp:
         folder = str(write_tiny_llama(os.path.join(tmp, "tiny-llama"), TinyLlama()))
-        os.environ["TT_CACHE_PATH"] = os.path.join(tmp, "cache")
-        ttjax.compat.install_as_ttnn()
+        env = {"HF_MODEL": folder, "TT_CACHE_PATH": os.path.join(tmp, "cache")}
         threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            tt = _tt_transformers(mesh, folder)
-            ours = _ttjax_llama(mesh, tt["args"])
-            details = {
-                "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
-                "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
-                "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
-            }
-            t_step = compare({"tt": tt["step"], "ours": ours["step"]}, repeats=9, number=10)
-            t_replay = compare({"tt": tt["replay"], "ours": ours["replay"]}, repeats=9, number=10)
-        finally:
-            torch.set_num_threads(threads)
-            ttjax.compat.uninstall_ttnn()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        with mock.patch.dict(os.environ, env):
+            ttjax.compat.install_as_ttnn()
+            torch.set_num_threads(1)
+            try:
+                tt = _tt_transformers(mesh)
+                ours = _ttjax_llama(mesh, tt["args"])
+                details = {
+                    "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
+                    "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
+                    "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
+                }
+                steps = {"tt": tt["step"], "ours": ours["step"]}
+                replays = {"tt": tt["replay"], "ours": ours["replay"]}
+                t_step = compare(steps, repeats=9, number=10)
+                t_replay = compare(replays, repeats=9, number=10)
+            finally:
+                torch.set_num_threads(threads)
+                ttjax.compat.uninstall_ttnn()
     name = f"{LAYERS}-layer tiny Llama, TP {tuple(mesh.shape)}, batch {BATCH}"
     return [
         Row(

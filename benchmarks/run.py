@@ -28,6 +28,7 @@ SUITES = {
     "torch": ("benchmarks.bench_torch", None),
     "cost": ("benchmarks.bench_cost", None),
     "tessera": ("benchmarks.bench_tessera", None),
+    "tt_transformers": ("benchmarks.bench_tt_transformers", (1, 8)),
 }
 
 

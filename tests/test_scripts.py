@@ -6,8 +6,9 @@ import json
 
 import pytest
 from _reference import save_tiny_hf_llama
+from conftest import mesh_of
 
-from benchmarks import gpu_decode
+from benchmarks import bench_tt_transformers, gpu_decode
 from models.falcon import demo as falcon_demo
 from models.llama import demo as llama_demo
 
@@ -72,3 +73,13 @@ def test_llama_demo_with_a_checkpoint_compares_with_transformers(tmp_path, capsy
     diff = float(line.split("max |diff| ")[1].split(",")[0])
     assert pcc > 0.9999 and diff < 1e-3 and "same greedy tokens: True" in line
     assert f"weights: {tmp_path}" in out
+
+
+def test_tt_transformers_bench_skips_without_tt_metal_home(monkeypatch, capsys):
+    """Without ``TT_METAL_HOME`` the suite gives no figure and says why in one line."""
+    monkeypatch.delenv("TT_METAL_HOME", raising=False)
+    assert bench_tt_transformers.run(mesh_of((1, 8))) == []
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [
+        "[tt_transformers] skipped: TT_METAL_HOME is unset (point it at a tt-metal checkout)"
+    ]

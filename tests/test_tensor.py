@@ -117,6 +117,29 @@ def test_tree_flatten_round_trip():
     assert len(jax.tree_util.tree_leaves(nested)) == 3
 
 
+def test_pytree_keeps_the_whole_spec_through_flatten_and_jit():
+    """The spec (placements, memory config, dtype, layout, mesh generation) is the pytree's aux
+    data: a flatten/unflatten round trip and a jitted identity give back an equal spec."""
+    mesh = mesh_of((2, 4))
+    x = np.arange(2 * 32 * 64, dtype=np.float32).reshape(2, 32, 64)
+    t = ttnn.from_torch(
+        x,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(0, 2)),
+        memory_config=ttnn.L1_MEMORY_CONFIG,
+    )
+    leaves, tree = jax.tree_util.tree_flatten({"w": [t, t]})
+    back = jax.tree_util.tree_unflatten(tree, leaves)["w"][1]
+    jitted = jax.jit(lambda a: a)(t)
+    for out in (back, jitted):
+        assert out._spec == t._spec and hash(out._spec) == hash(t._spec)
+        assert out.memory_config() == ttnn.L1_MEMORY_CONFIG
+        assert out.placements == t.placements
+        composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 2))
+        np.testing.assert_array_equal(ttnn.to_numpy(out, mesh_composer=composer), x)
+
+
 def test_tree_map_keeps_metadata():
     _, x, t = _sharded()
     doubled = jax.tree_util.tree_map(lambda a: a * 2, t)

@@ -37,7 +37,7 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 
 test: lint
-	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile
+	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile --durations=20
 
 test-all: lint
 	$(PY) -m pytest -q -n 2 --dist loadfile

@@ -10,6 +10,7 @@ from ttjax.ops.transformer import (
     scaled_dot_product_attention_decode,
     split_heads,
     split_query_key_value_and_split_heads,
+    windowed_scaled_dot_product_attention,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "scaled_dot_product_attention_decode",
     "split_heads",
     "split_query_key_value_and_split_heads",
+    "windowed_scaled_dot_product_attention",
 ]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import ml_dtypes
 import numpy as np
@@ -266,9 +267,11 @@ class UnaryWithParam:
     __slots__ = ("op_type", "params")
 
     def __init__(
-        self, op_type: UnaryOpType | tuple[UnaryOpType, float], param: float | None = None
+        self,
+        op_type: UnaryOpType | tuple[UnaryOpType, float],
+        param: float | Sequence[float] | None = None,
     ) -> None:
-        if isinstance(op_type, tuple):
+        if isinstance(op_type, (tuple, list)) and len(op_type) == 2:
             op_type, param = op_type
         if not isinstance(op_type, UnaryOpType):
             raise TypeError(
@@ -276,7 +279,14 @@ class UnaryWithParam:
                 "fix: e.g. ttnn.UnaryWithParam(ttnn.UnaryOpType.GELU, 1.0)."
             )
         self.op_type = op_type
-        self.params: tuple[float, ...] = () if param is None else (float(param),)
+        # C++'s UnaryWithParam holds a vector of parameters (sigmoid: vector mode and approx;
+        # softplus: beta and threshold); the Python binding passes one, ttjax also takes a list.
+        if param is None:
+            self.params: tuple[float, ...] = ()
+        elif isinstance(param, Sequence):
+            self.params = tuple(float(p) for p in param)
+        else:
+            self.params = (float(param),)
 
     @property
     def param(self) -> float | None:

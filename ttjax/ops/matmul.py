@@ -15,27 +15,79 @@ import jax.numpy as jnp
 
 from ttjax import kernels
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
-from ttjax.hardware import DRAM_MEMORY_CONFIG
+from ttjax._matmul_specs import matmul_output_memory_config
+from ttjax.enums import DataType, Layout, UnaryOpType, UnaryWithParam
+from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
-from ttjax.ops.pointwise import activation_fn
-from ttjax.tensor import Tensor
+from ttjax.ops.activations import chain_fn, parse_activation
+from ttjax.tensor import Tensor, tile_padded
 
 
-def _out_config(memory_config: Any) -> Any:
+def _out_config(
+    op: str,
+    memory_config: Any,
+    program_config: Any,
+    a: Tensor,
+    b: Tensor,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Any:
     """TT-NN's matmul/linear write DRAM interleaved unless ``memory_config=`` says otherwise
-    (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp)."""
-    return DRAM_MEMORY_CONFIG if memory_config is None else memory_config
+    (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp); a
+    sharded one with a sharded program config gets the shard spec TT-NN computes from the
+    program config (:func:`ttjax._matmul_specs.matmul_output_memory_config`)."""
+    if memory_config is None:
+        return DRAM_MEMORY_CONFIG
+    if program_config is None or not isinstance(memory_config, MemoryConfig):
+        return memory_config
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
+        return memory_config
+
+    def padded(t: Tensor, transpose: bool) -> tuple[int, ...]:
+        shape = list(t._spec.shape)
+        if transpose and len(shape) >= 2:
+            shape[-2], shape[-1] = shape[-1], shape[-2]
+        return tile_padded(shape) if t._spec.layout is Layout.TILE else tuple(shape)
+
+    return matmul_output_memory_config(
+        op,
+        program_config,
+        memory_config,
+        padded(a, transpose_a),
+        padded(b, transpose_b),
+        a._spec.memory_config.shard_spec if a.is_sharded() else None,
+        a._mesh.compute_with_storage_grid_size(),
+        b._spec.memory_config.shard_spec if b.is_sharded() else None,
+    )
 
 
-def _activation(op: str, activation: Any, program_config: Any) -> tuple[Any, Any]:
-    """The activation TT-NN fuses into the product: the program config's ``fused_activation``
-    when it has one (TT-NN's matmul kernels apply that one), else ``activation=``."""
+def _activation(
+    op: str, activation: Any, program_config: Any, core_grid: Any
+) -> tuple[Any, tuple[UnaryWithParam, ...]]:
+    """The activations TT-NN applies to the product (ttnn/.../matmul/matmul.cpp, bound_matmul):
+    the program config's ``fused_activation`` inside the kernel (after the bias), then
+    ``activation=`` as its own op after it. Without ``core_grid`` TT-NN runs that one with GELU's
+    approximation off ("Gelu must have approximation disabled for model accuracy"); with
+    ``core_grid`` it is fused into the program config TT-NN generates, parameter kept, and with
+    both ``core_grid`` and ``program_config`` the given config wins and ``activation=`` is dropped.
+    Every form (string, UnaryOpType, UnaryWithParam, [op, param]) is read by
+    :func:`ttjax.ops.activations.parse_activation`."""
     fused = (
         getattr(program_config, "fused_activation", None) if program_config is not None else None
     )
-    chosen = fused if fused is not None else activation
-    return activation_fn(op, chosen), chosen
+    chain: list[UnaryWithParam] = []
+    if fused is not None:
+        chain.append(parse_activation(op, fused))
+    if activation is not None:
+        user = parse_activation(op, activation)
+        if core_grid is None:
+            if user.op_type is UnaryOpType.GELU:
+                user = UnaryWithParam(UnaryOpType.GELU, 0.0)
+            chain.append(user)
+        elif program_config is None:
+            chain.append(user)
+    acts = tuple(chain)
+    return chain_fn(op, acts), acts
 
 
 def _mm(a: Any, b: Any, transpose_a: bool, transpose_b: bool) -> Any:
@@ -77,7 +129,7 @@ def matmul(
     """
     check_hw_kwargs("matmul", kwargs)
     out_dtype = check_dtype("matmul", dtype)
-    act, activation = _activation("matmul", activation, program_config)
+    act, acts = _activation("matmul", activation, program_config, core_grid)
     ta, tb = bool(transpose_a), bool(transpose_b)
 
     def fn(a: Any, b: Any) -> Any:
@@ -88,9 +140,11 @@ def matmul(
         "matmul",
         fn,
         [input_tensor_a, input_tensor_b],
-        static=(ta, tb, repr(activation)),
+        static=(ta, tb, acts),
         out_dtype=out_dtype,
-        memory_config=_out_config(memory_config),
+        memory_config=_out_config(
+            "matmul", memory_config, program_config, input_tensor_a, input_tensor_b, ta, tb
+        ),
     )
     return write_output(out, optional_output_tensor)
 
@@ -119,7 +173,7 @@ def linear(
     """
     check_hw_kwargs("linear", kwargs)
     out_dtype = check_dtype("linear", dtype)
-    act, activation = _activation("linear", activation, program_config)
+    act, acts = _activation("linear", activation, program_config, core_grid)
     ta, tb = bool(transpose_a), bool(transpose_b)
     tensors = [input_tensor_a, input_tensor_b] + ([bias] if bias is not None else [])
 
@@ -136,8 +190,10 @@ def linear(
         "linear",
         fn,
         tensors,
-        static=(ta, tb, bias is not None, repr(activation)),
+        static=(ta, tb, bias is not None, acts),
         out_dtype=out_dtype,
-        memory_config=_out_config(memory_config),
+        memory_config=_out_config(
+            "linear", memory_config, program_config, input_tensor_a, input_tensor_b, ta, tb
+        ),
     )
     return write_output(out, optional_output_tensor)

@@ -16,14 +16,11 @@ import jax
 import jax.numpy as jnp
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, UnaryOpType, UnaryWithParam
+from ttjax.enums import DataType
 from ttjax.errors import TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar, write_output
+from ttjax.ops.activations import chain_fn, parse_activations
 from ttjax.tensor import Tensor
-
-# ---------------------------------------------------------------------------------------------
-# Activations (also used by linear/matmul ``activation=``)
-# ---------------------------------------------------------------------------------------------
 
 
 def _gelu_exact(x: Any) -> Any:
@@ -32,116 +29,6 @@ def _gelu_exact(x: Any) -> Any:
 
 def _gelu_tanh(x: Any) -> Any:
     return jax.nn.gelu(x, approximate=True)
-
-
-ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
-    "gelu": _gelu_exact,
-    "gelu_approx": _gelu_tanh,
-    "relu": jax.nn.relu,
-    "silu": jax.nn.silu,
-    "sigmoid": jax.nn.sigmoid,
-    "tanh": jnp.tanh,
-}
-
-
-def _p(param: float | None, default: float) -> float:
-    return default if param is None else float(param)
-
-
-# TT-NN's fused unary ops (UnaryOpType, with UnaryWithParam's parameter where it has one), as the
-# SFPU computes them: in float32, cast back to the operand's dtype.
-UNARY_OPS: dict[UnaryOpType, Callable[[Any, float | None], Any]] = {
-    UnaryOpType.GELU: lambda x, p: jax.nn.gelu(x, approximate=bool(_p(p, 0.0))),
-    UnaryOpType.RELU: lambda x, p: jax.nn.relu(x),
-    UnaryOpType.SILU: lambda x, p: jax.nn.silu(x),
-    UnaryOpType.SIGMOID: lambda x, p: jax.nn.sigmoid(x),
-    UnaryOpType.TANH: lambda x, p: jnp.tanh(x),
-    UnaryOpType.EXP: lambda x, p: jnp.exp(x),
-    UnaryOpType.RECIP: lambda x, p: jnp.reciprocal(x),
-    UnaryOpType.SQRT: lambda x, p: jnp.sqrt(x),
-    UnaryOpType.RSQRT: lambda x, p: jax.lax.rsqrt(x),
-    UnaryOpType.LOG: lambda x, p: jnp.log(x),
-    UnaryOpType.ABS: lambda x, p: jnp.abs(x),
-    UnaryOpType.NEG: lambda x, p: -x,
-    UnaryOpType.SQUARE: lambda x, p: x * x,
-    UnaryOpType.IDENTITY: lambda x, p: x,
-    UnaryOpType.SIN: lambda x, p: jnp.sin(x),
-    UnaryOpType.COS: lambda x, p: jnp.cos(x),
-    UnaryOpType.ERF: lambda x, p: jax.scipy.special.erf(x),
-    UnaryOpType.RELU6: lambda x, p: jnp.clip(x, 0.0, 6.0),
-    UnaryOpType.RELU_MAX: lambda x, p: jnp.clip(x, 0.0, _p(p, 0.0)),
-    UnaryOpType.RELU_MIN: lambda x, p: jnp.maximum(x, _p(p, 0.0)),
-    UnaryOpType.LEAKY_RELU: lambda x, p: jnp.where(x >= 0, x, _p(p, 0.01) * x),
-    UnaryOpType.ELU: lambda x, p: jnp.where(x > 0, x, _p(p, 1.0) * jnp.expm1(x)),
-    UnaryOpType.POWER: lambda x, p: jnp.power(x, _p(p, 1.0)),
-    UnaryOpType.HARDSIGMOID: lambda x, p: jnp.clip(x / 6.0 + 0.5, 0.0, 1.0),
-    UnaryOpType.HARDSWISH: lambda x, p: x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0),
-    UnaryOpType.SOFTPLUS: lambda x, p: jax.nn.softplus(x),
-    UnaryOpType.MISH: lambda x, p: x * jnp.tanh(jax.nn.softplus(x)),
-    UnaryOpType.EQZ: lambda x, p: (x == 0).astype(x.dtype),
-    UnaryOpType.NEZ: lambda x, p: (x != 0).astype(x.dtype),
-    UnaryOpType.GTZ: lambda x, p: (x > 0).astype(x.dtype),
-    UnaryOpType.LTZ: lambda x, p: (x < 0).astype(x.dtype),
-    UnaryOpType.GEZ: lambda x, p: (x >= 0).astype(x.dtype),
-    UnaryOpType.LEZ: lambda x, p: (x <= 0).astype(x.dtype),
-    UnaryOpType.FLOOR: lambda x, p: jnp.floor(x),
-    UnaryOpType.CEIL: lambda x, p: jnp.ceil(x),
-}
-
-
-def _unary_op(op: str, activation: Any) -> Callable[[Any], Any]:
-    """One fused activation given as a UnaryOpType, a UnaryWithParam or a TT-NN name string."""
-    if isinstance(activation, UnaryWithParam):
-        kind, param = activation.op_type, activation.param
-    elif isinstance(activation, UnaryOpType):
-        kind, param = activation, None
-    else:
-        key = str(activation).lower()
-        if key in ACTIVATIONS:
-            return ACTIVATIONS[key]
-        # TT-NN's string_to_unary_with_param: "relu6", "exp", "softplus", ... name UnaryOpTypes.
-        by_name = {k.name.lower(): k for k in UNARY_OPS}
-        if key not in by_name:
-            raise TTJaxError(
-                f"ttnn.{op}: activation {activation!r} is not supported.\n"
-                f"fix: use one of {sorted(set(ACTIVATIONS) | set(by_name))}, a ttnn.UnaryOpType "
-                "or a ttnn.UnaryWithParam."
-            )
-        kind, param = by_name[key], None
-    if kind not in UNARY_OPS:
-        raise TTJaxError(
-            f"ttnn.{op}: fused activation {activation!r} is not implemented in ttjax.\n"
-            f"fix: apply it as its own op after this one, or use one of "
-            f"{sorted(k.name for k in UNARY_OPS)}."
-        )
-    fn = UNARY_OPS[kind]
-
-    def apply(x: Any) -> Any:
-        if jnp.issubdtype(x.dtype, jnp.floating):
-            return fn(x.astype(jnp.float32), param).astype(x.dtype)
-        return fn(x, param).astype(x.dtype)
-
-    return apply
-
-
-def activation_fn(op: str, activation: Any) -> Callable[[Any], Any] | None:
-    """The activation named by a TT-NN ``activation=``/``activations=``/``fused_activation``
-    argument: a string, a ``UnaryOpType``, a ``UnaryWithParam``, or a list of them (in order)."""
-    if activation is None:
-        return None
-    if isinstance(activation, (list, tuple)):
-        fns = [activation_fn(op, a) for a in activation]
-        chain = [f for f in fns if f is not None]
-        if not chain:
-            return None
-
-        def apply(x: Any) -> Any:
-            for f in chain:
-                x = f(x)
-            return x
-
-        return apply
-    return _unary_op(op, activation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,12 +129,13 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[...,
         check_hw_kwargs(name, kwargs)
         out_dtype = check_dtype(name, dtype)
         # TT-NN applies input_tensor_{a,b}_activations to each operand before the op and
-        # activations to its result (binary_ng's pre/post activations).
-        acts = [
-            activation_fn(name, x)
+        # activations to its result (binary_ng's pre/post activations), each a list of
+        # activations in any of TT-NN's forms (ttjax.ops.activations).
+        parsed = tuple(
+            parse_activations(name, x)
             for x in (input_tensor_a_activations, input_tensor_b_activations, activations)
-        ]
-        pre_a, pre_b, post = acts
+        )
+        pre_a, pre_b, post = (chain_fn(name, p) for p in parsed)
         a, b = input_tensor_a, input_tensor_b
 
         def f(x: Any, y: Any) -> Any:
@@ -261,11 +149,7 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[...,
         def f_swapped(x: Any, s: Any) -> Any:
             return f(s, x)
 
-        key: Any = tuple(
-            repr(x) for x in (input_tensor_a_activations, input_tensor_b_activations, activations)
-        )
-        if all(x is None for x in acts):
-            key = ()
+        key: Any = parsed if any(parsed) else ()
         if is_scalar(b) and isinstance(a, Tensor):
             out = run_op(
                 name + "_scalar",

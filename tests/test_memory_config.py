@@ -332,3 +332,30 @@ def test_reshard_and_reallocate():
     assert to_dram.memory_config() == ttnn.DRAM_MEMORY_CONFIG
     with pytest.raises(ttnn.DeallocatedTensorError):
         ttnn.reallocate(moved)
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        ttnn.CoreGrid(y=2, x=4),
+        ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 1)),
+        ttnn.CoreRangeSet(
+            [
+                ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 0)),
+                ttnn.CoreRange(ttnn.CoreCoord(0, 1), ttnn.CoreCoord(1, 1)),
+            ]
+        ),
+    ],
+)
+def test_memory_config_json_round_trip(grid) -> None:
+    """MemoryConfig.to_json / from_json (model code caches weight configs as JSON)."""
+    cfg = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.WIDTH_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(grid, (32, 64), ttnn.ShardOrientation.COL_MAJOR),
+    )
+    back = ttnn.MemoryConfig.from_json(cfg.to_json())
+    assert back == cfg and type(back.shard_spec.grid) is type(grid)
+    assert ttnn.MemoryConfig.from_json(ttnn.DRAM_MEMORY_CONFIG.to_json()) == ttnn.DRAM_MEMORY_CONFIG
+    with pytest.raises(ttnn.MemoryConfigError, match="fix:"):
+        ttnn.MemoryConfig.from_json('{"memory_layout": "NOPE"}')

@@ -79,6 +79,7 @@ from ttjax.convert import (  # noqa: E402
     get_device_tensors,
     load_tensor,
     to_device,
+    to_dtype,
     to_numpy,
     to_torch,
 )
@@ -398,6 +399,7 @@ __all__ = [
     "experimental",
     "float32",
     "from_device",
+    "to_dtype",
     "from_host_shards",
     "from_torch",
     "get_device_ids",

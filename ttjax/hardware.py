@@ -9,6 +9,7 @@ matmul program config's ``fused_activation`` is applied.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -300,6 +301,69 @@ class MemoryConfig:
     def interleaved(self) -> MemoryConfig:
         """The interleaved config in the same buffer type."""
         return MemoryConfig(TensorMemoryLayout.INTERLEAVED, self.buffer_type)
+
+    def to_json(self) -> str:
+        """This config as a JSON string (TT-NN's ``MemoryConfig.to_json``; model code caches
+        weight configs with it). ``MemoryConfig.from_json`` reads it back equal.
+
+        >>> ttnn.MemoryConfig.from_json(ttnn.L1_MEMORY_CONFIG.to_json()) == ttnn.L1_MEMORY_CONFIG
+        True
+        """
+        spec = self.shard_spec
+        return json.dumps(
+            {
+                "memory_layout": self.memory_layout.name,
+                "buffer_type": self.buffer_type.name,
+                "shard_spec": None
+                if spec is None
+                else {
+                    "grid": _grid_to_json(spec.grid),
+                    "shape": list(spec.shape),
+                    "orientation": spec.orientation.name,
+                },
+            }
+        )
+
+    @staticmethod
+    def from_json(text: str) -> MemoryConfig:
+        """The config :meth:`to_json` wrote (TT-NN's ``MemoryConfig.from_json``)."""
+        try:
+            raw = json.loads(text)
+            spec = raw.get("shard_spec")
+            return MemoryConfig(
+                TensorMemoryLayout[raw["memory_layout"]],
+                BufferType[raw["buffer_type"]],
+                None
+                if spec is None
+                else ShardSpec(
+                    _grid_from_json(spec["grid"]),
+                    tuple(spec["shape"]),
+                    ShardOrientation[spec["orientation"]],
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise MemoryConfigError(
+                f"MemoryConfig.from_json: {text[:200]!r} is not a memory config ({e!r}).\n"
+                "fix: pass a string that MemoryConfig.to_json wrote."
+            ) from e
+
+
+def _grid_to_json(grid: Any) -> dict[str, Any]:
+    if isinstance(grid, CoreGrid):
+        return {"core_grid": [grid.y, grid.x]}
+    ranges = [grid] if isinstance(grid, CoreRange) else list(grid.ranges())
+    key = "core_range" if isinstance(grid, CoreRange) else "core_range_set"
+    return {key: [[[r.start.x, r.start.y], [r.end.x, r.end.y]] for r in ranges]}
+
+
+def _grid_from_json(raw: dict[str, Any]) -> Any:
+    if "core_grid" in raw:
+        return CoreGrid(*raw["core_grid"])
+    ranges = [
+        CoreRange(tuple(a), tuple(b))
+        for a, b in raw.get("core_range", raw.get("core_range_set", []))
+    ]
+    return ranges[0] if "core_range" in raw else CoreRangeSet(ranges)
 
 
 DRAM_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.DRAM)

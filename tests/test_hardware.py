@@ -179,3 +179,29 @@ def test_num_cores_to_corerangeset_in_subcoregrids_errors():
         ttnn.MemoryConfigError, match="greater than total number of available cores 30"
     ):
         ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(1, 0), 31, grids)
+
+
+def test_create_sharded_memory_config_underscore_rounds_up_as_tt_nn() -> None:
+    """ttnn.create_sharded_memory_config_ (TT-NN's ttnn/core.py form): shards round up, the grid
+    may be a CoreRangeSet or (full block, partial row), tile_layout pads the height."""
+    h = ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+    row = ttnn.ShardOrientation.ROW_MAJOR
+    cfg = ttnn.create_sharded_memory_config_((1, 1, 100, 64), ttnn.CoreGrid(y=1, x=3), h, row)
+    assert cfg.shard_spec.shape == (34, 64) and cfg.shard_spec.num_cores() == 3
+    tiled = ttnn.create_sharded_memory_config_(
+        (1, 1, 100, 64), ttnn.CoreGrid(y=1, x=3), h, row, tile_layout=True
+    )
+    assert tiled.shard_spec.shape == (34, 64)  # 100 -> 102 rows over 3 cores: 34 (width tiles)
+    two = ttnn.create_sharded_memory_config_(
+        (1, 1, 320, 64), (ttnn.CoreGrid(y=1, x=8), ttnn.CoreGrid(y=1, x=2)), h, row
+    )
+    assert two.shard_spec.num_cores() == 10 and two.shard_spec.shape == (32, 64)
+    block = ttnn.create_sharded_memory_config_(
+        (1, 1, 64, 256), ttnn.CoreGrid(y=2, x=4), ttnn.ShardStrategy.BLOCK, row
+    )
+    assert block.memory_layout == ttnn.TensorMemoryLayout.BLOCK_SHARDED
+    assert block.shard_spec.shape == (32, 64)
+    with pytest.raises(ttnn.MemoryConfigError, match="Invalid sharding strategy"):
+        ttnn.create_sharded_memory_config_(
+            (32, 32), ttnn.CoreGrid(y=1, x=1), ttnn.TensorMemoryLayout.INTERLEAVED, row
+        )

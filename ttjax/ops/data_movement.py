@@ -571,6 +571,55 @@ def to_layout(
     )
 
 
+def scatter(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    src: Tensor,
+    *,
+    memory_config: Any = None,
+    reduce: Any = None,
+) -> Tensor:
+    """``input`` with ``src``'s values written where ``index`` says along ``dim``, per device
+    (TT-NN's ``ttnn.scatter``, torch's ``scatter``: out[i][index[i][j]] = src[i][j] for dim 1).
+    ``index`` and ``src`` have one shape, equal to ``input``'s but along ``dim``; TT-NN supports
+    no ``reduce`` yet (scatter_pybind.cpp), nor does ttjax.
+
+    >>> y = ttnn.scatter(ttnn.zeros_like(x), 3, ttnn.argmax(x, dim=3, keepdim=True), x[:, :, :, :1])
+    """
+    if reduce is not None:
+        raise TTJaxError(
+            f"ttnn.scatter: reduce={reduce!r} is not supported (TT-NN's scatter has no reduction "
+            "yet).\nfix: leave reduce unset."
+        )
+    d = norm_dim("scatter", input, dim)
+    if tuple(index._shape) != tuple(src._shape) or len(index._shape) != len(input._shape):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} and src {list(src._shape)} must have one "
+            f"shape, of input's rank ({list(input._shape)}).\nfix: pass matching index and src."
+        )
+    others = [i for i in range(len(input._shape)) if i != d]
+    if any(index._shape[i] > input._shape[i] for i in others):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} is larger than input "
+            f"{list(input._shape)} outside dim {d}.\nfix: index may only be smaller or equal."
+        )
+
+    def local(x: Any, idx: Any, values: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x.at[tuple(grids)].set(values.astype(x.dtype))
+
+    return run_op(
+        "scatter",
+        local,
+        [input, index, src],
+        static=(d,),
+        out_dtype=input._dtype,
+        memory_config=memory_config,
+    )
+
+
 def tilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
     """``to_layout(input_tensor, TILE_LAYOUT)`` per device (values unchanged)."""
     return to_layout(input_tensor, Layout.TILE, **kwargs)

@@ -564,7 +564,7 @@ def create_sharded_memory_config_(
         ShardStrategy.WIDTH: TensorMemoryLayout.WIDTH_SHARDED,
         ShardStrategy.BLOCK: TensorMemoryLayout.BLOCK_SHARDED,
     }
-    layout = layouts.get(strategy, strategy)  # type: ignore[call-overload]
+    layout = layouts[strategy] if isinstance(strategy, ShardStrategy) else strategy
     if not isinstance(layout, TensorMemoryLayout) or layout is TensorMemoryLayout.INTERLEAVED:
         raise MemoryConfigError(
             f"create_sharded_memory_config_: Invalid sharding strategy {strategy!r}.\n"

@@ -235,3 +235,17 @@ def test_scatter_matches_torch_per_device():
         )
     with pytest.raises(ttnn.ShapeMismatchError, match="one shape"):
         ttnn.scatter(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(x, ttnn.float32))
+
+
+def test_iterating_a_tensor_stops_at_its_end():
+    """An int index past the end raises IndexError (TT-NN's __getitem__ does), so Python's
+    iteration protocol (``for row in t``, ``zip(t, ...)``) ends there."""
+    mesh = mesh_of((1, 2))
+    x = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    t = ttnn.from_torch(x, layout=ttnn.TILE_LAYOUT, device=mesh)
+    rows = [ttnn.to_torch(ttnn.get_device_tensors(r)[0]).numpy() for r in t]
+    np.testing.assert_array_equal(np.stack(rows), x)
+    with pytest.raises(IndexError, match="out of range"):
+        t[3]
+    with pytest.raises(ttnn.ShapeMismatchError):
+        t[-4]

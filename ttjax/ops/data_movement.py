@@ -18,7 +18,7 @@ import numpy as np
 from ttjax import _specs
 from ttjax._dispatch import default_placements, run_op
 from ttjax.enums import DataType, Layout, StorageType
-from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError
+from ttjax.errors import LayoutError, ShapeMismatchError, TensorIndexError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor, deallocated_error, host_blocks
@@ -331,7 +331,7 @@ def _index_key(index: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
         elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
             size = shape[dim]
             if not -size <= int(i) < size:
-                raise ShapeMismatchError(
+                raise TensorIndexError(
                     f"index {int(i)} is out of range for dim {dim} of size {size} "
                     f"(per-device shape {list(shape)}).\nfix: indices are per device; use "
                     f"[{-size}, {size - 1}]."

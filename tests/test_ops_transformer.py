@@ -256,6 +256,13 @@ def test_kv_cache_updates_in_place(mesh_shape):
         want[c][0, :, 3] = upds[c][0, 0]
         want[c][1, :, 4] = upds[c][0, 1]
     check(cache, want, exact=True)
+    # [batch, 1] positions (gpt_oss passes them so): TT-NN counts the indices along dim 0
+    pos2 = ttnn.from_torch(np.asarray([[5], [1]], np.int32), device=mesh_of(mesh_shape))
+    ttnn.experimental.paged_update_cache(cache, upd, update_idxs_tensor=pos2)
+    for c in want:
+        want[c][0, :, 5] = upds[c][0, 0]
+        want[c][1, :, 1] = upds[c][0, 1]
+    check(cache, want, exact=True)
     assert cache.dtype == F32 and cache.shape == (users, nkv, max_seq, D)
     assert cache.placements == placements  # the cache keeps its layout (trace replay needs it)
 

@@ -118,8 +118,11 @@ def scaled_dot_product_attention(
     return run_op("sdpa", fn, tensors, static=(sc, causal, window, attn_mask is not None))
 
 
-def _check_int_tensor(op: str, name: str, t: Any, shape: tuple[int | None, ...], what: str) -> None:
-    """A page table / position tensor: an int32 ttnn Tensor of the per-device shape TT-NN expects."""
+def _check_int_tensor(
+    op: str, name: str, t: Any, shape: tuple[int | None, ...], what: str, flat: bool = False
+) -> None:
+    """A page table / position tensor: an int32 ttnn Tensor of the per-device shape TT-NN expects
+    (``flat``: of any rank holding that many values, e.g. [batch, 1] for [batch])."""
     if not isinstance(t, Tensor):
         raise TTJaxError(
             f"ttnn.{op}: {name} is a {type(t).__name__}, not a ttnn Tensor.\n"
@@ -131,6 +134,8 @@ def _check_int_tensor(op: str, name: str, t: Any, shape: tuple[int | None, ...],
             f"fix: create it with dtype=ttnn.int32."
         )
     got = tuple(t._shape)
+    if flat and got and math.prod(got) == math.prod(w or 0 for w in shape):
+        return
     if len(got) != len(shape) or any(w is not None and g != w for g, w in zip(got, shape)):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         raise ShapeMismatchError(
@@ -608,8 +613,16 @@ def paged_update_cache(
             "neither.\nfix: pass update_idxs=[...] or update_idxs_tensor= (the position of every user)."
         )
     if update_idxs_tensor is not None:
+        # TT-NN counts the indices along dim 0 (interleaved; dim 1 when sharded) of a tensor of
+        # any rank (paged_cache_operation.cpp): [batch], [batch, 1] and [1, batch] all hold one
+        # position per user
         _check_int_tensor(
-            op, "update_idxs_tensor", update_idxs_tensor, (users,), "one position per user"
+            op,
+            "update_idxs_tensor",
+            update_idxs_tensor,
+            (users,),
+            "one position per user",
+            flat=True,
         )
         tensors.append(update_idxs_tensor)
     else:

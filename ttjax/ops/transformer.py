@@ -172,12 +172,50 @@ def _gather_pages(cache: Any, table: Any) -> Any:
     return jnp.transpose(g, (0, 2, 1, 3, 4)).reshape(b, kv, nblk * blk, d)
 
 
+def _check_sink(op: str, sink: Any, q: Tensor) -> None:
+    """TT-NN's attention sink (sdpa_decode_op.cpp): a bfloat16 TILE tensor in DRAM, [padded
+    heads, 32], each head's sink logit in column 0."""
+    if not isinstance(sink, Tensor):
+        raise TTJaxError(
+            f"ttnn.transformer.{op}: attention_sink is a {type(sink).__name__}, not a ttnn "
+            "Tensor.\nfix: pass the per-head sink logits as a [heads, 32] bfloat16 tensor."
+        )
+    heads = -(-q._shape[2] // 32) * 32
+    shape = tuple(sink.padded_shape)
+    rules = [
+        (len(shape) == 2, "Attention sink must have 2 dimensions"),
+        (len(shape) != 2 or shape[0] == heads,
+         f"Attention sink must have the same padded num heads as Q but got {shape[0]}"),
+        (len(shape) != 2 or shape[1] == 32,
+         f"Attention sink must be a single tile wide, but got {shape[-1]}"),
+        (sink._dtype is DataType.BFLOAT16,
+         f"Attention sink must by a BF16 tensor, but got {sink._dtype!r}"),
+        (sink._layout is Layout.TILE, f"Attention sink must be in TILE layout, but got {sink._layout!r}"),
+    ]  # fmt: skip
+    for ok, why in rules:
+        if not ok:
+            raise ShapeMismatchError(
+                f"ttnn.transformer.{op}: {why} (attention_sink per-device shape "
+                f"{list(sink._shape)}, q {list(q._shape)}).\nfix: [heads padded to 32, 32] "
+                "bfloat16, TILE, each head's sink in column 0."
+            )
+
+
 def _decode_attend(
-    qa: Any, ka: Any, va: Any, pos: Any, mask: Any, sc: float, window: int | None
+    qa: Any,
+    ka: Any,
+    va: Any,
+    pos: Any,
+    mask: Any,
+    sc: float,
+    window: int | None,
+    sink: Any = None,
 ) -> Any:
     """q [1, b, nh, d] over caches k/v [b, nkv, S, d]. ``pos`` [b]: user i sees positions
     <= pos[i] (and > pos[i] - window); a user at -1 is skipped (zeros). ``mask``: TT-NN's decode
-    mask [b, 1, nh, S'] (S' >= S), added to the scores."""
+    mask [b, 1, nh, S'] (S' >= S), added to the scores. ``sink`` [>= nh, 32]: head h's sink
+    logit (column 0, scaled like a score, as the flash-decode kernel's sub_exp_block) joins the
+    softmax's denominator only."""
     # One query per user: no query-length dim in the einsums, so XLA reads the caches in
     # their own layout (a size-1 dim there made it transpose the V cache every step).
     b, nh, d = qa.shape[1:]
@@ -193,7 +231,12 @@ def _decode_attend(
     if mask is not None:
         m = mask[:, 0, :, :total].astype(jnp.float32)  # [b, nh, S]
         scores = scores + jnp.reshape(m, (b, kv, nh // kv, total))
-    probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+    if sink is None:
+        probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+    else:
+        logit = jnp.reshape(sink[:nh, 0].astype(jnp.float32) * sc, (1, kv, nh // kv, 1))
+        full = jnp.concatenate([scores, jnp.broadcast_to(logit, (b, kv, nh // kv, 1))], -1)
+        probs = jax.nn.softmax(full, axis=-1)[..., :total].astype(va.dtype)
     out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
     out = jnp.reshape(out, (1, b, nh, d))
     if pos is not None:
@@ -271,6 +314,7 @@ def scaled_dot_product_attention_decode(
     cur_pos_tensor: Tensor | None = None,
     scale: float | None = None,
     sliding_window_size: int | None = None,
+    attention_sink: Tensor | None = None,
     program_config: Any = None,
     compute_kernel_config: Any = None,
     memory_config: Any = None,
@@ -281,6 +325,8 @@ def scaled_dot_product_attention_decode(
     Causal (default): user ``i`` attends to cache positions ``<= cur_pos[i]`` (-1 skips the
     user); ``cur_pos_tensor`` (an int32 tensor [b]) keeps positions on device, which is what a
     replayed trace needs. ``is_causal=False`` adds ``attn_mask`` [b, 1, nh, S] instead.
+    ``attention_sink`` ([heads, 32], logit in column 0) adds one sink per head to the softmax
+    (gpt-oss).
     """
     check_hw_kwargs("scaled_dot_product_attention_decode", kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
@@ -298,16 +344,26 @@ def scaled_dot_product_attention_decode(
         cur_pos_tensor,
         k._shape[2],
     )
+    sinks = [] if attention_sink is None else [attention_sink]
+    if attention_sink is not None:
+        _check_sink("scaled_dot_product_attention_decode", attention_sink, q)
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
+        # args: the extra tensors, the sink, then any cur_pos scalars
+        sink = rest[len(extra)] if sinks else None
+        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
         pos = _decode_positions(mode, rest) if mode in ("tensor", "list") else None
         mask = rest[0] if mode == "mask" else None
-        return _decode_attend(qa, ka, va, pos, mask, sc, window)
+        return _decode_attend(qa, ka, va, pos, mask, sc, window, sink)
 
     # The positions of a cur_pos list are traced scalars, not part of the program: every decode
     # step reuses the one compiled program (TT-NN passes them as runtime args too).
     return run_op(
-        "sdpa_decode", fn, [q, k, v, *extra], static=(sc, mode, window), scalars=positions
+        "sdpa_decode",
+        fn,
+        [q, k, v, *extra, *sinks],
+        static=(sc, mode, window, bool(sinks)),
+        scalars=positions,
     )
 
 
@@ -322,6 +378,7 @@ def paged_scaled_dot_product_attention_decode(
     cur_pos_tensor: Tensor | None = None,
     scale: float | None = None,
     sliding_window_size: int | None = None,
+    attention_sink: Tensor | None = None,
     program_config: Any = None,
     compute_kernel_config: Any = None,
     memory_config: Any = None,
@@ -347,17 +404,24 @@ def paged_scaled_dot_product_attention_decode(
         op, q, k, bool(is_causal), attn_mask, None, cur_pos_tensor, length
     )
 
+    sinks = [] if attention_sink is None else [attention_sink]
+    if attention_sink is not None:
+        _check_sink(op, attention_sink, q)
+
     def fn(qa: Any, ka: Any, va: Any, table: Any, *rest: Any) -> Any:
+        # args: the extra tensors, the sink, then any cur_pos scalars
+        sink = rest[len(extra)] if sinks else None
+        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
         kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
         pos = _decode_positions(mode, rest) if mode == "tensor" else None
         mask = rest[0] if mode == "mask" else None
-        return _decode_attend(qa, kf, vf, pos, mask, sc, window)
+        return _decode_attend(qa, kf, vf, pos, mask, sc, window, sink)
 
     return run_op(
         "paged_sdpa_decode",
         fn,
-        [q, k, v, page_table_tensor, *extra],
-        static=(sc, mode, window),
+        [q, k, v, page_table_tensor, *extra, *sinks],
+        static=(sc, mode, window, bool(sinks)),
     )
 
 

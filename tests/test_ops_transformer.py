@@ -413,3 +413,33 @@ def test_sdpa_decode_attention_sink_joins_the_softmax_denominator():
             cur_pos_tensor=pos,
             attention_sink=put(np.zeros((64, 32), np.float32), ttnn.bfloat16),
         )
+
+
+def test_paged_cache_writes_only_at_mesh_coords():
+    """mesh_coords= (deepseek_v3's MLA): paged_update_cache / paged_fill_cache write the caches
+    of those devices only; the others keep their values."""
+    mesh = mesh_of((2, 2))
+    nkv, d, blocks = 1, 32, 4
+    cache = ttnn.from_torch(np.zeros((blocks, nkv, 32, d), np.float32), device=mesh)
+    table = ttnn.from_torch(np.asarray([[2, 0]], np.int32), device=mesh)
+    pos = ttnn.from_torch(np.asarray([33], np.int32), device=mesh)
+    step = ttnn.from_torch(np.ones((1, 1, nkv, d), np.float32), device=mesh)
+    only = {ttnn.MeshCoordinate(0, 1), ttnn.MeshCoordinate(1, 0)}
+    ttnn.experimental.paged_update_cache(
+        cache, step, update_idxs_tensor=pos, page_table=table, mesh_coords=only
+    )
+    for c, arr in device_arrays(cache).items():
+        want = np.zeros((blocks, nkv, 32, d), np.float32)
+        if c in ((0, 1), (1, 0)):
+            want[0, :, 1] = 1.0  # position 33: block table[0][1] = 0, row 1
+        np.testing.assert_array_equal(arr, want)
+    fill = ttnn.from_torch(np.full((1, nkv, 32, d), 2.0, np.float32), device=mesh)
+    ttnn.experimental.paged_fill_cache(
+        cache, fill, table, batch_idx=0, mesh_coords={ttnn.MeshCoordinate(1, 1)}
+    )
+    got = device_arrays(cache)
+    assert np.all(got[(1, 1)][2] == 2.0) and not np.any(got[(0, 0)])
+    with pytest.raises(ttnn.ShapeMismatchError, match="mesh_coords"):
+        ttnn.experimental.paged_update_cache(
+            cache, step, update_idxs_tensor=pos, page_table=table, mesh_coords={(2, 0)}
+        )

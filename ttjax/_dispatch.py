@@ -445,6 +445,7 @@ __all__ = [
     "common_mesh",
     "decode_local",
     "default_placements",
+    "device_mask",
     "encode_local",
     "output_memory_config",
     "run_op",
@@ -505,9 +506,22 @@ def spread_to_parent(tensor: Tensor) -> tuple[Tensor, Tensor]:
             parent, placements, tensor._dtype, tensor._layout, tensor._shape, StorageType.DEVICE
         ),
     )
-    mask_data = spread(None, (1,), lambda c: np.array([int(inside[c])], dtype=np.int32))
-    mask = Tensor(
-        mask_data,
-        TensorSpec(parent, placements, DataType.INT32, Layout.ROW_MAJOR, (1,), StorageType.DEVICE),
+    return spread_tensor, device_mask(parent, inside)
+
+
+def device_mask(mesh: MeshDevice, inside: np.ndarray) -> Tensor:
+    """An int32 [1] tensor per device of ``mesh``: 1 where ``inside`` (a bool array of the mesh's
+    shape) is True, else 0 (the devices an op writes, e.g. TT-NN's ``mesh_coords=``)."""
+    placements = (PlacementLocal(),) * mesh.shape.dims()
+    lead = (1,) * mesh.shape.dims()
+    arrays = [
+        jax.device_put(np.array([int(inside[c])], dtype=np.int32).reshape(lead + (1,)), dev)
+        for c in np.ndindex(*mesh.shape)
+        for dev in [mesh.devices[c]]
+    ]
+    sharding = jax.sharding.NamedSharding(
+        mesh.jax_mesh, _specs.partition_spec(placements, mesh.axis_names, 1)
     )
-    return spread_tensor, mask
+    data = jax.make_array_from_single_device_arrays(tuple(mesh.shape) + (1,), sharding, arrays)
+    spec = TensorSpec(mesh, placements, DataType.INT32, Layout.ROW_MAJOR, (1,), StorageType.DEVICE)
+    return Tensor(data, spec)

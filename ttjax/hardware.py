@@ -303,8 +303,9 @@ class MemoryConfig:
         return MemoryConfig(TensorMemoryLayout.INTERLEAVED, self.buffer_type)
 
     def to_json(self) -> str:
-        """This config as a JSON string (TT-NN's ``MemoryConfig.to_json``; model code caches
-        weight configs with it). ``MemoryConfig.from_json`` reads it back equal.
+        """This config as a JSON string (TT-NN's ``MemoryConfig.to_json``, with its field names:
+        model code caches weight configs with it and recognises them by ``buffer_type``,
+        ``memory_layout`` and ``created_with_nd_shard_spec``). ``from_json`` reads it back equal.
 
         >>> ttnn.MemoryConfig.from_json(ttnn.L1_MEMORY_CONFIG.to_json()) == ttnn.L1_MEMORY_CONFIG
         True
@@ -321,6 +322,8 @@ class MemoryConfig:
                     "shape": list(spec.shape),
                     "orientation": spec.orientation.name,
                 },
+                "nd_shard_spec": None,
+                "created_with_nd_shard_spec": False,
             }
         )
 

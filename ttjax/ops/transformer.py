@@ -9,14 +9,16 @@ nothing here communicates.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ttjax._dispatch import run_op, spread_to_parent
+from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
@@ -558,8 +560,32 @@ def _on_part_of(cache: Tensor, input_tensor: Tensor) -> tuple[Tensor, list[Tenso
 
 
 def _keep_outside(new: Any, cache: Any, mask: Sequence[Any]) -> Any:
-    """``new`` where the per-device mask (if any) is 1, the old cache elsewhere."""
-    return jnp.where(mask[0].reshape(()) != 0, new, cache) if mask else new
+    """``new`` where every per-device mask (if any) is 1, the old cache elsewhere."""
+    if not mask:
+        return new
+    keep = functools.reduce(jnp.logical_and, [m.reshape(()) != 0 for m in mask])
+    return jnp.where(keep, new, cache)
+
+
+def _coords_mask(op: str, cache: Tensor, mesh_coords: Any) -> list[Tensor]:
+    """``[mask]`` of the devices at ``mesh_coords`` (TT-NN's ``mesh_coords=``: the op runs on
+    those devices only), or ``[]`` when it is None."""
+    if mesh_coords is None:
+        return []
+    mesh = cache._mesh
+    assert mesh is not None
+    inside = np.zeros(tuple(mesh.shape), dtype=bool)
+    for c in mesh_coords:
+        coord = tuple(c.coords()) if hasattr(c, "coords") else tuple(c)
+        if len(coord) != len(inside.shape) or not all(
+            0 <= i < n for i, n in zip(coord, inside.shape)
+        ):
+            raise ShapeMismatchError(
+                f"ttnn.{op}: mesh_coords holds {coord}, not a coordinate of the "
+                f"{list(mesh.shape)} mesh.\nfix: pass ttnn.MeshCoordinate(row, col) values of it."
+            )
+        inside[coord] = True
+    return [device_mask(mesh, inside)]
 
 
 def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int, **kwargs: Any) -> Tensor:
@@ -628,9 +654,11 @@ def paged_update_cache(
     share_cache: bool | None = None,
     page_table: Tensor | None = None,
     batch_offset: int = 0,
+    mesh_coords: Any = None,
     **kwargs: Any,
 ) -> Tensor:
     """Write one decode step's k or v [1, b, nkv, d] at each user's own position, in place.
+    ``mesh_coords`` (a set of MeshCoordinates) writes those devices' caches only.
 
     ``update_idxs_tensor`` (int32 [b], on device) keeps positions on device for trace replay;
     position -1 skips a user. With ``page_table`` (int32 [b, blocks_per_user]) the cache is
@@ -704,9 +732,18 @@ def paged_update_cache(
                 )
     if page_table is not None:
         tensors.append(page_table)
+    n_inputs = len(tensors) - 2
+    only = _coords_mask(op, cache_tensor, mesh_coords)
+    tensors += only
     from_tensor = update_idxs_tensor is not None
 
     def fn(cache: Any, x: Any, *rest: Any) -> Any:
+        # args: the index tensor / page table, the mesh_coords mask, then cur_pos scalars
+        masks = rest[n_inputs : n_inputs + len(only)]
+        new = fn_all(cache, x, *rest[:n_inputs], *rest[n_inputs + len(only) :])
+        return _keep_outside(new, cache, masks)
+
+    def fn_all(cache: Any, x: Any, *rest: Any) -> Any:
         if from_tensor:
             pos = rest[0].reshape(-1).astype(jnp.int32)
         else:  # one traced scalar per user: every step reuses the compiled program
@@ -730,7 +767,7 @@ def paged_update_cache(
         "paged_update_cache",
         fn,
         tensors,
-        static=(from_tensor, paged, share),
+        static=(from_tensor, paged, share, len(only)),
         scalars=positions,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,
@@ -745,6 +782,7 @@ def paged_fill_cache(
     *,
     batch_idx_tensor: Tensor | None = None,
     batch_idx: int = 0,
+    mesh_coords: Any = None,
     **kwargs: Any,
 ) -> Tensor:
     """Write a prefill's k or v [1, nkv, s, d] for user ``batch_idx`` into the paged cache
@@ -768,6 +806,7 @@ def paged_fill_cache(
             "fix: slice the input to the page table's length, or give the user more blocks."
         )
     input_tensor, mask = _on_part_of(cache_tensor, input_tensor)
+    mask += _coords_mask(op, cache_tensor, mesh_coords)  # mesh_coords: those devices only
     tensors = [cache_tensor, input_tensor, page_table, *mask]
     scalars: tuple[int, ...] = ()
     if batch_idx_tensor is not None:
@@ -795,7 +834,7 @@ def paged_fill_cache(
         "paged_fill_cache",
         fn,
         tensors,
-        static=(batch_idx_tensor is not None, bool(mask)),
+        static=(batch_idx_tensor is not None, len(mask)),
         scalars=scalars,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,

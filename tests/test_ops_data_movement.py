@@ -203,8 +203,8 @@ def test_reshape_rejects_a_global_shape(mesh_shape):
         ttnn.reshape(x, (32, 64))
 
 
-def test_scatter_matches_torch_per_device():
-    """ttnn.scatter on a 1x4 mesh (rows sharded): torch.scatter on each device's shard."""
+def test_scatter_and_gather_match_torch_per_device():
+    """ttnn.scatter and ttnn.gather on a 1x4 mesh (rows sharded): torch.scatter on each device's shard."""
     import torch
 
     mesh = mesh_of((1, 4))
@@ -222,6 +222,11 @@ def test_scatter_matches_torch_per_device():
 
     out = ttnn.scatter(
         put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(src, ttnn.float32)
+    )
+    picked = ttnn.gather(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32))
+    np.testing.assert_array_equal(
+        ttnn.to_torch(picked, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)).numpy(),
+        torch.gather(x, 3, index).numpy(),
     )
     got = ttnn.to_torch(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
     np.testing.assert_array_equal(got.numpy(), torch.scatter(x, 3, index, src).numpy())

@@ -571,6 +571,39 @@ def to_layout(
     )
 
 
+def gather(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    *,
+    sparse_grad: bool = False,
+    out: Tensor | None = None,
+    memory_config: Any = None,
+) -> Tensor:
+    """``input``'s values at ``index`` along ``dim``, per device (TT-NN's ``ttnn.gather``,
+    torch's ``gather``: out[i][j] = input[i][index[i][j]] for dim 1); the output has ``index``'s
+    shape and ``input``'s dtype.
+
+    >>> top = ttnn.gather(x, 3, ttnn.argmax(x, dim=3, keepdim=True))
+    """
+    d = norm_dim("gather", input, dim)
+    if len(index._shape) != len(input._shape) or any(
+        index._shape[i] > input._shape[i] for i in range(len(input._shape)) if i != d
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.gather: index {list(index._shape)} must have input's rank and be no larger "
+            f"than input {list(input._shape)} outside dim {d}.\nfix: pass a matching index."
+        )
+
+    def local(x: Any, idx: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x[tuple(grids)]
+
+    result = run_op("gather", local, [input, index], static=(d,), memory_config=memory_config)
+    return write_output(result, out)
+
+
 def scatter(
     input: Tensor,
     dim: int,

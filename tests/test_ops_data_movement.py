@@ -201,3 +201,56 @@ def test_reshape_rejects_a_global_shape(mesh_shape):
         return
     with pytest.raises(ttnn.ShapeMismatchError, match="per device"):
         ttnn.reshape(x, (32, 64))
+
+
+def test_scatter_and_gather_match_torch_per_device():
+    """ttnn.scatter and ttnn.gather on a 1x4 mesh (rows sharded): torch.scatter on each device's shard."""
+    import torch
+
+    mesh = mesh_of((1, 4))
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 1, 32, 64, generator=g)
+    index = torch.stack([torch.randperm(64, generator=g)[:16] for _ in range(8 * 32)])
+    index = index.reshape(8, 1, 32, 16)
+    src = torch.randn(8, 1, 32, 16, generator=g)
+    mapper = ttnn.ShardTensorToMesh(mesh, dim=0)
+
+    def put(t, dtype):
+        return ttnn.from_torch(
+            t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=mapper
+        )
+
+    out = ttnn.scatter(
+        put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(src, ttnn.float32)
+    )
+    picked = ttnn.gather(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32))
+    np.testing.assert_array_equal(
+        ttnn.to_torch(picked, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)).numpy(),
+        torch.gather(x, 3, index).numpy(),
+    )
+    got = ttnn.to_torch(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+    np.testing.assert_array_equal(got.numpy(), torch.scatter(x, 3, index, src).numpy())
+    with pytest.raises(ttnn.TTJaxError, match="reduce"):
+        ttnn.scatter(
+            put(x, ttnn.float32),
+            3,
+            put(index.int(), ttnn.int32),
+            put(src, ttnn.float32),
+            reduce="sum",
+        )
+    with pytest.raises(ttnn.ShapeMismatchError, match="one shape"):
+        ttnn.scatter(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(x, ttnn.float32))
+
+
+def test_iterating_a_tensor_stops_at_its_end():
+    """An int index past the end raises IndexError (TT-NN's __getitem__ does), so Python's
+    iteration protocol (``for row in t``, ``zip(t, ...)``) ends there."""
+    mesh = mesh_of((1, 2))
+    x = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    t = ttnn.from_torch(x, layout=ttnn.TILE_LAYOUT, device=mesh)
+    rows = [ttnn.to_torch(ttnn.get_device_tensors(r)[0]).numpy() for r in t]
+    np.testing.assert_array_equal(np.stack(rows), x)
+    with pytest.raises(IndexError, match="out of range"):
+        t[3]
+    with pytest.raises(ttnn.ShapeMismatchError):
+        t[-4]

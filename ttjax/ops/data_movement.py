@@ -18,7 +18,7 @@ import numpy as np
 from ttjax import _specs
 from ttjax._dispatch import default_placements, run_op
 from ttjax.enums import DataType, Layout, StorageType
-from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError
+from ttjax.errors import LayoutError, ShapeMismatchError, TensorIndexError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor, deallocated_error, host_blocks
@@ -331,7 +331,7 @@ def _index_key(index: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
         elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
             size = shape[dim]
             if not -size <= int(i) < size:
-                raise ShapeMismatchError(
+                raise TensorIndexError(
                     f"index {int(i)} is out of range for dim {dim} of size {size} "
                     f"(per-device shape {list(shape)}).\nfix: indices are per device; use "
                     f"[{-size}, {size - 1}]."
@@ -567,6 +567,88 @@ def to_layout(
         static=(layout, dt),
         out_dtype=dt,
         out_layout=layout,
+        memory_config=memory_config,
+    )
+
+
+def gather(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    *,
+    sparse_grad: bool = False,
+    out: Tensor | None = None,
+    memory_config: Any = None,
+) -> Tensor:
+    """``input``'s values at ``index`` along ``dim``, per device (TT-NN's ``ttnn.gather``,
+    torch's ``gather``: out[i][j] = input[i][index[i][j]] for dim 1); the output has ``index``'s
+    shape and ``input``'s dtype.
+
+    >>> top = ttnn.gather(x, 3, ttnn.argmax(x, dim=3, keepdim=True))
+    """
+    d = norm_dim("gather", input, dim)
+    if len(index._shape) != len(input._shape) or any(
+        index._shape[i] > input._shape[i] for i in range(len(input._shape)) if i != d
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.gather: index {list(index._shape)} must have input's rank and be no larger "
+            f"than input {list(input._shape)} outside dim {d}.\nfix: pass a matching index."
+        )
+
+    def local(x: Any, idx: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x[tuple(grids)]
+
+    result = run_op("gather", local, [input, index], static=(d,), memory_config=memory_config)
+    return write_output(result, out)
+
+
+def scatter(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    src: Tensor,
+    *,
+    memory_config: Any = None,
+    reduce: Any = None,
+) -> Tensor:
+    """``input`` with ``src``'s values written where ``index`` says along ``dim``, per device
+    (TT-NN's ``ttnn.scatter``, torch's ``scatter``: out[i][index[i][j]] = src[i][j] for dim 1).
+    ``index`` and ``src`` have one shape, equal to ``input``'s but along ``dim``; TT-NN supports
+    no ``reduce`` yet (scatter_pybind.cpp), nor does ttjax.
+
+    >>> y = ttnn.scatter(ttnn.zeros_like(x), 3, ttnn.argmax(x, dim=3, keepdim=True), x[:, :, :, :1])
+    """
+    if reduce is not None:
+        raise TTJaxError(
+            f"ttnn.scatter: reduce={reduce!r} is not supported (TT-NN's scatter has no reduction "
+            "yet).\nfix: leave reduce unset."
+        )
+    d = norm_dim("scatter", input, dim)
+    if tuple(index._shape) != tuple(src._shape) or len(index._shape) != len(input._shape):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} and src {list(src._shape)} must have one "
+            f"shape, of input's rank ({list(input._shape)}).\nfix: pass matching index and src."
+        )
+    others = [i for i in range(len(input._shape)) if i != d]
+    if any(index._shape[i] > input._shape[i] for i in others):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} is larger than input "
+            f"{list(input._shape)} outside dim {d}.\nfix: index may only be smaller or equal."
+        )
+
+    def local(x: Any, idx: Any, values: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x.at[tuple(grids)].set(values.astype(x.dtype))
+
+    return run_op(
+        "scatter",
+        local,
+        [input, index, src],
+        static=(d,),
+        out_dtype=input._dtype,
         memory_config=memory_config,
     )
 

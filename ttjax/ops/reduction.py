@@ -315,17 +315,37 @@ def scale_causal_mask_hw_dims_softmax_in_place(
     numeric_stable: bool = True,
     **kwargs: Any,
 ) -> Tensor:
-    """``softmax(x * scale + mask)`` in place with a mask over x's last two dims (one [.., H, W]
-    causal mask shared by every batch and head), TT-NN's
-    ``ttnn.scale_causal_mask_hw_dims_softmax_in_place`` (Falcon-7B's prefill attention)."""
+    """``softmax(x * scale + mask)`` in place, TT-NN's ``ttnn.scale_causal_mask_hw_dims_softmax_
+    in_place`` (Falcon-7B's sliced prefill attention). The mask is one [H, W] matrix (its last two
+    dims) read cyclically down x's rows, all leading dims flattened: row r of x adds mask row
+    r mod H, as TT-NN's sharded softmax reads mask tiles from ``mask_start_tile_id`` modulo the
+    mask's tile count (ttnn/cpp/ttnn/operations/normalization/softmax/device/
+    softmax_program_factory.cpp). So [1, heads * S, S] scores of one slice take an [S, S] mask.
+
+    >>> y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(scores, 0.125, causal_s_by_s)
+    """
     op = "scale_causal_mask_hw_dims_softmax_in_place"
-    if mask is None or tuple(mask._shape[-2:]) != tuple(input_tensor._shape[-2:]):
+    check_hw_kwargs(op, kwargs)
+    width = input_tensor._shape[-1] if input_tensor._shape else None
+    if mask is None or not mask._shape or mask._shape[-1] != width:
         raise ShapeMismatchError(
-            f"ttnn.{op}: the mask must span the input's last two dims "
-            f"{list(input_tensor._shape[-2:])} (got "
-            f"{None if mask is None else list(mask._shape)}).\n"
-            "fix: pass the [1, 1, H, W] causal mask of this slice."
+            f"ttnn.{op}: the mask's last dim must equal the input's last two dims' width "
+            f"{list(input_tensor._shape[-2:])} (got {None if mask is None else list(mask._shape)})."
+            "\nfix: pass the [1, 1, H, W] causal mask of this slice (its rows repeat down the input)."
         )
-    return scale_mask_softmax_in_place(
-        input_tensor, scale, mask, program_config=program_config, is_causal_mask=True, **kwargs
-    )
+    if scale is None:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Scale value is required for scale causal mask HW dims softmax.\n"
+            "fix: pass scale= (e.g. 1 / sqrt(head_dim))."
+        )
+    sc = float(scale)
+    height = mask._shape[-2] if len(mask._shape) >= 2 else 1
+
+    def local(x: Any, m: Any) -> Any:
+        rows = x.reshape(-1, x.shape[-1]).astype(jnp.float32) * sc
+        table = m.reshape(-1, height, m.shape[-1])[0].astype(jnp.float32)
+        rows = rows + table[jnp.arange(rows.shape[0]) % height]
+        return jax.nn.softmax(rows, axis=-1).reshape(x.shape).astype(x.dtype)
+
+    out = run_op(op, local, [input_tensor, mask], static=(sc, height))
+    return write_output(out, input_tensor)

@@ -100,6 +100,17 @@ def test_slice_and_getitem_per_device(case):
         check(x[index], reference(lambda s, i=index: s[i], xs), exact=True)
 
 
+def test_slice_takes_tt_nn_keyword_names():
+    """starts= / ends= / steps= (TT-NN's 4-D overload, as Falcon-7B's attention calls it)."""
+    x, xs = put_local(np.random.default_rng(3), LOCAL, (1, 2), REPLICATED, ttnn.float32)
+    y = ttnn.slice(x, starts=(0, 1, 0, 1), ends=(1, 2, 8, 12), steps=(1, 1, 3, 2))
+    check(y, reference(lambda s: s[0:1, 1:2, 0:8:3, 1:12:2], xs), exact=True)
+    with pytest.raises(ttnn.TTJaxError, match="both given"):
+        ttnn.slice(x, [0, 0, 0, 0], [1, 1, 1, 1], starts=(0, 0, 0, 0))
+    with pytest.raises(ttnn.TTJaxError, match="are required"):
+        ttnn.slice(x, ends=(1, 1, 1, 1))
+
+
 @given(case=cases())
 @example(case=one_by_one())
 def test_split_repeat_pad_per_device(case):

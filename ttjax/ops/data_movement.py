@@ -366,16 +366,37 @@ def getitem(input_tensor: Tensor, index: Any) -> Tensor:
 
 def slice(
     input_tensor: Tensor,
-    slice_start: Sequence[int],
-    slice_end: Sequence[int],
+    slice_start: Sequence[int] | None = None,
+    slice_end: Sequence[int] | None = None,
     slice_step: Sequence[int] | None = None,
     *,
     memory_config: Any = None,
     output_tensor: Tensor | None = None,
     **kwargs: Any,
 ) -> Tensor:
-    """``x[start0:end0:step0, start1:end1:step1, ...]`` on each device's tensor."""
+    """``x[start0:end0:step0, start1:end1:step1, ...]`` on each device's tensor. TT-NN's binding
+    also names them ``starts`` / ``ends`` / ``steps`` (its 4-D overload,
+    ttnn/cpp/ttnn/operations/data_movement/slice/slice_pybind.cpp), as Falcon-7B calls it.
+
+    >>> ttnn.slice(x, starts=(0, 0, 0, 0), ends=(1, 1, 32, 64), steps=(1, 1, 1, 1))
+    """
+    for alias, name in (("starts", "slice_start"), ("ends", "slice_end"), ("steps", "slice_step")):
+        if alias in kwargs:
+            given = {"slice_start": slice_start, "slice_end": slice_end, "slice_step": slice_step}
+            if given[name] is not None:
+                raise TTJaxError(
+                    f"ttnn.slice: {alias}= and {name} were both given.\nfix: pass one of them."
+                )
+            value = kwargs.pop(alias)
+            slice_start = value if name == "slice_start" else slice_start
+            slice_end = value if name == "slice_end" else slice_end
+            slice_step = value if name == "slice_step" else slice_step
     check_hw_kwargs("slice", kwargs)
+    if slice_start is None or slice_end is None:
+        raise TTJaxError(
+            "ttnn.slice: the start and end indices are required.\n"
+            "fix: ttnn.slice(x, [0, 0, 0, 0], [1, 1, 32, 32]) (or starts=..., ends=...)."
+        )
     rank = len(input_tensor._shape)
     steps = list(slice_step) if slice_step is not None else [1] * len(slice_start)
     if not len(slice_start) == len(slice_end) == len(steps) == rank:

@@ -70,3 +70,13 @@ def test_matmul_configs_for_other_sizes_build_and_fail_only_when_used():
     pc.out_subblock_w = 3
     with pytest.raises(ttnn.MemoryConfigError, match="per_core_N must be divisible by out_sub"):
         ttnn.linear(a, w, program_config=pc)
+
+
+def test_sdpa_chunk_sizes_are_checked_when_attention_runs():
+    cfg = ttnn.SDPAProgramConfig(
+        compute_with_storage_grid_size=(8, 8), q_chunk_size=48, k_chunk_size=32
+    )  # fine to build (e.g. for a longer sequence elsewhere)
+    rng = np.random.default_rng(2)
+    q, _ = put(rng.standard_normal((1, 2, 32, 32)).astype(np.float32), MESH, REPLICATED)
+    with pytest.raises(ttnn.MemoryConfigError, match="q_chunk_size must be divisible by TILE_SIZE"):
+        ttnn.transformer.scaled_dot_product_attention(q, q, q, program_config=cfg)

@@ -127,3 +127,18 @@ def check_norm_program_config(
         need(rspec == spec,
              f"Residual tensor shard spec must match input shard spec, got residual: {rspec} vs "
              f"input: {spec}", "shard the residual as the input is sharded.")  # fmt: skip
+
+
+def check_sdpa_program_config(op: str, program_config: Any) -> None:
+    """An ``SDPAProgramConfig``'s rules, checked when attention runs (``ScaledDotProductAttention::
+    validate``, ttnn/cpp/ttnn/operations/transformer/sdpa/device/sdpa_op.cpp, and the windowed
+    one): ``q_chunk_size`` and ``k_chunk_size`` are multiples of the tile width, 32."""
+    if program_config is None:
+        return
+    for field in ("q_chunk_size", "k_chunk_size"):
+        v = getattr(program_config, field, None)
+        if isinstance(v, (int, np.integer)) and int(v) % 32:
+            raise MemoryConfigError(
+                f"ttnn.transformer.{op}: {field} must be divisible by TILE_SIZE. Got {field}: "
+                f"{int(v)}, TILE_SIZE: 32.\nfix: use a multiple of 32 (e.g. {(int(v) // 32 + 1) * 32})."
+            )

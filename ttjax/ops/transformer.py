@@ -21,7 +21,7 @@ import numpy as np
 from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
 
@@ -92,6 +92,7 @@ def scaled_dot_product_attention(
     within w//2 of the query (non-causal). Grouped-query attention when nh is a multiple of nkv.
     """
     check_hw_kwargs("scaled_dot_product_attention", kwargs)
+    check_sdpa_program_config("scaled_dot_product_attention", program_config)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads("scaled_dot_product_attention", q, k, v, 1)
     d = q._shape[-1]
@@ -144,6 +145,7 @@ def windowed_scaled_dot_product_attention(
     """
     op = "windowed_scaled_dot_product_attention"
     check_hw_kwargs(op, kwargs)
+    check_sdpa_program_config(op, program_config)
     q, k, v, cu = input_tensor_q, input_tensor_k, input_tensor_v, cu_window_seqlens
     _check_heads(op, q, k, v, 1)
     if not isinstance(cu, Tensor) or len(cu._shape) != 1 or cu._shape[0] < 2:
@@ -503,6 +505,7 @@ def chunked_scaled_dot_product_attention(
     through ``page_table_tensor`` [b, blocks_per_user] (earlier chunks already filled in)."""
     op = "chunked_scaled_dot_product_attention"
     check_hw_kwargs(op, kwargs)
+    check_sdpa_program_config(op, program_config)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads(op, q, k, v, 1)
     length = _check_page_table(op, page_table_tensor, q._shape[0], k)

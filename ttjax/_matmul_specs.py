@@ -9,7 +9,7 @@ checks the given layout against the variant. Pure layout math: plain shapes in, 
 >>> pc = MatmulMultiCoreReuseMultiCast1DProgramConfig(compute_with_storage_grid_size=(8, 4),
 ...     in0_block_w=2, out_subblock_h=1, out_subblock_w=1, out_block_h=1, out_block_w=1,
 ...     per_core_M=1, per_core_N=2, fuse_batch=True, mcast_in0=True)
->>> out = matmul_output_memory_config("matmul", pc, L1_WIDTH_SHARDED_MEMORY_CONFIG,
+>>> out = matmul_output_memory_config("matmul", pc, ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
 ...     (1, 1, 32, 64), (1, 1, 64, 512), None, CoreCoord(8, 8))
 >>> out.shard_spec.shape, out.shard_spec.grid.num_cores()
 ((32, 64), 8)
@@ -68,6 +68,61 @@ def _grid(value: Any) -> CoreCoord:
     if hasattr(value, "x") and hasattr(value, "y"):
         return CoreCoord(int(value.x), int(value.y))
     return CoreCoord(int(value[0]), int(value[1]))
+
+
+def check_matmul_program_config(op: str, program_config: Any, a_padded: Sequence[int]) -> None:
+    """A matmul program config's shape rules, checked when the matmul runs (``Matmul::validate``
+    in matmul_op.cpp), never when the config is built: a model may build configs for several
+    sizes and use one. The 1D/2D/reuse variants need ``Kt % in0_block_w == 0``,
+    ``per_core_M % out_subblock_h == 0`` and ``per_core_N % out_subblock_w == 0`` (and, for
+    1D/2D, ``per_core_M % out_block_h`` / ``per_core_N % out_block_w`` when those are set)."""
+    pc = program_config
+    if not isinstance(
+        pc,
+        (
+            MatmulMultiCoreReuseMultiCast1DProgramConfig,
+            MatmulMultiCoreReuseMultiCastProgramConfig,
+            MatmulMultiCoreReuseProgramConfig,
+        ),
+    ):
+        return
+    name = type(pc).__name__
+    ints = {
+        f: getattr(pc, f, None)
+        for f in (
+            "in0_block_w",
+            "out_subblock_h",
+            "out_subblock_w",
+            "out_block_h",
+            "out_block_w",
+            "per_core_M",
+            "per_core_N",
+        )
+        if isinstance(getattr(pc, f, None), int)
+    }
+    for f, v in ints.items():
+        _need(v != 0, op, f"{name}: {f} is 0, which is not valid", f"set {f} >= 1.")
+    kt = int(a_padded[-1]) // TILE
+    pairs = [
+        ("in0_block_w", kt, f"Kt ({kt}) must be divisible by in0_block_w"),
+        (
+            "out_subblock_h",
+            ints.get("per_core_M"),
+            "per_core_M must be divisible by out_subblock_h",
+        ),
+        (
+            "out_subblock_w",
+            ints.get("per_core_N"),
+            "per_core_N must be divisible by out_subblock_w",
+        ),
+        ("out_block_h", ints.get("per_core_M"), "per_core_M must be divisible by out_block_h"),
+        ("out_block_w", ints.get("per_core_N"), "per_core_N must be divisible by out_block_w"),
+    ]
+    for field, total, rule in pairs:
+        part = ints.get(field)
+        if part and total is not None:
+            _need(total % part == 0, op, f"{name}: {rule} ({total} % {part} != 0)",
+                  f"pick a {field} that divides {total} for this tensor.")  # fmt: skip
 
 
 def matmul_output_memory_config(
@@ -184,4 +239,4 @@ def matmul_output_memory_config(
     return MemoryConfig(layout, memory_config.buffer_type, spec)
 
 
-__all__ = ["matmul_output_memory_config"]
+__all__ = ["check_matmul_program_config", "matmul_output_memory_config"]

@@ -95,7 +95,7 @@ class DispatchCoreConfig:
     fabric_tensix_config=None)``, positional or keyword. Validates as TT-NN does and fills a
     missing type/axis with the system's default (T3K: ETH, ROW)."""
 
-    __slots__ = ("axis", "type")
+    __slots__ = ("_type_defaulted", "axis", "type")
 
     def __init__(
         self,
@@ -121,6 +121,9 @@ class DispatchCoreConfig:
                 "ROW dispatch core axis is not supported for blackhole arch unless fabric tensix "
                 "MUX is enabled\nfix: use DispatchCoreAxis.COL, or FabricTensixConfig.MUX."
             )
+        # ttjax's "system" is the mesh opened with this config: a defaulted type is re-derived
+        # for that mesh's chips when it opens (ttjax.mesh.dispatch_cores).
+        self._type_defaulted = type is None and axis is not DispatchCoreAxis.COL
         if type is None and axis is DispatchCoreAxis.COL:
             type = DispatchCoreType.WORKER  # COL is only supported on WORKER dispatch cores
         elif type is None:

@@ -306,6 +306,23 @@ class UnaryWithParam:
         return f"UnaryWithParam({args})"
 
 
+class BcastOpMath(enum.Enum):
+    """``ttnn.BcastOpMath`` (ttnn/cpp/ttnn/operations/data_movement/bcast/bcast_types.hpp)."""
+
+    ADD = 0
+    SUB = 1
+    MUL = 2
+
+
+class BcastOpDim(enum.Enum):
+    """``ttnn.BcastOpDim``: the dims of ``a`` along which ``b``'s single row/column/value is
+    repeated (H: b is one row, W: one column, HW: one value)."""
+
+    H = 0
+    W = 1
+    HW = 2
+
+
 _FROM_NUMPY = {
     np.dtype(np.float32): DataType.FLOAT32,
     np.dtype(ml_dtypes.bfloat16): DataType.BFLOAT16,
@@ -325,6 +342,8 @@ __all__ = [
     "ROW_MAJOR_LAYOUT",
     "TILE_LAYOUT",
     "TILE_SIZE",
+    "BcastOpDim",
+    "BcastOpMath",
     "DataType",
     "Layout",
     "MeshType",

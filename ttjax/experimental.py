@@ -27,8 +27,11 @@ from ttjax.ops.fused import (
     nlp_concat_heads_decode,
     nlp_create_qkv_heads,
     nlp_create_qkv_heads_decode,
+    nlp_create_qkv_heads_falcon7b,
     rotary_embedding_llama,
 )
+from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
+from ttjax.ops.pointwise import experimental_typecast as typecast
 from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
 
 __all__ = [
@@ -38,7 +41,10 @@ __all__ = [
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
+    "attn_matmul",
+    "attn_matmul_from_cache",
     "fast_reduce_nc",
+    "group_attn_matmul",
     "llama_reduce_scatter",
     "llama_rs_matmul",
     "neighbor_pad_async",
@@ -46,6 +52,7 @@ __all__ = [
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
+    "nlp_create_qkv_heads_falcon7b",
     "paged_fill_cache",
     "paged_update_cache",
     "reduce_scatter_async",
@@ -53,4 +60,5 @@ __all__ = [
     "rotary_embedding",
     "rotary_embedding_llama",
     "slice_reshard_async",
+    "typecast",
 ]

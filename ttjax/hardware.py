@@ -736,7 +736,11 @@ class SDPAProgramConfig(_KernelConfig):
 
 
 class LayerNormShardedMultiCoreProgramConfig(_KernelConfig):
-    """Sharded layer/RMS norm config (TT-NN's binding: these keywords, ``inplace`` required)."""
+    """Sharded layer/RMS norm config (TT-NN's binding: these keywords, ``inplace`` required).
+
+    A plain struct, as in TT-NN: its rules are checked when a norm runs on a tensor
+    (:func:`ttjax.ops._common.check_norm_program_config`), so configs for other sizes can be built.
+    """
 
     _fields = (
         "compute_with_storage_grid_size",
@@ -748,15 +752,6 @@ class LayerNormShardedMultiCoreProgramConfig(_KernelConfig):
         "legacy_rsqrt",
         "use_welford",
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        sw, bw = self.__dict__.get("subblock_w"), self.__dict__.get("block_w")
-        if isinstance(sw, int) and isinstance(bw, int) and sw > 0 and bw % sw:
-            raise MemoryConfigError(
-                f"LayerNormShardedMultiCoreProgramConfig: block_w {bw} must be divisible by "
-                f"subblock_w {sw}.\nfix: pick a subblock_w that divides block_w."
-            )
 
 
 class LayerNormDefaultProgramConfig(_KernelConfig):
@@ -785,6 +780,76 @@ class DispatchCoreAxis(enum.Enum):
 
     ROW = 0
     COL = 1
+
+
+# A chip's worker grid (compute_with_storage_grid_size) by arch, product and dispatch cores: the
+# "compute_with_storage_grid_range" of TT-Metal's core descriptors (tt_metal/core_descriptors/
+# wormhole_b0_80_arch.yaml for tensix (WORKER) dispatch, ..._eth_dispatch.yaml for ETH dispatch,
+# blackhole_140_arch*.yaml), same for 1 and 2 command queues. The product is TT-Metal's
+# get_product_name(arch, harvested rows) (tt_metal/llrt/core_descriptor.hpp): Wormhole "galaxy"
+# (0 harvested: Galaxy/TG chips, 8x10 Tensix), "nebula_x1" (1: N150, 8x9), "nebula_x2" (2: N300
+# cards of N300/T3000, 8x8). Dispatch on a row takes the last row; on a column, the last column.
+_WORKER_GRIDS: dict[
+    tuple[str, str], dict[tuple[DispatchCoreType, DispatchCoreAxis], tuple[int, int]]
+] = {
+    ("wormhole_b0", "galaxy"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.ROW): (8, 9),
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (7, 10),
+        (DispatchCoreType.ETH, DispatchCoreAxis.ROW): (8, 10),
+    },
+    ("wormhole_b0", "nebula_x1"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.ROW): (8, 8),
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (7, 9),
+        (DispatchCoreType.ETH, DispatchCoreAxis.ROW): (8, 8),
+    },
+    ("wormhole_b0", "nebula_x2"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.ROW): (8, 7),
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (7, 8),
+        (DispatchCoreType.ETH, DispatchCoreAxis.ROW): (8, 8),
+    },
+    ("blackhole", "unharvested"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (13, 10),
+        (DispatchCoreType.ETH, DispatchCoreAxis.COL): (14, 10),
+    },
+    ("blackhole", "1xharvested"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (12, 10),
+        (DispatchCoreType.ETH, DispatchCoreAxis.COL): (13, 10),
+    },
+    ("blackhole", "2xharvested"): {
+        (DispatchCoreType.WORKER, DispatchCoreAxis.COL): (11, 10),
+        (DispatchCoreType.ETH, DispatchCoreAxis.COL): (12, 10),
+    },
+}
+
+
+def worker_grid_size(
+    arch: str,
+    product: str,
+    dispatch_core_type: DispatchCoreType,
+    dispatch_core_axis: DispatchCoreAxis,
+) -> CoreCoord:
+    """The worker grid (``compute_with_storage_grid_size()``) of a ``product`` chip of ``arch``
+    opened with dispatch on ``dispatch_core_type`` cores along ``dispatch_core_axis``, from
+    TT-Metal's core descriptors (see ``_WORKER_GRIDS``).
+
+    >>> worker_grid_size("wormhole_b0", "galaxy", DispatchCoreType.WORKER, DispatchCoreAxis.COL)
+    CoreCoord(x=7, y=10)
+    """
+    table = _WORKER_GRIDS.get((arch, product))
+    if table is None:
+        raise MemoryConfigError(
+            f"No core descriptor for a {product!r} chip of arch {arch!r}.\nfix: one of "
+            f"{sorted(_WORKER_GRIDS)}."
+        )
+    grid = table.get((dispatch_core_type, dispatch_core_axis))
+    if grid is None:
+        raise MemoryConfigError(
+            f"A {product!r} {arch} chip has no core descriptor for dispatch on "
+            f"{dispatch_core_type} cores along {dispatch_core_axis} (TT-Metal's core "
+            f"descriptors list {sorted((t.name, a.name) for t, a in table)}).\nfix: open the "
+            "device with one of those ttnn.DispatchCoreConfig(type, axis)."
+        )
+    return CoreCoord(*grid)
 
 
 def divup(a: int, b: int) -> int:
@@ -844,4 +909,5 @@ __all__ = [
     "num_cores_to_corerangeset_in_subcoregrids",
     "roundup",
     "validate_memory_config",
+    "worker_grid_size",
 ]

@@ -28,8 +28,14 @@ from jax.sharding import Mesh as JaxMesh
 
 from ttjax import _config
 from ttjax import fabric as _fabric
-from ttjax.errors import DeviceClosedError, MeshShapeError
-from ttjax.hardware import CoreCoord, CoreGrid
+from ttjax.errors import ConfigError, DeviceClosedError, MeshShapeError
+from ttjax.hardware import (
+    CoreCoord,
+    CoreGrid,
+    DispatchCoreAxis,
+    DispatchCoreType,
+    worker_grid_size,
+)
 from ttjax.subdevice import SubDeviceId, SubDeviceManagerId, SubDeviceManagerTracker
 
 # ---------------------------------------------------------------------------------------------
@@ -386,6 +392,39 @@ def _submesh_shape(value: Any) -> MeshShape:
 _next_mesh_id = itertools.count()
 
 
+def chip_product(num_devices: int) -> str:
+    """TT-Metal's product name of the Wormhole chips of a system of ``num_devices`` (the opened
+    mesh's, as :mod:`ttjax.cluster` reads the cluster type): a Galaxy's 32 chips are unharvested
+    ("galaxy"), an N150 has one harvested row ("nebula_x1"), N300 cards (N300, N300_2x2, T3000)
+    two ("nebula_x2"); TT-Metal's get_product_name (tt_metal/llrt/core_descriptor.hpp)."""
+    return {32: "galaxy", 1: "nebula_x1"}.get(int(num_devices), "nebula_x2")
+
+
+def dispatch_cores(
+    num_devices: int, dispatch_core_config: Any = None, dispatch_core_type: Any = None
+) -> tuple[DispatchCoreType, DispatchCoreAxis]:
+    """The dispatch core type and axis a mesh of ``num_devices`` opens with: the config's, else
+    TT-NN's defaults (``ttnn.DispatchCoreConfig()``: ETH on N300 cards, WORKER elsewhere; ROW on
+    Wormhole). The legacy ``dispatch_core_type=`` keyword sets the type alone."""
+    if dispatch_core_config is not None:
+        kind, axis = (
+            getattr(dispatch_core_config, "type", None),
+            getattr(dispatch_core_config, "axis", None),
+        )
+        if not isinstance(kind, DispatchCoreType) or not isinstance(axis, DispatchCoreAxis):
+            raise ConfigError(
+                f"open_mesh_device: dispatch_core_config={dispatch_core_config!r} is not a "
+                "ttnn.DispatchCoreConfig.\nfix: pass ttnn.DispatchCoreConfig(type, axis) or None."
+            )
+        if not getattr(dispatch_core_config, "_type_defaulted", False):
+            return kind, axis
+    elif isinstance(dispatch_core_type, DispatchCoreType):
+        return dispatch_core_type, DispatchCoreAxis.ROW
+    eth = chip_product(num_devices) == "nebula_x2"
+    kind = DispatchCoreType.ETH if eth else DispatchCoreType.WORKER
+    return kind, DispatchCoreAxis.ROW
+
+
 class MeshDevice:
     """A mesh of devices that ops run on in SPMD; TT-NN's ``ttnn.MeshDevice``.
 
@@ -400,6 +439,7 @@ class MeshDevice:
         axis_names: Sequence[str] | None = None,
         parent: MeshDevice | None = None,
         offset: MeshCoordinate | None = None,
+        grid: CoreCoord | None = None,
     ) -> None:
         devices = np.array(devices, dtype=object)
         names = tuple(axis_names) if axis_names is not None else default_axis_names(devices.ndim)
@@ -425,6 +465,17 @@ class MeshDevice:
         self._block_views: dict[tuple[tuple[int, ...], tuple[int, ...]], MeshDevice] = {}
         self._last_outputs: tuple[Any, ...] = ()
         self._fabric: _fabric.FabricSetting | None = None  # set by open_mesh_device
+        # The chips' worker grid: from the system and dispatch cores at open; submeshes and
+        # views keep their parent's (same chips, same dispatch).
+        if grid is None:
+            grid = (
+                parent._grid
+                if parent is not None
+                else worker_grid_size(
+                    "wormhole_b0", chip_product(devices.size), *dispatch_cores(devices.size)
+                )
+            )
+        self._grid: CoreCoord = grid
         self._sub_devices = SubDeviceManagerTracker(self.compute_with_storage_grid_size())
 
     # -- TT-NN API ------------------------------------------------------------------------------
@@ -462,7 +513,9 @@ class MeshDevice:
         return Arch.WORMHOLE_B0
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
-        return CoreCoord(8, 8)
+        """Each chip's worker grid: by system and dispatch cores (Galaxy with dispatch on a
+        column: 7x10; T3000/N300: 8x8), from TT-Metal's core descriptors."""
+        return self._grid
 
     def dram_grid_size(self) -> CoreCoord:
         return CoreCoord(12, 1)
@@ -596,7 +649,7 @@ class MeshDevice:
             )
         devices = self._devices.reshape(tuple(shape))
         names = default_axis_names(devices.ndim) if devices.ndim != self._devices.ndim else None
-        fresh = MeshDevice(devices, axis_names=names or self._axis_names)
+        fresh = MeshDevice(devices, axis_names=names or self._axis_names, grid=self._grid)
         self._devices, self._axis_names = fresh._devices, fresh._axis_names
         self._jax_mesh, self._shape = fresh._jax_mesh, fresh._shape
         self._program_cache.clear()
@@ -740,13 +793,18 @@ def open_mesh_device(
 ) -> MeshDevice:
     """Open a mesh of devices (TT-NN's ``ttnn.open_mesh_device``).
 
-    Hardware arguments (L1 sizes, trace region, dispatch cores, mesh_type) are accepted and have no
-    effect. ``axis_names`` overrides the JAX axis names (default ``("y", "x")``).
+    Hardware arguments (L1 sizes, trace region, mesh_type) are accepted and have no effect; the
+    dispatch cores set each chip's worker grid (:meth:`MeshDevice.compute_with_storage_grid_size`).
+    ``axis_names`` overrides the JAX axis names (default ``("y", "x")``).
 
     >>> mesh = open_mesh_device(MeshShape(1, 2))
     """
     shape = system_mesh_shape() if mesh_shape is None else MeshShape(mesh_shape)
-    mesh = MeshDevice(_devices_for(shape, offset, physical_device_ids), axis_names=axis_names)
+    n = shape.mesh_size()
+    kind, axis = dispatch_cores(n, dispatch_core_config, dispatch_core_type)
+    grid = worker_grid_size("wormhole_b0", chip_product(n), kind, axis)
+    devices = _devices_for(shape, offset, physical_device_ids)
+    mesh = MeshDevice(devices, axis_names=axis_names, grid=grid)
     mesh._fabric = _fabric.current_setting()
     _opened.append(weakref.ref(mesh))
     return mesh

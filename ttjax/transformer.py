@@ -12,6 +12,7 @@ from ttjax.ops.transformer import (
     scaled_dot_product_attention_decode,
     split_heads,
     split_query_key_value_and_split_heads,
+    windowed_scaled_dot_product_attention,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "scaled_dot_product_attention_decode",
     "split_heads",
     "split_query_key_value_and_split_heads",
+    "windowed_scaled_dot_product_attention",
 ]

@@ -9,7 +9,8 @@ import numpy as np
 
 from ttjax import _specs
 from ttjax.enums import DataType
-from ttjax.errors import ShapeMismatchError, TTJaxError
+from ttjax.errors import MemoryConfigError, ShapeMismatchError, TTJaxError
+from ttjax.hardware import LayerNormShardedMultiCoreProgramConfig
 from ttjax.tensor import Tensor
 
 # Keyword arguments TT-NN ops take to tune hardware execution. ttjax accepts them so real TT-NN
@@ -88,3 +89,56 @@ def write_output(result: Tensor, output_tensor: Tensor | None) -> Tensor:
             "fix: preallocate output_tensor with the result's shape and dtype."
         )
     return output_tensor.assign(result)
+
+
+def check_norm_program_config(
+    op: str, program_config: Any, x: Tensor, residual: Tensor | None = None
+) -> None:
+    """A ``LayerNormShardedMultiCoreProgramConfig``'s rules, checked when the norm runs on ``x``
+    (``LayerNorm::validate``, ttnn/cpp/ttnn/operations/normalization/layernorm/device/
+    layernorm_op.cpp): ``block_w % subblock_w == 0`` and, for a sharded input, ``block_h`` and
+    ``block_w`` tiles are its shard's height and width and a residual shares its shard spec."""
+    if not isinstance(program_config, LayerNormShardedMultiCoreProgramConfig):
+        return
+    pc = program_config
+    name = type(pc).__name__
+
+    def need(cond: bool, rule: str, fix: str) -> None:
+        if not cond:
+            raise MemoryConfigError(f"ttnn.{op}: {name}: {rule}.\nfix: {fix}")
+
+    sw, bw, bh = pc.subblock_w, pc.block_w, pc.block_h
+    if isinstance(sw, int) and isinstance(bw, int) and sw > 0:
+        need(bw % sw == 0, f"block_w ({bw}) must be divisible by subblock_w ({sw})",
+             "pick a subblock_w that divides block_w.")  # fmt: skip
+    spec = x._spec.memory_config.shard_spec if x.is_sharded() else None
+    if spec is None:
+        return
+    if isinstance(bh, int):
+        need(bh * 32 == spec.shape[0],
+             f"Block height * TILE_HEIGHT must match shard shape[0], got {bh * 32} vs "
+             f"{spec.shape[0]}", f"set block_h={spec.shape[0] // 32} for this tensor.")  # fmt: skip
+    if isinstance(bw, int):
+        need(bw * 32 == spec.shape[1],
+             f"Block width * TILE_WIDTH must match shard shape[1], got {bw * 32} vs "
+             f"{spec.shape[1]}", f"set block_w={spec.shape[1] // 32} for this tensor.")  # fmt: skip
+    if residual is not None:
+        rspec = residual._spec.memory_config.shard_spec if residual.is_sharded() else None
+        need(rspec == spec,
+             f"Residual tensor shard spec must match input shard spec, got residual: {rspec} vs "
+             f"input: {spec}", "shard the residual as the input is sharded.")  # fmt: skip
+
+
+def check_sdpa_program_config(op: str, program_config: Any) -> None:
+    """An ``SDPAProgramConfig``'s rules, checked when attention runs (``ScaledDotProductAttention::
+    validate``, ttnn/cpp/ttnn/operations/transformer/sdpa/device/sdpa_op.cpp, and the windowed
+    one): ``q_chunk_size`` and ``k_chunk_size`` are multiples of the tile width, 32."""
+    if program_config is None:
+        return
+    for field in ("q_chunk_size", "k_chunk_size"):
+        v = getattr(program_config, field, None)
+        if isinstance(v, (int, np.integer)) and int(v) % 32:
+            raise MemoryConfigError(
+                f"ttnn.transformer.{op}: {field} must be divisible by TILE_SIZE. Got {field}: "
+                f"{int(v)}, TILE_SIZE: 32.\nfix: use a multiple of 32 (e.g. {(int(v) // 32 + 1) * 32})."
+            )

@@ -722,3 +722,77 @@ def embedding(
         memory_config=memory_config,
     )
     return write_output(out, output_tensor)
+
+
+def untilize_with_unpadding(
+    input_tensor: Tensor,
+    output_tensor_end: Sequence[int],
+    *,
+    memory_config: Any = None,
+    use_multicore: bool = True,
+    use_pack_untilize: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """ROW_MAJOR and cut to ``[0, output_tensor_end[i]]`` (inclusive ends) on each dim of each
+    device's tensor (TT-NN's ``ttnn.untilize_with_unpadding``).
+
+    >>> tuple(ttnn.untilize_with_unpadding(x, output_tensor_end=(0, 0, 9, 31)).shape)
+    (1, 1, 10, 32)
+    """
+    op = "untilize_with_unpadding"
+    check_hw_kwargs(op, kwargs)
+    shape = tuple(input_tensor._shape)
+    ends = tuple(int(e) for e in output_tensor_end)
+    if len(ends) != len(shape) or any(not 0 <= e < n for e, n in zip(ends, shape)):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: output_tensor_end {list(ends)} must give one inclusive end per dim "
+            f"within the per-device shape {list(shape)}.\nfix: e.g. {[n - 1 for n in shape]}."
+        )
+    out = untilize(input_tensor, memory_config=memory_config)
+    if ends == tuple(n - 1 for n in shape):
+        return out
+    return slice(out, [0] * len(shape), [e + 1 for e in ends])
+
+
+def tilize_with_val_padding(
+    input_tensor: Tensor,
+    output_tensor_shape: Sequence[int],
+    pad_value: float = 0.0,
+    *,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    use_multicore: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """TILE layout with the tile padding filled with ``pad_value`` (TT-NN's
+    ``ttnn.tilize_with_val_padding``): the logical shape stays the input's, as TT-NN's output
+    spec keeps it; padding is never read back, so values are those of :func:`tilize`."""
+    op = "tilize_with_val_padding"
+    check_hw_kwargs(op, kwargs)
+    shape = tuple(input_tensor._shape)
+    target = tuple(int(d) for d in output_tensor_shape)
+    if len(target) != len(shape) or any(t < n for t, n in zip(target, shape)):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: output_tensor_shape {list(target)} must be at least the per-device "
+            f"shape {list(shape)} on every dim.\nfix: pad up, e.g. to the tile-padded shape."
+        )
+    return to_layout(input_tensor, Layout.TILE, dtype, memory_config=memory_config)
+
+
+def tilize_with_zero_padding(input_tensor: Tensor, **kwargs: Any) -> Tensor:
+    """``ttnn.tilize_with_val_padding`` to the tile-padded shape with zeros."""
+    memory_config, dtype = kwargs.pop("memory_config", None), kwargs.pop("dtype", None)
+    check_hw_kwargs("tilize_with_zero_padding", kwargs)
+    return to_layout(input_tensor, Layout.TILE, dtype, memory_config=memory_config)
+
+
+def pad_to_tile_shape(unpadded_shape: Sequence[int]) -> list[int]:
+    """``unpadded_shape`` with its last two dims rounded up to multiples of 32 (TT-NN's helper).
+
+    >>> ttnn.pad_to_tile_shape([1, 1, 7, 33])
+    [1, 1, 32, 64]
+    """
+    dims = [int(d) for d in unpadded_shape]
+    for i in range(max(0, len(dims) - 2), len(dims)):
+        dims[i] = -(-dims[i] // 32) * 32
+    return dims

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from ttjax._dispatch import run_op
 from ttjax.enums import TILE_SIZE, DataType
 from ttjax.errors import ShapeMismatchError
-from ttjax.ops._common import check_dtype, write_output
+from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
 from ttjax.tensor import Tensor
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -122,6 +122,25 @@ def nlp_create_qkv_heads(
     if output_tensors is not None:
         return tuple(write_output(r, o) for r, o in zip((q, k, v), output_tensors))  # type: ignore[return-value]
     return q, k, v
+
+
+def nlp_create_qkv_heads_falcon7b(
+    input: Tensor, *, memory_config: Any = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Falcon-7B's fused QKV [B, 1, S, 4672] -> q [B, 71, S, 64], k [B, 1, S, 64], v [B, 1, S, 64]
+    (multi-query: 71 q heads, then one k and one v head), TT-NN's
+    ``ttnn.experimental.nlp_create_qkv_heads_falcon7b`` (ttnn/cpp/ttnn/operations/experimental/
+    transformer/nlp_create_qkv_heads_falcon7b)."""
+    op = "nlp_create_qkv_heads_falcon7b"
+    shape = tuple(input._shape)
+    if len(shape) != 4 or shape[1] != 1 or shape[3] != 4672:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: Unsupported input shape {list(shape)} (per device).\nfix: "
+            "the input is Falcon-7B's fused QKV [B, 1, S, 4672] (71 q heads + k + v, 64 each)."
+        )
+    return nlp_create_qkv_heads(
+        input, num_heads=71, num_kv_heads=1, transpose_k_heads=False, memory_config=memory_config
+    )
 
 
 def nlp_create_qkv_heads_decode(
@@ -357,6 +376,7 @@ def rms_norm_pre_all_gather(
     ``input + residual``."""
     op = "rms_norm_pre_all_gather"
     out_dtype = check_dtype(op, dtype) or DataType.BFLOAT16
+    check_norm_program_config(op, program_config, input_tensor, residual_input_tensor)
     tensors = [input_tensor]
     if residual_input_tensor is not None:
         if residual_input_tensor._shape != input_tensor._shape:
@@ -395,6 +415,7 @@ def rms_norm_post_all_gather(
     sums every stats column and divides by ``W * n_devices``. ``weight`` holds this device's W
     values (any shape of W elements, e.g. [1, 1, W/32, 32] row-major)."""
     op = "rms_norm_post_all_gather"
+    check_norm_program_config(op, program_config, input_tensor)
     x_shape, st_shape = tuple(input_tensor._shape), tuple(stats._shape)
     if (
         len(st_shape) != len(x_shape)

@@ -15,8 +15,9 @@ import jax.numpy as jnp
 
 from ttjax import kernels
 from ttjax._dispatch import run_op
-from ttjax._matmul_specs import matmul_output_memory_config
+from ttjax._matmul_specs import check_matmul_program_config, matmul_output_memory_config
 from ttjax.enums import DataType, Layout, UnaryOpType, UnaryWithParam
+from ttjax.errors import ShapeMismatchError
 from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
 from ttjax.ops.activations import chain_fn, parse_activation
@@ -36,12 +37,6 @@ def _out_config(
     (``memory_config.has_value() ? ... : DRAM_MEMORY_CONFIG`` in ttnn/.../matmul/matmul.cpp); a
     sharded one with a sharded program config gets the shard spec TT-NN computes from the
     program config (:func:`ttjax._matmul_specs.matmul_output_memory_config`)."""
-    if memory_config is None:
-        return DRAM_MEMORY_CONFIG
-    if program_config is None or not isinstance(memory_config, MemoryConfig):
-        return memory_config
-    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
-        return memory_config
 
     def padded(t: Tensor, transpose: bool) -> tuple[int, ...]:
         shape = list(t._spec.shape)
@@ -49,6 +44,14 @@ def _out_config(
             shape[-2], shape[-1] = shape[-1], shape[-2]
         return tile_padded(shape) if t._spec.layout is Layout.TILE else tuple(shape)
 
+    if program_config is not None and isinstance(a, Tensor):
+        check_matmul_program_config(op, program_config, padded(a, transpose_a))
+    if memory_config is None:
+        return DRAM_MEMORY_CONFIG
+    if program_config is None or not isinstance(memory_config, MemoryConfig):
+        return memory_config
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a._mesh is None:
+        return memory_config
     return matmul_output_memory_config(
         op,
         program_config,
@@ -197,3 +200,136 @@ def linear(
         ),
     )
     return write_output(out, optional_output_tensor)
+
+
+def bmm(input_tensor_a: Tensor, input_tensor_b: Tensor, **kwargs: Any) -> Tensor:
+    """TT-NN's older name of ``ttnn.matmul`` for batched products (``ttnn.bmm(a, b)``)."""
+    return matmul(input_tensor_a, input_tensor_b, **kwargs)
+
+
+def _attn_product(
+    op: str,
+    a: Tensor,
+    b: Tensor,
+    dtype: Any,
+    memory_config: Any,
+    num_tokens: int | None = None,
+    transpose_hw: bool | None = None,
+) -> Tensor:
+    """TT-NN's decode attention matmuls (ttnn/cpp/ttnn/operations/experimental/matmul/): a is
+    [1, q_heads, batch, K], b is [batch, kv_heads, K, N]; each query head h uses kv head
+    h // (q_heads / kv_heads): ``torch.matmul(a.transpose(0, 2), b).transpose(0, 2)`` per group,
+    out [1, q_heads, batch, N]. With ``num_tokens`` b is a cache read up to that many positions
+    on dim 2 (transposed to [.., D, num_tokens] when ``transpose_hw``)."""
+    sa, sb = tuple(a._shape), tuple(b._shape)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(
+            f"ttnn.experimental.{op}: {rule} (a {list(sa)}, b {list(sb)}).\nfix: {fix}"
+        )
+
+    if len(sa) != 4 or len(sb) != 4:
+        raise fail("inputs are 4-D", "a [1, q_heads, batch, K], b [batch, kv_heads, K, N].")
+    if sa[0] != 1:
+        raise fail("Input q_len must be 1!", "decode one token: a is [1, q_heads, batch, K].")
+    if sb[1] == 0 or sa[1] % sb[1]:
+        raise fail("Number of q_heads must be divisible by kv_heads!", "group whole kv heads.")
+    if sa[2] != sb[0]:
+        raise fail("Num of users must match!", "a's dim 2 and b's dim 0 are the batch.")
+    if num_tokens is not None:
+        n = int(num_tokens)
+        if n % 32 or not 0 < n <= sb[2]:
+            raise fail(
+                f"num_tokens {n} must be a multiple of 32 in (0, {sb[2]}]",
+                "round the cache length read up to 32.",
+            )
+        k_dim = sb[3] if transpose_hw else n
+        if sa[3] != k_dim:
+            raise fail(f"dimension K (a.shape[3]) must be {k_dim}", "match the cache read.")
+    elif sa[3] != sb[2]:
+        raise fail("Dimension K (A.shape[3] and B.shape[2]) must match", "match K.")
+    groups = sa[1] // sb[1]
+    tr = bool(transpose_hw)
+
+    def fn(x: Any, y: Any) -> Any:
+        if num_tokens is not None:
+            y = y[:, :, : int(num_tokens), :]
+            if tr:
+                y = jnp.swapaxes(y, -1, -2)
+        y = jnp.repeat(y, groups, axis=1)  # [batch, q_heads, K, N]
+        xb = jnp.swapaxes(x, 0, 2)  # [batch, q_heads, 1, K]
+        out = jnp.matmul(xb, y, preferred_element_type=jnp.float32)
+        return jnp.swapaxes(out, 0, 2).astype(x.dtype)
+
+    out_dtype = check_dtype(op, dtype)
+    return run_op(
+        op,
+        fn,
+        [a, b],
+        static=(num_tokens, tr),
+        out_dtype=out_dtype,
+        memory_config=memory_config,
+    )
+
+
+def attn_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    compute_with_storage_grid_size: Any = None,
+    dtype: DataType | None = None,
+    compute_kernel_config: Any = None,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``ttnn.experimental.attn_matmul``: a [1, q_heads, batch, K] times b [batch, 1, K, N]
+    per user, out [1, q_heads, batch, N] (one kv head; see :func:`group_attn_matmul`)."""
+    if len(input_tensor_b._shape) == 4 and input_tensor_b._shape[1] != 1:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.attn_matmul: Number of kv_heads must be 1! (b "
+            f"{list(input_tensor_b._shape)}).\nfix: use ttnn.experimental.group_attn_matmul."
+        )
+    out = _attn_product("attn_matmul", input_tensor_a, input_tensor_b, dtype, memory_config)
+    return write_output(out, output_tensor)
+
+
+def group_attn_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    compute_with_storage_grid_size: Any = None,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    compute_kernel_config: Any = None,
+    optional_output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``ttnn.experimental.group_attn_matmul``: a [1, q_heads, batch, K] times b
+    [batch, kv_heads, K, N], query head h with kv head h // (q_heads / kv_heads), out
+    [1, q_heads, batch, N] (TT-NN's ``torch.matmul(A.transpose(0, 2), B).transpose(0, 2)``)."""
+    out = _attn_product("group_attn_matmul", input_tensor_a, input_tensor_b, dtype, memory_config)
+    return write_output(out, optional_output_tensor)
+
+
+def attn_matmul_from_cache(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    num_tokens: int,
+    transpose_hw: bool,
+    compute_with_storage_grid_size: Any = None,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """``ttnn.experimental.attn_matmul_from_cache``: :func:`attn_matmul` reading the first
+    ``num_tokens`` (a multiple of 32) positions of the cache b [batch, 1, max_len, D], transposed
+    for the pre-softmax product (``transpose_hw=True``: out [1, q_heads, batch, num_tokens])."""
+    return _attn_product(
+        "attn_matmul_from_cache",
+        input_tensor_a,
+        input_tensor_b,
+        dtype,
+        memory_config,
+        num_tokens=num_tokens,
+        transpose_hw=transpose_hw,
+    )

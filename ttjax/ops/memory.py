@@ -359,3 +359,19 @@ __all__ = [
     "sharded_to_interleaved_partial",
     "to_memory_config",
 ]
+
+
+def move(input_tensor: Tensor, memory_config: MemoryConfig | None = None) -> Tensor:
+    """The tensor in a fresh buffer (``memory_config``, default its own), the input freed, as
+    TT-NN's ``ttnn.move`` (the op :func:`reallocate` runs)."""
+    return reallocate(input_tensor, memory_config)
+
+
+def is_sharded(tensor: Tensor) -> bool:
+    """Whether ``tensor``'s memory config is sharded (``ttnn.is_sharded(t)``)."""
+    return tensor.is_sharded()
+
+
+def is_tensor_storage_on_device(tensor: Tensor) -> bool:
+    """Whether ``tensor`` lives on a device, not on the host."""
+    return tensor.storage_type() is StorageType.DEVICE

@@ -14,10 +14,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
-from ttjax.errors import TTJaxError
+from ttjax.enums import BcastOpDim, BcastOpMath, DataType, UnaryOpType, UnaryWithParam
+from ttjax.errors import ShapeMismatchError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar, write_output
 from ttjax.ops.activations import chain_fn, parse_activations
 from ttjax.tensor import Tensor
@@ -474,3 +475,160 @@ def identity(
 
 
 clone = identity
+
+
+# ---------------------------------------------------------------------------------------------
+# More of TT-NN's elementwise names that model code uses
+# ---------------------------------------------------------------------------------------------
+
+logical_and = _binary(
+    "logical_and",
+    _cmp(lambda x, y: (x != 0) & (y != 0)),
+    "1 where a and b are nonzero, per device.",
+)
+logical_or = _binary(
+    "logical_or", _cmp(lambda x, y: (x != 0) | (y != 0)), "1 where a or b is nonzero, per device."
+)
+logical_xor = _binary(
+    "logical_xor",
+    _cmp(lambda x, y: (x != 0) ^ (y != 0)),
+    "1 where exactly one of a and b is nonzero, per device.",
+)
+atan2 = _binary(
+    "atan2",
+    lambda x, y: jnp.arctan2(x.astype(jnp.float32), y.astype(jnp.float32)).astype(x.dtype),
+    "atan2(a, b) per device (TT-NN's argument order: y first).",
+)
+isnan = _unary("isnan", lambda x: jnp.isnan(x).astype(x.dtype), "1 where x is NaN, per device.")
+hardsigmoid = _unary(
+    "hardsigmoid",
+    _float(lambda x: jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)),
+    "clip(x / 6 + 1/2, 0, 1) per device.",
+)
+sigmoid_accurate = _unary(
+    "sigmoid_accurate",
+    _float(jax.nn.sigmoid),
+    "1 / (1 + exp(-x)) per device (TT-NN's non-approximated sigmoid).",
+)
+
+
+def softplus(
+    input_tensor: Tensor,
+    *,
+    beta: float = 1.0,
+    threshold: float = 20.0,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta`` per device, ``x`` where ``beta * x > threshold``
+    (torch's softplus, TT-NN's ``ttnn.softplus``)."""
+    check_hw_kwargs("softplus", kwargs)
+    act = chain_fn(
+        "softplus", (UnaryWithParam(UnaryOpType.SOFTPLUS, [float(beta), float(threshold)]),)
+    )
+    assert act is not None
+    out = run_op(
+        "softplus",
+        act,
+        [input_tensor],
+        static=(float(beta), float(threshold)),
+        memory_config=memory_config,
+    )
+    return write_output(out, output_tensor)
+
+
+def _inplace(name: str, op: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def inplace(input_tensor_a: Tensor, input_tensor_b: Tensor | float, **kwargs: Any) -> Tensor:
+        return write_output(op(input_tensor_a, input_tensor_b, **kwargs), input_tensor_a)
+
+    inplace.__name__ = inplace.__qualname__ = name
+    inplace.__doc__ = f"``{op.__name__}`` written into ``input_tensor_a`` (TT-NN's in-place form)."
+    return inplace
+
+
+add_ = _inplace("add_", add)
+sub_ = _inplace("sub_", subtract)
+mul_ = _inplace("mul_", multiply)
+div_ = _inplace("div_", divide)
+
+
+_BCAST_MATH = {
+    BcastOpMath.ADD: jnp.add,
+    BcastOpMath.SUB: jnp.subtract,
+    BcastOpMath.MUL: jnp.multiply,
+}
+
+
+def bcast(
+    input_a: Tensor,
+    input_b: Tensor,
+    math_op: BcastOpMath,
+    dim: BcastOpDim,
+    *,
+    memory_config: Any = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``a (math_op) b`` with ``b``'s first row (H), column (W) or value (HW) repeated over
+    ``a``, TT-NN's ``ttnn.bcast`` (ttnn/cpp/ttnn/operations/data_movement/bcast/): b's other
+    dims match a's (H: widths equal; W: heights equal) and its batch is 1 or a's.
+
+    >>> row = ttnn.from_torch(torch.ones(1, 1, 1, 32), layout=ttnn.TILE_LAYOUT, device=mesh)
+    >>> y = ttnn.bcast(x, row, ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H)
+    """
+    op = "bcast"
+    if not isinstance(math_op, BcastOpMath) or not isinstance(dim, BcastOpDim):
+        raise TTJaxError(
+            f"ttnn.bcast: math_op={math_op!r}, dim={dim!r}.\nfix: pass a ttnn.BcastOpMath "
+            "(ADD, SUB, MUL) and a ttnn.BcastOpDim (H, W, HW)."
+        )
+    sa, sb = tuple(input_a._shape), tuple(input_b._shape)
+    if len(sa) < 2 or len(sb) < 2:
+        raise ShapeMismatchError(
+            f"ttnn.bcast: inputs need at least 2 dims (got {list(sa)} and {list(sb)}).\n"
+            "fix: unsqueeze to [N, C, H, W]."
+        )
+    if dim is BcastOpDim.H and sa[-1] != sb[-1]:
+        raise ShapeMismatchError(
+            f"ttnn.bcast: dim H needs b as wide as a (a {list(sa)}, b {list(sb)}).\n"
+            "fix: b is one row [.., 1, W] of a's width W."
+        )
+    if dim is BcastOpDim.W and sa[-2] != sb[-2]:
+        raise ShapeMismatchError(
+            f"ttnn.bcast: dim W needs b as high as a (a {list(sa)}, b {list(sb)}).\n"
+            "fix: b is one column [.., H, 1] of a's height H."
+        )
+    batch_b = int(np.prod(sb[:-2], dtype=np.int64))
+    if batch_b != 1 and (len(sa) != len(sb) or sa[:-2] != sb[:-2]):
+        raise ShapeMismatchError(
+            f"ttnn.bcast: Broadcast with batch is currently only supported when bN*bC=1 or N & C "
+            f"match (a {list(sa)}, b {list(sb)}).\nfix: give b batch 1 or a's batch dims."
+        )
+    rows = slice(0, 1) if dim in (BcastOpDim.H, BcastOpDim.HW) else slice(None)
+    cols = slice(0, 1) if dim in (BcastOpDim.W, BcastOpDim.HW) else slice(None)
+    math = _BCAST_MATH[math_op]
+
+    def fn(a: Any, b: Any) -> Any:
+        b = b[..., rows, cols]
+        if b.ndim < a.ndim:
+            b = jnp.reshape(b, (1,) * (a.ndim - b.ndim) + b.shape)
+        if b.shape[:-2] != a.shape[:-2]:
+            b = jnp.reshape(b, (1,) * (a.ndim - 2) + b.shape[-2:])
+        return math(a.astype(jnp.float32), b.astype(jnp.float32)).astype(a.dtype)
+
+    out = run_op(op, fn, [input_a, input_b], static=(math_op, dim), memory_config=memory_config)
+    return write_output(out, output_tensor)
+
+
+def experimental_typecast(
+    input_tensor: Tensor,
+    dtype: DataType,
+    *,
+    memory_config: Any = None,
+    optional_output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``ttnn.experimental.typecast``: :func:`typecast` with TT-NN's experimental keywords
+    (ttnn/cpp/ttnn/operations/experimental/copy/typecast)."""
+    return typecast(
+        input_tensor, dtype, memory_config=memory_config, output_tensor=optional_output_tensor
+    )

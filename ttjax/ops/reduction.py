@@ -17,7 +17,7 @@ import numpy as np
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
 
 
@@ -120,6 +120,7 @@ def _normalization(name: str, center: bool) -> Callable[..., Tensor]:
         **kwargs: Any,
     ) -> Tensor:
         check_hw_kwargs(name, kwargs)
+        check_norm_program_config(name, program_config, input_tensor, residual_input_tensor)
         tensors = [input_tensor]
         has = (residual_input_tensor is not None, weight is not None, bias is not None)
         for t in (residual_input_tensor, weight, bias):
@@ -222,3 +223,109 @@ def topk(
         memory_config=memory_config,
     )
     return values, indices
+
+
+def softmax_in_place(
+    input_tensor: Tensor,
+    *,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    numeric_stable: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """Softmax over the last dim written back into ``input_tensor`` (TT-NN's in-place form).
+
+    >>> y = ttnn.softmax_in_place(ttnn.clone(x))
+    """
+    check_hw_kwargs("softmax_in_place", kwargs)
+    return write_output(softmax(input_tensor, -1), input_tensor)
+
+
+def scale_mask_softmax_in_place(
+    input_tensor: Tensor,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    *,
+    program_config: Any = None,
+    is_causal_mask: bool = False,
+    compute_kernel_config: Any = None,
+    numeric_stable: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """``softmax(x * scale + mask)`` over the last dim, written back into ``input_tensor``
+    (TT-NN's ``ttnn.scale_mask_softmax_in_place``; the mask broadcasts over x per device: [N, 1,
+    1, W] for one row per batch, x's own shape for a causal mask). A scale needs a mask, as in
+    TT-NN ("Scale value must not be set when mask is not present")."""
+    op = "scale_mask_softmax_in_place"
+    check_hw_kwargs(op, kwargs)
+    if mask is None and scale is not None:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Scale value must not be set when mask is not present.\n"
+            "fix: pass a mask, or scale the input first (ttnn.multiply)."
+        )
+    sc = 1.0 if scale is None else float(scale)
+    tensors = [input_tensor] + ([mask] if mask is not None else [])
+
+    def local(x: Any, *m: Any) -> Any:
+        y = x.astype(jnp.float32) * sc
+        if m:
+            y = y + m[0].astype(jnp.float32)
+        return jax.nn.softmax(y, axis=-1).astype(x.dtype)
+
+    out = run_op(op, local, tensors, static=(sc, mask is not None))
+    return write_output(out, input_tensor)
+
+
+def cumsum(
+    input_tensor: Tensor,
+    dim: int,
+    *,
+    dtype: DataType | None = None,
+    reverse_order: bool = False,
+    out: Tensor | None = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Cumulative sum along ``dim`` of each device's tensor (TT-NN's ``ttnn.cumsum``);
+    ``reverse_order`` sums from the end.
+
+    >>> tuple(ttnn.cumsum(x, 3).shape)
+    (1, 1, 32, 32)
+    """
+    check_hw_kwargs("cumsum", kwargs)
+    d = norm_dim("cumsum", input_tensor, dim)
+    rev = bool(reverse_order)
+
+    def local(x: Any) -> Any:
+        acc = jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else x.dtype
+        y = jnp.flip(x, d) if rev else x
+        y = jnp.cumsum(y.astype(acc), axis=d)
+        return (jnp.flip(y, d) if rev else y).astype(x.dtype)
+
+    result = run_op("cumsum", local, [input_tensor], static=(d, rev), out_dtype=dtype)
+    return write_output(result, out)
+
+
+def scale_causal_mask_hw_dims_softmax_in_place(
+    input_tensor: Tensor,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    *,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    numeric_stable: bool = True,
+    **kwargs: Any,
+) -> Tensor:
+    """``softmax(x * scale + mask)`` in place with a mask over x's last two dims (one [.., H, W]
+    causal mask shared by every batch and head), TT-NN's
+    ``ttnn.scale_causal_mask_hw_dims_softmax_in_place`` (Falcon-7B's prefill attention)."""
+    op = "scale_causal_mask_hw_dims_softmax_in_place"
+    if mask is None or tuple(mask._shape[-2:]) != tuple(input_tensor._shape[-2:]):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: the mask must span the input's last two dims "
+            f"{list(input_tensor._shape[-2:])} (got "
+            f"{None if mask is None else list(mask._shape)}).\n"
+            "fix: pass the [1, 1, H, W] causal mask of this slice."
+        )
+    return scale_mask_softmax_in_place(
+        input_tensor, scale, mask, program_config=program_config, is_causal_mask=True, **kwargs
+    )

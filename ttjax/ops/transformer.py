@@ -21,7 +21,7 @@ import numpy as np
 from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, norm_dim, write_output
+from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
 from ttjax.ops.data_movement import slice as _slice
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
@@ -93,6 +93,7 @@ def scaled_dot_product_attention(
     within w//2 of the query (non-causal). Grouped-query attention when nh is a multiple of nkv.
     """
     check_hw_kwargs("scaled_dot_product_attention", kwargs)
+    check_sdpa_program_config("scaled_dot_product_attention", program_config)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads("scaled_dot_product_attention", q, k, v, 1)
     d = q._shape[-1]
@@ -119,6 +120,65 @@ def scaled_dot_product_attention(
         return _attend(qa, ka, va, mask, sc)
 
     return run_op("sdpa", fn, tensors, static=(sc, causal, window, attn_mask is not None))
+
+
+def windowed_scaled_dot_product_attention(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    input_tensor_v: Tensor,
+    cu_window_seqlens: Tensor,
+    *,
+    scale: float | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """Block-diagonal attention (Qwen2.5-VL's vision windows): token i attends to token j iff
+    both lie in the same window ``[cu[w], cu[w+1])`` of ``cu_window_seqlens`` (a 1-D int32/uint32
+    device tensor of window boundaries), TT-NN's ``ttnn.transformer.windowed_scaled_dot_product_
+    attention`` (ttnn/cpp/ttnn/operations/transformer/sdpa_windowed). q [b, nh, s, d], k/v
+    [b, nkv, s, d]. A query outside every window has no key: its output is 0 here.
+
+    >>> cu = ttnn.from_torch(torch.tensor([0, 8, 32], dtype=torch.int32), dtype=ttnn.int32,
+    ...     device=mesh)
+    >>> out = ttnn.transformer.windowed_scaled_dot_product_attention(q, k, v, cu)
+    """
+    op = "windowed_scaled_dot_product_attention"
+    check_hw_kwargs(op, kwargs)
+    check_sdpa_program_config(op, program_config)
+    q, k, v, cu = input_tensor_q, input_tensor_k, input_tensor_v, cu_window_seqlens
+    _check_heads(op, q, k, v, 1)
+    if not isinstance(cu, Tensor) or len(cu._shape) != 1 or cu._shape[0] < 2:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: cu_window_seqlens must be a 1D tensor with at least 2 "
+            f"elements (got {getattr(cu, 'shape', cu)!r}).\nfix: ttnn.from_torch(torch.tensor("
+            "[0, w1, w1 + w2, ...], dtype=torch.int32), dtype=ttnn.int32, device=mesh)."
+        )
+    if cu._dtype not in (DataType.UINT32, DataType.INT32):
+        raise UnsupportedDTypeError(
+            f"ttnn.transformer.{op}: cu_window_seqlens must be uint32 or int32, not "
+            f"{cu._dtype!r}.\nfix: pass dtype=ttnn.uint32 (or ttnn.int32) to from_torch."
+        )
+    if k._shape[2] != q._shape[2] or v._shape[2] != k._shape[2]:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: q, k and v must share the sequence length (got "
+            f"{q._shape[2]}, {k._shape[2]}, {v._shape[2]}).\nfix: windows index one sequence."
+        )
+    sc = float(scale) if scale is not None else 1.0 / float(q._shape[-1]) ** 0.5
+
+    def fn(qa: Any, ka: Any, va: Any, bounds: Any) -> Any:
+        s = qa.shape[2]
+        bounds = bounds.astype(jnp.int32)
+        pos = jnp.arange(s)
+        # window of each position: -1 before the first boundary or at/after the last one
+        win = jnp.searchsorted(bounds, pos, side="right") - 1
+        win = jnp.where((pos >= bounds[0]) & (pos < bounds[-1]), win, -1)
+        same = (win[:, None] == win[None, :]) & (win[:, None] >= 0)
+        out = _attend(qa, ka, va, jnp.where(same, 0.0, -jnp.inf), sc)
+        return jnp.where((win >= 0)[None, None, :, None], out, jnp.zeros_like(out))
+
+    return run_op(op, fn, [q, k, v, cu], static=(sc,), memory_config=memory_config)
 
 
 def _check_int_tensor(
@@ -526,6 +586,7 @@ def chunked_scaled_dot_product_attention(
     through ``page_table_tensor`` [b, blocks_per_user] (earlier chunks already filled in)."""
     op = "chunked_scaled_dot_product_attention"
     check_hw_kwargs(op, kwargs)
+    check_sdpa_program_config(op, program_config)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads(op, q, k, v, 1)
     length = _check_page_table(op, page_table_tensor, q._shape[0], k)

@@ -126,6 +126,9 @@ class Case:
     stops: str | None = None
     where: str = ""  # the tt-metal call it stops at (for the table)
     env: dict[str, str] = field(default_factory=dict)
+    # The PCC it must reach: 0.99, or the test's own bar where the demo stores weights as
+    # bfloat4_b (deepseek_v3's MLP and experts: their tests ask 0.975 and 0.98; TT-NN too)
+    bar: float = 0.99
 
     def command(self) -> str:
         return f"{self.test} -k '{self.select}'"
@@ -135,30 +138,27 @@ DS = "models/demos/deepseek_v3/tests"
 GO = "models/demos/gpt_oss/tests/unit"
 QW = "models/demos/qwen25_vl/tests"
 CASES: list[Case] = [
-    Case("deepseek_v3", "RMSNorm + DistributedRMSNorm, decode and prefill (7 norms)", "4x8",
+    Case("deepseek_v3", "RMSNorm + DistributedRMSNorm, decode and prefill 128", "4x8",
          f"{DS}/test_rms_norm.py", "None and (decode or 128)", "4.53"),
     Case("deepseek_v3", "Embedding1D / Embedding2D, decode", "4x8",
          f"{DS}/test_embedding.py", "True and decode", "4.53"),
     Case("deepseek_v3", "MLP (dense), decode", "4x8",
-         f"{DS}/test_mlp.py", "test_forward_pass and MLP-None and decode", "4.53"),
-    Case("deepseek_v3", "MLA 1D / 2D, decode (paged KVPE cache)", "4x8",
-         f"{DS}/test_mla.py", "None and decode", "4.53"),
+         f"{DS}/test_mlp.py", "test_forward_pass and MLP-None and decode", "4.53", bar=0.975),
+    Case("deepseek_v3", "MLA 1D, decode (paged KVPE cache, FlashMLA)", "4x8",
+         f"{DS}/test_mla.py", "None and decode and mla1d", "4.53"),
     Case("deepseek_v3", "MoE gate, decode", "4x8", f"{DS}/test_moe_gate.py", "decode", "4.53"),
     Case("deepseek_v3", "MoE experts, decode", "4x8",
-         f"{DS}/test_moe_experts.py", "decode and random", "4.53"),
+         f"{DS}/test_moe_experts.py", "decode and random", "4.53", bar=0.98),
     Case("deepseek_v3", "MoE (gate + experts + all-to-all), decode", "4x8",
-         f"{DS}/test_moe.py", "decode", "4.53"),
-    Case("deepseek_v3", "LM head, decode", "4x8", f"{DS}/test_lm_head.py", "decode", "4.53"),
-    Case("deepseek_v3", "decoder blocks (dense, MoE), decode", "4x8",
-         f"{DS}/test_decoder_block.py", "None and decode", "4.53"),
+         f"{DS}/test_moe.py", "decode", "4.53", stops="TypeError: int() argument",
+         where="`utils/run_config.py:180` builds a `ttnn.Shape` holding None"),
+    Case("deepseek_v3", "LM head, decode", "4x8", f"{DS}/test_lm_head.py", "decode", "4.53",
+         stops="point_to_point", where="`ttnn.point_to_point(..., output_tensor=)`"),
     Case("gpt_oss", "decoder layer: router, attention (sinks, sliding window), norm, MLP", "1x8",
-         f"{GO}/test_modules.py", "mesh_shape0-1-1-", "4.57",
-         stops="sparse_matmul", where="`experts.py:206` `ttnn.sparse_matmul` (MoE experts)"),
-    Case("qwen25_vl", "RMSNorm", "1x8", f"{QW}/test_rms_norm.py", "", "4.53"),
-    Case("qwen25_vl", "windowed SDPA", "1x8", f"{QW}/test_windowed_sdpa.py", "", "4.53"),
-    Case("qwen25_vl", "vision MLP", "1x8", f"{QW}/test_mlp.py", "", "4.53"),
-    Case("qwen25_vl", "vision attention", "1x8", f"{QW}/test_vision_attention.py", "", "4.53"),
-    Case("qwen25_vl", "vision block", "1x8", f"{QW}/test_vision_block.py", "", "4.53"),
+         f"{GO}/test_modules.py", "mesh_shape0-1-1-", "4.57", stops="'Tile'",
+         where="`experts.py:167` `ttnn.Tile`, then `experts.py:206` `ttnn.sparse_matmul`"),
+    Case("qwen25_vl", "windowed SDPA (vs torch SDPA with a block mask)", "1x8",
+         f"{QW}/test_windowed_sdpa.py", "basic-1-", "4.53"),
 ]  # fmt: skip
 
 

@@ -416,3 +416,16 @@ def test_to_dtype_converts_a_host_tensor_as_from_torch_would():
         ttnn.to_dtype(on_device, ttnn.float32)
     with pytest.raises(ttnn.LayoutError, match="Tile layout is required"):
         got.to(ttnn.ROW_MAJOR_LAYOUT)
+
+
+def test_to_torch_gives_uint16_and_uint32_as_int16_and_int32():
+    """TT-NN's to_torch returns UINT16 as torch.int16 and UINT32 as torch.int32 (pytensor.cpp),
+    dtypes torch's ops take (a topk's indices compared with torch's, gathered, ...)."""
+    mesh = mesh_of((1, 1))
+    x = np.asarray([[0, 7, 300, 65535]], np.int64)
+    u16 = ttnn.to_torch(ttnn.from_torch(x, dtype=ttnn.uint16, device=mesh))
+    u32 = ttnn.to_torch(ttnn.from_torch(x, dtype=ttnn.uint32, device=mesh))
+    assert (u16.dtype, u32.dtype) == (torch.int16, torch.int32)
+    np.testing.assert_array_equal(u16.numpy().view(np.uint16), x)
+    np.testing.assert_array_equal(u32.numpy(), x)
+    assert torch.equal(torch.tensor([[0, 7, 300]]), u16[:, :3].long())

@@ -443,3 +443,44 @@ def test_paged_cache_writes_only_at_mesh_coords():
         ttnn.experimental.paged_update_cache(
             cache, step, update_idxs_tensor=pos, page_table=table, mesh_coords={(2, 0)}
         )
+
+
+def test_flash_mla_decode_reads_values_from_the_latent_columns():
+    """FlashMLA decode (deepseek_v3): one cache [b, 1, S, dk] is K, and its first head_dim_v
+    columns are V; against numpy, plain and paged (blocks of 32 out of order)."""
+    rng = np.random.default_rng(11)
+    users, nh, dk, dv, t, sc = 2, 4, 96, 64, 64, 0.1
+    mesh = mesh_of((1, 1))
+    qh = rng.standard_normal((1, users, nh, dk)).astype(np.float32)
+    kv = rng.standard_normal((users, 1, t, dk)).astype(np.float32)
+    positions = [9, 50]
+
+    def put(x, dtype=ttnn.float32):
+        return ttnn.from_torch(x, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh)
+
+    want = np.zeros((1, users, nh, dv), np.float32)
+    for u, p in enumerate(positions):
+        s = qh[0, u] @ kv[u, 0, : p + 1].T * sc  # [nh, p+1]
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want[0, u] = (e / e.sum(-1, keepdims=True)) @ kv[u, 0, : p + 1, :dv]
+    pos = ttnn.from_torch(np.asarray(positions, np.int32), dtype=ttnn.int32, device=mesh)
+    out = ttnn.transformer.flash_multi_latent_attention_decode(
+        put(qh), put(kv), dv, cur_pos_tensor=pos, scale=sc
+    )
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    table = np.asarray([[3, 1], [0, 2]], np.int32)
+    paged = np.zeros((4, 1, 32, dk), np.float32)
+    for u in range(users):
+        for j in range(2):
+            paged[table[u, j]] = kv[u, :, 32 * j : 32 * (j + 1)]
+    out = ttnn.transformer.paged_flash_multi_latent_attention_decode(
+        put(qh),
+        put(paged),
+        dv,
+        ttnn.from_torch(table, dtype=ttnn.int32, device=mesh),
+        cur_pos_tensor=pos,
+        scale=sc,
+    )
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ttnn.ShapeMismatchError, match="head_dim_v"):
+        ttnn.transformer.flash_multi_latent_attention_decode(put(qh), put(kv), 200)

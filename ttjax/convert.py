@@ -608,6 +608,10 @@ def to_torch(
         arr = np.array(arr, copy=True, order="C")
     if arr.dtype == np.dtype(ml_dtypes.bfloat16):
         out = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    elif arr.dtype in (np.uint16, np.uint32):
+        # TT-NN hands these to torch as int16 / int32 (pytensor.cpp,
+        # convert_tt_tensor_to_torch_tensor): same bits, a dtype torch's ops all take
+        out = torch.from_numpy(arr.view(np.int16 if arr.dtype == np.uint16 else np.int32))
     else:
         out = torch.from_numpy(arr)
     if torch_rank is not None:

@@ -602,7 +602,7 @@ def gather(
     memory_config: Any = None,
 ) -> Tensor:
     """``input``'s values at ``index`` along ``dim``, per device (TT-NN's ``ttnn.gather``,
-    torch's ``gather``: out[i][j] = input[i][index[i][j]] for dim 1); the output has ``index``'s
+    torch's ``gather``: ``out[i][j] = input[i][index[i][j]]`` for dim 1); the output has ``index``'s
     shape and ``input``'s dtype.
 
     >>> top = ttnn.gather(x, 3, ttnn.argmax(x, dim=3, keepdim=True))
@@ -635,7 +635,7 @@ def scatter(
     reduce: Any = None,
 ) -> Tensor:
     """``input`` with ``src``'s values written where ``index`` says along ``dim``, per device
-    (TT-NN's ``ttnn.scatter``, torch's ``scatter``: out[i][index[i][j]] = src[i][j] for dim 1).
+    (TT-NN's ``ttnn.scatter``, torch's ``scatter``: ``out[i][index[i][j]] = src[i][j]`` for dim 1).
     ``index`` and ``src`` have one shape, equal to ``input``'s but along ``dim``; TT-NN supports
     no ``reduce`` yet (scatter_pybind.cpp), nor does ttjax.
 

@@ -22,6 +22,7 @@ from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
+from ttjax.ops.data_movement import slice as _slice
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
 
@@ -300,7 +301,7 @@ def _decode_attend(
         full = jnp.concatenate([scores, jnp.broadcast_to(logit, (b, kv, nh // kv, 1))], -1)
         probs = jax.nn.softmax(full, axis=-1)[..., :total].astype(va.dtype)
     out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
-    out = jnp.reshape(out, (1, b, nh, d))
+    out = jnp.reshape(out, (1, b, nh, va.shape[-1]))  # V's head dim (MLA: narrower than K's)
     if pos is not None:
         out = jnp.where((pos >= 0)[None, :, None, None], out, 0.0)
     return out.astype(qa.dtype)
@@ -484,6 +485,86 @@ def paged_scaled_dot_product_attention_decode(
         fn,
         [q, k, v, page_table_tensor, *extra, *sinks],
         static=(sc, mode, window, bool(sinks)),
+    )
+
+
+def _latent_values(op: str, k: Tensor, head_dim_v: int) -> Tensor:
+    """The values of multi-latent attention: the first ``head_dim_v`` columns of the KV cache
+    (the latent part of its [latent ++ rope] rows), as FlashMLA reads them."""
+    dv = int(head_dim_v)
+    if not 0 < dv <= k._shape[-1]:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: head_dim_v={dv} must be in [1, {k._shape[-1]}] (the cache's "
+            "head dim, latent plus rope).\nfix: pass the latent width (kv_lora_rank)."
+        )
+    return _slice(k, [0] * len(k._shape), [*k._shape[:-1], dv])
+
+
+def flash_multi_latent_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    head_dim_v: int,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos: list[int] | None = None,
+    cur_pos_tensor: Tensor | None = None,
+    attention_sink: Tensor | None = None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """Multi-latent attention for one decode step (TT-NN's FlashMLA decode): q [1, b, nh, dk]
+    over one cache [b, 1, S, dk] that is both K and, in its first ``head_dim_v`` columns, V;
+    out [1, b, nh, head_dim_v]. Otherwise as :func:`scaled_dot_product_attention_decode`."""
+    v = _latent_values("flash_multi_latent_attention_decode", input_tensor_k, head_dim_v)
+    return scaled_dot_product_attention_decode(
+        input_tensor_q,
+        input_tensor_k,
+        v,
+        is_causal=is_causal,
+        attn_mask=attn_mask,
+        cur_pos=cur_pos,
+        cur_pos_tensor=cur_pos_tensor,
+        attention_sink=attention_sink,
+        scale=scale,
+        sliding_window_size=sliding_window_size,
+    )
+
+
+def paged_flash_multi_latent_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    head_dim_v: int,
+    page_table_tensor: Tensor,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos_tensor: Tensor | None = None,
+    attention_sink: Tensor | None = None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """:func:`flash_multi_latent_attention_decode` over a paged cache [max_blocks, 1, block,
+    dk] read through ``page_table_tensor`` (deepseek_v3's MLA decode)."""
+    op = "paged_flash_multi_latent_attention_decode"
+    v = _latent_values(op, input_tensor_k, head_dim_v)
+    return paged_scaled_dot_product_attention_decode(
+        input_tensor_q,
+        input_tensor_k,
+        v,
+        page_table_tensor,
+        is_causal=is_causal,
+        attn_mask=attn_mask,
+        cur_pos_tensor=cur_pos_tensor,
+        attention_sink=attention_sink,
+        scale=scale,
+        sliding_window_size=sliding_window_size,
     )
 
 

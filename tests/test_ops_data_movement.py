@@ -265,3 +265,19 @@ def test_iterating_a_tensor_stops_at_its_end():
         t[3]
     with pytest.raises(ttnn.ShapeMismatchError):
         t[-4]
+
+
+def test_pad_to_an_output_shape_from_a_start_as_tt_nn():
+    """TT-NN's 4-D form pad(x, output_padded_shape, input_tensor_start, value) (Falcon-7B pads
+    its query heads so), against numpy; the (before, after) form gives the same tensor."""
+    x, xs = put_local(np.random.default_rng(4), LOCAL, (1, 2), REPLICATED, ttnn.float32)
+    y = ttnn.pad(x, [1, 4, 16, 12], [0, 1, 4, 0], -2.0)
+    want = reference(
+        lambda s: np.pad(s, ((0, 0), (1, 1), (4, 4), (0, 0)), constant_values=-2.0), xs
+    )
+    check(y, want, exact=True)
+    check(ttnn.pad(x, ((1, 1), (4, 4), (0, 0)), -2.0), want, exact=True)
+    k = ttnn.pad(x, output_padded_shape=[1, 4, 16, 12], input_tensor_start=[0, 1, 4, 0], value=-2.0)
+    check(k, want, exact=True)
+    with pytest.raises(ttnn.ShapeMismatchError, match="non-negative"):
+        ttnn.pad(x, [1, 2, 8, 12], [0, 1, 0, 0], 0.0)

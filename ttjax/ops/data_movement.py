@@ -489,21 +489,52 @@ def repeat_interleave(
 
 def pad(
     input_tensor: Tensor,
-    padding: Sequence[Sequence[int]],
-    value: float,
+    padding: Sequence[Any] | None = None,
+    value: Any = None,
+    fill_value: float | None = None,
     *,
+    output_padded_shape: Sequence[int] | None = None,
+    input_tensor_start: Sequence[int] | None = None,
     use_multicore: bool = True,
     memory_config: Any = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Pad each device's tensor; ``padding`` holds (before, after) per dim, leading dims optional."""
+    """Pad each device's tensor, in TT-NN's two bound forms (ttnn/cpp/ttnn/operations/
+    data_movement/pad/pad_pybind.cpp): ``pad(x, padding, value)`` with (before, after) per dim,
+    leading dims optional; and ``pad(x, output_padded_shape, input_tensor_start, value)``: x
+    placed at ``input_tensor_start`` inside a tensor of ``output_padded_shape`` (Falcon-7B's
+    decode attention pads its query heads this way).
+
+    >>> ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0)
+    >>> ttnn.pad(q, [1, 32, 32, 64], [0, 0, 0, 0], 0.0)  # q [1, 8, 32, 64] -> 32 heads
+    """
     check_hw_kwargs("pad", kwargs)
     rank = len(input_tensor._shape)
+    if output_padded_shape is not None or fill_value is not None:
+        shape = output_padded_shape if output_padded_shape is not None else padding
+        start = input_tensor_start if output_padded_shape is not None else value
+        value = value if output_padded_shape is not None else fill_value
+        if shape is None or start is None or value is None or not len(shape) == len(start) == rank:
+            raise ShapeMismatchError(
+                f"ttnn.pad: output_padded_shape {shape} and input_tensor_start {start} need "
+                f"{rank} entries each, and a value.\nfix: ttnn.pad(x, [1, 1, 64, 64], "
+                "[0, 0, 0, 0], 0.0)."
+            )
+        padding = [
+            (int(b), int(o) - int(b) - int(n))
+            for o, b, n in zip(shape, start, input_tensor._shape, strict=True)
+        ]
+    if padding is None or value is None:
+        raise ShapeMismatchError(
+            "ttnn.pad: padding and value are required.\n"
+            "fix: ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0)."
+        )
     pairs = [tuple(int(v) for v in p) for p in padding]
     if len(pairs) > rank or any(len(p) != 2 or min(p) < 0 for p in pairs):
         raise ShapeMismatchError(
             f"ttnn.pad: padding {pairs} must hold at most {rank} non-negative (before, after) pairs.\n"
-            "fix: e.g. padding=((0, 0), (0, 0), (0, 16), (0, 0))."
+            "fix: e.g. padding=((0, 0), (0, 0), (0, 16), (0, 0)); an output_padded_shape must "
+            "hold the input at input_tensor_start."
         )
     pairs = [(0, 0)] * (rank - len(pairs)) + pairs
     key = tuple(pairs)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
+from ttjax.enums import DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
@@ -265,14 +265,16 @@ def scale_mask_softmax_in_place(
         )
     sc = 1.0 if scale is None else float(scale)
     tensors = [input_tensor] + ([mask] if mask is not None else [])
+    rows = _row_major_mask_width(op, input_tensor, mask)
 
     def local(x: Any, *m: Any) -> Any:
         y = x.astype(jnp.float32) * sc
         if m:
-            y = y + m[0].astype(jnp.float32)
+            add = m[0] if rows is None else m[0].reshape(m[0].shape[0], 1, 1, rows)
+            y = y + add.astype(jnp.float32)
         return jax.nn.softmax(y, axis=-1).astype(x.dtype)
 
-    out = run_op(op, local, tensors, static=(sc, mask is not None))
+    out = run_op(op, local, tensors, static=(sc, mask is not None, rows))
     return write_output(out, input_tensor)
 
 
@@ -303,6 +305,23 @@ def cumsum(
 
     result = run_op("cumsum", local, [input_tensor], static=(d, rev), out_dtype=dtype)
     return write_output(result, out)
+
+
+def _row_major_mask_width(op: str, x: Tensor, mask: Tensor | None) -> int | None:
+    """A ROW_MAJOR mask is one [W] row per batch folded into tiles, [N, 1, W / 32, 32], as TT-NN
+    requires ("Non-sharded mask shape must match expected shape", ttnn/cpp/ttnn/operations/
+    normalization/softmax/device/softmax_device_operation.cpp): returns W (None for a TILE mask)."""
+    if mask is None or mask.layout != Layout.ROW_MAJOR:
+        return None
+    width = x._shape[-1]
+    want = (mask._shape[0], 1, width // 32, 32)
+    if len(mask._shape) != 4 or tuple(mask._shape) != want:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: a ROW_MAJOR mask must have shape {list(want)} (one row of the input's "
+            f"width {width} per batch, in tile-wide rows), got {list(mask._shape)}.\n"
+            "fix: mask.reshape(batch, 1, width // 32, 32), or tilize a [batch, 1, 1, width] mask."
+        )
+    return int(width)
 
 
 def scale_causal_mask_hw_dims_softmax_in_place(

@@ -42,9 +42,13 @@ def test_mlp(ttnn_bound: Any, mode: str, mesh: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mesh", ["1x8", "8x4"])
-@pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_causallm(ttnn_bound: Any, mode: str, mesh: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "config"),  # the demo: DRAM for prefill, L1_SHARDED for decode
+    [("prefill", "BFLOAT16-DRAM"), ("decode", "BFLOAT16-DRAM"), ("decode", "BFLOAT16-L1_SHARDED")],
+)
+def test_causallm(ttnn_bound: Any, mode: str, config: str) -> None:
     """TtFalconCausalLM, one layer at Falcon-7B's width (embedding, sliced prefill attention or
-    decode attention on a KV cache, MLP, layernorms, LM head): logits against transformers."""
-    assert _pcc(ttnn_bound, "causallm", mode, mesh) >= harness.PCC_REQUIRED
+    decode attention on a KV cache, MLP, layernorms, LM head): logits against transformers, on
+    1x8 (the T3000 demo). Each device holds every weight: at this width 8x4 would need 32 copies
+    (~32 GB of host memory), more than this machine has."""
+    assert _pcc(ttnn_bound, "causallm", mode, "1x8", config) >= harness.PCC_REQUIRED

@@ -17,5 +17,7 @@ def test_embedding(ttnn_bound: Any) -> None:
 
 @pytest.mark.slow
 def test_mlp_partial_sums_before_the_removed_reduce_scatter(ttnn_bound: Any) -> None:
-    """Full 70B width (8192 x 28672, fixed by model_config.py): several GB of host memory."""
-    assert llama70b.run_mlp_partial() >= harness.PCC_REQUIRED
+    """Full 70B width (8192 x 28672, fixed by model_config.py): several GB of host memory.
+    Against the stored (block-float) weights; against float weights, bfloat4_b w1/w3 cost ~1%."""
+    stored, against_float = llama70b.run_mlp_partial()
+    assert stored >= harness.PCC_REQUIRED and against_float >= 0.98

@@ -39,7 +39,8 @@ def run_embedding(vocab: int = 256, users: int = 32) -> float:
     torch.manual_seed(0)
     table = torch.randn(vocab, HIDDEN)
     mesh = mesh_of((1, 8))
-    emb = TtLlamaEmbedding(mesh, {"tok_embeddings.weight": table}, Path(tempfile.mkdtemp()))
+    with tempfile.TemporaryDirectory() as cache:  # the module writes its weight cache there
+        emb = TtLlamaEmbedding(mesh, {"tok_embeddings.weight": table}, Path(cache))
     ids = torch.randint(0, vocab, (users,))
     # as TtLlamaModel_optimized.prepare_inputs / prepare_device_inputs_decode feed them
     tt_ids = ttnn.as_tensor(
@@ -75,9 +76,8 @@ def run_mlp_partial(users: int = 32) -> tuple[float, float]:
     state = {f"{prefix}.{n}.weight": t for n, t in w.items()}
     mesh = mesh_of((1, 8))
     mc = get_model_config("llama3", max_batch_size=32, max_context_len=4096)
-    mlp = TtLlamaMLP_optimized(
-        mesh, state, "layers", 0, HIDDEN, mc, cache_path=Path(tempfile.mkdtemp())
-    )
+    with tempfile.TemporaryDirectory() as cache:  # ~1.4 GB of weight cache, removed here
+        mlp = TtLlamaMLP_optimized(mesh, state, "layers", 0, HIDDEN, mc, cache_path=Path(cache))
     del state
     x = torch.randn(1, 1, users, HIDDEN)
     tt_x = ttnn.from_torch(

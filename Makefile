@@ -7,7 +7,12 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch lies on local disk on these machines; an unpinned torch pulls a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: all venv demo test test-all lint format docs bench gpu-decode gpu-train clean
+# tt-metal's model code wants transformers 4.x (and loguru, llama-models, ...; the `ttmetal`
+# extra); .venv keeps transformers 5. This venv sees .venv's packages (a .pth line) under its own.
+TTMETAL_VENV := .venv-ttmetal
+TTMETAL_STAMP := $(TTMETAL_VENV)/.installed
+
+.PHONY: all venv ttmetal-venv demo test test-all lint format docs bench gpu-decode gpu-train clean
 
 all: test
 
@@ -19,6 +24,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+$(TTMETAL_STAMP): $(STAMP) pyproject.toml
+	test -x $(TTMETAL_VENV)/bin/python || $(PY) -m venv $(TTMETAL_VENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$$($(TTMETAL_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_ttjax_main_venv.pth"
+	$(TTMETAL_VENV)/bin/python -m pip install --quiet -e ".[ttmetal]"
+	touch $(TTMETAL_STAMP)
+
+ttmetal-venv: $(TTMETAL_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace
@@ -52,4 +65,4 @@ gpu-train: $(STAMP)
 	$(PY) -m benchmarks.gpu_train
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache site
+	rm -rf $(VENV) $(TTMETAL_VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache site

@@ -335,6 +335,15 @@ def test_point_to_point(shape):
     np.testing.assert_array_equal(got[receiver], data[sender])
     for c in all_c[:-1]:
         np.testing.assert_array_equal(got[c], base_data[c])
+    # TT-NN's binding at 821525122af5: (input, sender, receiver), in place into output_tensor=
+    # (deepseek_v3's broadcast writes a tensor into itself this way)
+    ttnn.point_to_point(
+        t, ttnn.MeshCoordinate(receiver), ttnn.MeshCoordinate(sender), output_tensor=t
+    )
+    got = per_device_output(t)
+    np.testing.assert_array_equal(got[sender], data[receiver])
+    for c in all_c[1:]:
+        np.testing.assert_array_equal(got[c], data[c])
 
 
 @pytest.mark.parametrize("wrap", [True, False])

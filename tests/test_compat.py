@@ -82,6 +82,43 @@ def test_missing_name_says_which_and_how_to_fix(ttnn) -> None:
         import ttnn.no_such_module
 
 
+def test_refused_name_says_why(ttnn) -> None:
+    """A name refused on purpose (NOT_PROVIDED) says why, not "yet"; none of them resolves."""
+    with pytest.raises(AttributeError, match="convolution / pooling") as e:
+        ttnn.conv2d  # noqa: B018
+    assert "yet" not in str(e.value)
+    for name in ttjax.compat.NOT_PROVIDED:
+        module, _, attr = name.rpartition(".")
+        with pytest.raises(AttributeError, match="on TT-NN itself"):
+            getattr(importlib.import_module(module), attr)
+
+
+def test_names_page_is_current_and_lists_every_name() -> None:
+    """docs/ttnn_api.md is names_page()'s output (regenerate: ttjax.compat.write_names_page())."""
+    root = Path(__file__).resolve().parents[1]
+    page = (root / ttjax.compat.NAMES_PAGE).read_text()
+    assert page == ttjax.compat.names_page(), (
+        "docs/ttnn_api.md is stale: run "
+        "python -c 'import ttjax.compat as c; c.write_names_page()' in the repository root"
+    )
+    for name in ("`open_mesh_device`", "`all_gather_async`", "`ttnn.conv2d`"):
+        assert name in page
+
+
+def test_every_doc_path_in_an_error_message_exists() -> None:
+    """A ``docs/*.md`` named anywhere in ttjax's code (error messages, fix lines) is a real page."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    named = {
+        m
+        for f in (root / "ttjax").rglob("*.py")
+        for m in re.findall(r"docs/[\w/.-]+\.md", f.read_text())
+    }
+    assert "docs/ttnn_api.md" in named
+    assert [p for p in named if not (root / p).is_file()] == []
+
+
 def test_refuses_when_real_ttnn_already_imported() -> None:
     ttjax.compat.uninstall_ttnn()
     sys.modules["ttnn"] = types.ModuleType("ttnn")

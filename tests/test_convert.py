@@ -388,3 +388,44 @@ def test_wrapping_is_explicit_and_in_range_values_pass():
     np.testing.assert_array_equal(ttnn.to_numpy(wrapped), np.array([5, 2**32 - 1], np.uint32))
     edge = np.array([0, 2**32 - 1])
     np.testing.assert_array_equal(ttnn.to_numpy(ttnn.from_torch(edge, dtype=ttnn.uint32)), edge)
+
+
+def test_to_dtype_converts_a_host_tensor_as_from_torch_would():
+    """ttnn.to_dtype (host only): the same values as from_torch straight to that dtype, block
+    floats quantized per device shard and tiled; Tensor.to(layout) then changes the layout."""
+    mesh = mesh_of((1, 4))
+    x = torch.randn(64, 128)
+    mapper = ttnn.ShardTensorToMesh(mesh, dim=1)
+    host = ttnn.from_torch(x, layout=ttnn.ROW_MAJOR_LAYOUT, mesh_mapper=mapper)
+    got = ttnn.to_dtype(host, ttnn.bfloat8_b)
+    assert (got.dtype, got.layout) == (ttnn.bfloat8_b, ttnn.TILE_LAYOUT)
+    want = ttnn.from_torch(x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, mesh_mapper=mapper)
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=1)
+    np.testing.assert_array_equal(
+        ttnn.to_torch(ttnn.to_device(got, mesh), mesh_composer=composer).float().numpy(),
+        ttnn.to_torch(ttnn.to_device(want, mesh), mesh_composer=composer).float().numpy(),
+    )
+    b16 = ttnn.to_dtype(host, ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    assert (b16.dtype, b16.layout) == (ttnn.bfloat16, ttnn.TILE_LAYOUT)
+    on_device = ttnn.to_device(b16, mesh)
+    np.testing.assert_array_equal(
+        ttnn.to_torch(on_device, mesh_composer=composer).float().numpy(),
+        x.to(torch.bfloat16).float().numpy(),
+    )
+    with pytest.raises(ttnn.TTJaxError, match="only supports host tensors"):
+        ttnn.to_dtype(on_device, ttnn.float32)
+    with pytest.raises(ttnn.LayoutError, match="Tile layout is required"):
+        got.to(ttnn.ROW_MAJOR_LAYOUT)
+
+
+def test_to_torch_gives_uint16_and_uint32_as_int16_and_int32():
+    """TT-NN's to_torch returns UINT16 as torch.int16 and UINT32 as torch.int32 (pytensor.cpp),
+    dtypes torch's ops take (a topk's indices compared with torch's, gathered, ...)."""
+    mesh = mesh_of((1, 1))
+    x = np.asarray([[0, 7, 300, 65535]], np.int64)
+    u16 = ttnn.to_torch(ttnn.from_torch(x, dtype=ttnn.uint16, device=mesh))
+    u32 = ttnn.to_torch(ttnn.from_torch(x, dtype=ttnn.uint32, device=mesh))
+    assert (u16.dtype, u32.dtype) == (torch.int16, torch.int32)
+    np.testing.assert_array_equal(u16.numpy().view(np.uint16), x)
+    np.testing.assert_array_equal(u32.numpy(), x)
+    assert torch.equal(torch.tensor([[0, 7, 300]]), u16[:, :3].long())

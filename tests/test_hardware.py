@@ -192,3 +192,29 @@ def test_systems_carry_the_published_figures():
     assert (g.num_chips, g.links, g.topology(8), g.topology(32)) == (32, 4, "ring", "line")
     assert t.dram_bandwidth == 288e9 and t.dram_bytes == 12 * 10**9
     assert math.isclose(t.hop_seconds, 650e-9) and t.link_bandwidth == 12.5e9
+
+
+def test_create_sharded_memory_config_underscore_rounds_up_as_tt_nn() -> None:
+    """ttnn.create_sharded_memory_config_ (TT-NN's ttnn/core.py form): shards round up, the grid
+    may be a CoreRangeSet or (full block, partial row), tile_layout pads the height."""
+    h = ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+    row = ttnn.ShardOrientation.ROW_MAJOR
+    cfg = ttnn.create_sharded_memory_config_((1, 1, 100, 64), ttnn.CoreGrid(y=1, x=3), h, row)
+    assert cfg.shard_spec.shape == (34, 64) and cfg.shard_spec.num_cores() == 3
+    tiled = ttnn.create_sharded_memory_config_(
+        (1, 1, 100, 64), ttnn.CoreGrid(y=1, x=3), h, row, tile_layout=True
+    )
+    assert tiled.shard_spec.shape == (34, 64)  # 100 -> 102 rows over 3 cores: 34 (width tiles)
+    two = ttnn.create_sharded_memory_config_(
+        (1, 1, 320, 64), (ttnn.CoreGrid(y=1, x=8), ttnn.CoreGrid(y=1, x=2)), h, row
+    )
+    assert two.shard_spec.num_cores() == 10 and two.shard_spec.shape == (32, 64)
+    block = ttnn.create_sharded_memory_config_(
+        (1, 1, 64, 256), ttnn.CoreGrid(y=2, x=4), ttnn.ShardStrategy.BLOCK, row
+    )
+    assert block.memory_layout == ttnn.TensorMemoryLayout.BLOCK_SHARDED
+    assert block.shard_spec.shape == (32, 64)
+    with pytest.raises(ttnn.MemoryConfigError, match="Invalid sharding strategy"):
+        ttnn.create_sharded_memory_config_(
+            (32, 32), ttnn.CoreGrid(y=1, x=1), ttnn.TensorMemoryLayout.INTERLEAVED, row
+        )

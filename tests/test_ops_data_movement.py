@@ -100,6 +100,17 @@ def test_slice_and_getitem_per_device(case):
         check(x[index], reference(lambda s, i=index: s[i], xs), exact=True)
 
 
+def test_slice_takes_tt_nn_keyword_names():
+    """starts= / ends= / steps= (TT-NN's 4-D overload, as Falcon-7B's attention calls it)."""
+    x, xs = put_local(np.random.default_rng(3), LOCAL, (1, 2), REPLICATED, ttnn.float32)
+    y = ttnn.slice(x, starts=(0, 1, 0, 1), ends=(1, 2, 8, 12), steps=(1, 1, 3, 2))
+    check(y, reference(lambda s: s[0:1, 1:2, 0:8:3, 1:12:2], xs), exact=True)
+    with pytest.raises(ttnn.TTJaxError, match="both given"):
+        ttnn.slice(x, [0, 0, 0, 0], [1, 1, 1, 1], starts=(0, 0, 0, 0))
+    with pytest.raises(ttnn.TTJaxError, match="are required"):
+        ttnn.slice(x, ends=(1, 1, 1, 1))
+
+
 @given(case=cases())
 @example(case=one_by_one())
 def test_split_repeat_pad_per_device(case):
@@ -201,3 +212,72 @@ def test_reshape_rejects_a_global_shape(mesh_shape):
         return
     with pytest.raises(ttnn.ShapeMismatchError, match="per device"):
         ttnn.reshape(x, (32, 64))
+
+
+def test_scatter_and_gather_match_torch_per_device():
+    """ttnn.scatter and ttnn.gather on a 1x4 mesh (rows sharded): torch.scatter on each device's shard."""
+    import torch
+
+    mesh = mesh_of((1, 4))
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 1, 32, 64, generator=g)
+    index = torch.stack([torch.randperm(64, generator=g)[:16] for _ in range(8 * 32)])
+    index = index.reshape(8, 1, 32, 16)
+    src = torch.randn(8, 1, 32, 16, generator=g)
+    mapper = ttnn.ShardTensorToMesh(mesh, dim=0)
+
+    def put(t, dtype):
+        return ttnn.from_torch(
+            t, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=mapper
+        )
+
+    out = ttnn.scatter(
+        put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(src, ttnn.float32)
+    )
+    picked = ttnn.gather(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32))
+    np.testing.assert_array_equal(
+        ttnn.to_torch(picked, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)).numpy(),
+        torch.gather(x, 3, index).numpy(),
+    )
+    got = ttnn.to_torch(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+    np.testing.assert_array_equal(got.numpy(), torch.scatter(x, 3, index, src).numpy())
+    with pytest.raises(ttnn.TTJaxError, match="reduce"):
+        ttnn.scatter(
+            put(x, ttnn.float32),
+            3,
+            put(index.int(), ttnn.int32),
+            put(src, ttnn.float32),
+            reduce="sum",
+        )
+    with pytest.raises(ttnn.ShapeMismatchError, match="one shape"):
+        ttnn.scatter(put(x, ttnn.float32), 3, put(index.int(), ttnn.int32), put(x, ttnn.float32))
+
+
+def test_iterating_a_tensor_stops_at_its_end():
+    """An int index past the end raises IndexError (TT-NN's __getitem__ does), so Python's
+    iteration protocol (``for row in t``, ``zip(t, ...)``) ends there."""
+    mesh = mesh_of((1, 2))
+    x = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    t = ttnn.from_torch(x, layout=ttnn.TILE_LAYOUT, device=mesh)
+    rows = [ttnn.to_torch(ttnn.get_device_tensors(r)[0]).numpy() for r in t]
+    np.testing.assert_array_equal(np.stack(rows), x)
+    with pytest.raises(IndexError, match="out of range"):
+        t[3]
+    with pytest.raises(ttnn.ShapeMismatchError):
+        t[-4]
+
+
+def test_pad_to_an_output_shape_from_a_start_as_tt_nn():
+    """TT-NN's 4-D form pad(x, output_padded_shape, input_tensor_start, value) (Falcon-7B pads
+    its query heads so), against numpy; the (before, after) form gives the same tensor."""
+    x, xs = put_local(np.random.default_rng(4), LOCAL, (1, 2), REPLICATED, ttnn.float32)
+    y = ttnn.pad(x, [1, 4, 16, 12], [0, 1, 4, 0], -2.0)
+    want = reference(
+        lambda s: np.pad(s, ((0, 0), (1, 1), (4, 4), (0, 0)), constant_values=-2.0), xs
+    )
+    check(y, want, exact=True)
+    check(ttnn.pad(x, ((1, 1), (4, 4), (0, 0)), -2.0), want, exact=True)
+    k = ttnn.pad(x, output_padded_shape=[1, 4, 16, 12], input_tensor_start=[0, 1, 4, 0], value=-2.0)
+    check(k, want, exact=True)
+    with pytest.raises(ttnn.ShapeMismatchError, match="non-negative"):
+        ttnn.pad(x, [1, 2, 8, 12], [0, 1, 0, 0], 0.0)

@@ -403,5 +403,10 @@ def test_dump_and_load_tensor_round_trip(tmp_path):
         ttnn.dump_tensor(tmp_path / "t.bin", t)
     with pytest.raises(ttnn.TTJaxError, match="another mesh shape"):
         ttnn.load_tensor(path, device=mesh_of((1, 8)))
+    # without device=: a host tensor keeping its shards (over the open 2x4 mesh), then
+    # Tensor.to(device, mem_config=) as deepseek_v3's load_weight does
+    host = ttnn.load_tensor(path)
+    assert host.storage_type() == ttnn.StorageType.HOST
+    check(host.to(device=mesh, mem_config=ttnn.L1_MEMORY_CONFIG), device_arrays(t), exact=True)
     with pytest.raises(ttnn.TTJaxError, match="does not exist"):
         ttnn.load_tensor(tmp_path / "missing.tensorbin")

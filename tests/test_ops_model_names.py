@@ -182,3 +182,37 @@ def test_falcon7b_qkv_heads_and_causal_hw_softmax():
     check(y, want, tol=(1e-5, 1e-5))
     with pytest.raises(ttnn.ShapeMismatchError, match="last two dims"):
         ttnn.scale_causal_mask_hw_dims_softmax_in_place(s, 0.125, None)
+
+
+def test_causal_hw_softmax_reads_the_mask_rows_cyclically():
+    """Falcon-7B's sliced prefill: 3 heads' [S, S] scores stacked as [1, 1, 3 * S, S] take one
+    [S, S] mask, row r adding mask row r mod S (TT-NN's mask tile wrap), against torch per head."""
+    s, ws = _rand(19, (1, 1, 3 * 64, 64))
+    mask = np.random.default_rng(20).standard_normal((1, 1, 64, 64)).astype(np.float32)
+    m, wm = put(mask, MESH, REPLICATED, ttnn.float32)
+    y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(s, 0.5, m)
+    want = {
+        c: torch.softmax(_t(ws)[c].reshape(3, 64, 64) * 0.5 + _t(wm)[c][0], -1)
+        .reshape(1, 1, 192, 64)
+        .numpy()
+        for c in ws
+    }
+    check(y, want, tol=(1e-5, 1e-5))
+    with pytest.raises(ttnn.ShapeMismatchError, match="Scale value is required"):
+        ttnn.scale_causal_mask_hw_dims_softmax_in_place(s, None, m)
+
+
+def test_scale_mask_softmax_takes_a_row_major_mask_in_tile_wide_rows():
+    """TT-NN's ROW_MAJOR mask form [N, 1, W / 32, 32] is one [W] row per batch (Falcon-7B's
+    L1-sharded decode), broadcast over heads and rows; other ROW_MAJOR shapes are refused."""
+    x, wx = _rand(21, (2, 3, 32, 64))
+    row = np.random.default_rng(22).standard_normal((2, 1, 1, 64)).astype(np.float32)
+    m, wm = put(row.reshape(2, 1, 2, 32), MESH, REPLICATED, ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
+    y = ttnn.scale_mask_softmax_in_place(x, 0.5, m)
+    want = {
+        c: torch.softmax(_t(wx)[c] * 0.5 + _t(wm)[c].reshape(2, 1, 1, 64), -1).numpy() for c in wx
+    }
+    check(y, want, tol=(1e-5, 1e-5))
+    bad, _ = put(row, MESH, REPLICATED, ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
+    with pytest.raises(ttnn.ShapeMismatchError, match=r"must have shape \[2, 1, 2, 32\]"):
+        ttnn.scale_mask_softmax_in_place(x, 0.5, bad)

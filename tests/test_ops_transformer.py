@@ -256,6 +256,13 @@ def test_kv_cache_updates_in_place(mesh_shape):
         want[c][0, :, 3] = upds[c][0, 0]
         want[c][1, :, 4] = upds[c][0, 1]
     check(cache, want, exact=True)
+    # [batch, 1] positions (gpt_oss passes them so): TT-NN counts the indices along dim 0
+    pos2 = ttnn.from_torch(np.asarray([[5], [1]], np.int32), device=mesh_of(mesh_shape))
+    ttnn.experimental.paged_update_cache(cache, upd, update_idxs_tensor=pos2)
+    for c in want:
+        want[c][0, :, 5] = upds[c][0, 0]
+        want[c][1, :, 1] = upds[c][0, 1]
+    check(cache, want, exact=True)
     assert cache.dtype == F32 and cache.shape == (users, nkv, max_seq, D)
     assert cache.placements == placements  # the cache keeps its layout (trace replay needs it)
 
@@ -349,3 +356,131 @@ def test_fill_cache_from_one_column_writes_that_column_only(paged):
             else:
                 want[1, :, :6] = mine
         np.testing.assert_array_equal(ttnn.to_numpy(got[i]), want, err_msg=f"device {(r, c)}")
+
+
+def test_sdpa_decode_attention_sink_joins_the_softmax_denominator():
+    """attention_sink ([heads, 32], sink logit in column 0, scaled like a score: gpt-oss's
+    sinks): softmax(scores ++ sink) over the scores only, against numpy; paged gives the same."""
+    rng = np.random.default_rng(7)
+    users, nh, nkv, d, t, sc = 2, 8, 2, 32, 64, 0.25
+    mesh = mesh_of((1, 1))
+    qh = rng.standard_normal((1, users, nh, d)).astype(np.float32)
+    kh = rng.standard_normal((users, nkv, t, d)).astype(np.float32)
+    vh = rng.standard_normal((users, nkv, t, d)).astype(np.float32)
+    sinks = rng.standard_normal(nh).astype(np.float32)
+    positions = [5, 40]
+    tile = np.zeros((32, 32), np.float32)
+    tile[:nh, 0] = sinks / sc  # as gpt_oss's attention stores them
+
+    def put(x, dtype=ttnn.float32):
+        return ttnn.from_torch(x, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh)
+
+    sink = put(tile, ttnn.bfloat16)
+    pos = ttnn.from_torch(np.asarray(positions, np.int32), dtype=ttnn.int32, device=mesh)
+    out = ttnn.transformer.scaled_dot_product_attention_decode(
+        put(qh), put(kh), put(vh), cur_pos_tensor=pos, scale=sc, attention_sink=sink
+    )
+    want = np.zeros_like(qh)
+    stored = ttnn.to_torch(sink).float().numpy()[:nh, 0] * sc
+    for u, p in enumerate(positions):
+        for h in range(nh):
+            s = kh[u, h // (nh // nkv), : p + 1] @ qh[0, u, h] * sc
+            e = np.exp(np.concatenate([s, [stored[h]]]) - max(s.max(), stored[h]))
+            want[0, u, h] = (e[:-1] / e.sum()) @ vh[u, h // (nh // nkv), : p + 1]
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    # paged: the same caches as 2 blocks of 32 per user, blocks in reverse order
+    table = np.asarray([[3, 2], [1, 0]], np.int32)
+    paged = np.zeros((4, nkv, 32, d), np.float32), np.zeros((4, nkv, 32, d), np.float32)
+    for u in range(users):
+        for j in range(2):
+            paged[0][table[u, j]] = kh[u, :, 32 * j : 32 * (j + 1)]
+            paged[1][table[u, j]] = vh[u, :, 32 * j : 32 * (j + 1)]
+    out = ttnn.transformer.paged_scaled_dot_product_attention_decode(
+        put(qh),
+        put(paged[0]),
+        put(paged[1]),
+        ttnn.from_torch(table, dtype=ttnn.int32, device=mesh),
+        cur_pos_tensor=pos,
+        scale=sc,
+        attention_sink=sink,
+    )
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ttnn.ShapeMismatchError, match="same padded num heads"):
+        ttnn.transformer.scaled_dot_product_attention_decode(
+            put(qh),
+            put(kh),
+            put(vh),
+            cur_pos_tensor=pos,
+            attention_sink=put(np.zeros((64, 32), np.float32), ttnn.bfloat16),
+        )
+
+
+def test_paged_cache_writes_only_at_mesh_coords():
+    """mesh_coords= (deepseek_v3's MLA): paged_update_cache / paged_fill_cache write the caches
+    of those devices only; the others keep their values."""
+    mesh = mesh_of((2, 2))
+    nkv, d, blocks = 1, 32, 4
+    cache = ttnn.from_torch(np.zeros((blocks, nkv, 32, d), np.float32), device=mesh)
+    table = ttnn.from_torch(np.asarray([[2, 0]], np.int32), device=mesh)
+    pos = ttnn.from_torch(np.asarray([33], np.int32), device=mesh)
+    step = ttnn.from_torch(np.ones((1, 1, nkv, d), np.float32), device=mesh)
+    only = {ttnn.MeshCoordinate(0, 1), ttnn.MeshCoordinate(1, 0)}
+    ttnn.experimental.paged_update_cache(
+        cache, step, update_idxs_tensor=pos, page_table=table, mesh_coords=only
+    )
+    for c, arr in device_arrays(cache).items():
+        want = np.zeros((blocks, nkv, 32, d), np.float32)
+        if c in ((0, 1), (1, 0)):
+            want[0, :, 1] = 1.0  # position 33: block table[0][1] = 0, row 1
+        np.testing.assert_array_equal(arr, want)
+    fill = ttnn.from_torch(np.full((1, nkv, 32, d), 2.0, np.float32), device=mesh)
+    ttnn.experimental.paged_fill_cache(
+        cache, fill, table, batch_idx=0, mesh_coords={ttnn.MeshCoordinate(1, 1)}
+    )
+    got = device_arrays(cache)
+    assert np.all(got[(1, 1)][2] == 2.0) and not np.any(got[(0, 0)])
+    with pytest.raises(ttnn.ShapeMismatchError, match="mesh_coords"):
+        ttnn.experimental.paged_update_cache(
+            cache, step, update_idxs_tensor=pos, page_table=table, mesh_coords={(2, 0)}
+        )
+
+
+def test_flash_mla_decode_reads_values_from_the_latent_columns():
+    """FlashMLA decode (deepseek_v3): one cache [b, 1, S, dk] is K, and its first head_dim_v
+    columns are V; against numpy, plain and paged (blocks of 32 out of order)."""
+    rng = np.random.default_rng(11)
+    users, nh, dk, dv, t, sc = 2, 4, 96, 64, 64, 0.1
+    mesh = mesh_of((1, 1))
+    qh = rng.standard_normal((1, users, nh, dk)).astype(np.float32)
+    kv = rng.standard_normal((users, 1, t, dk)).astype(np.float32)
+    positions = [9, 50]
+
+    def put(x, dtype=ttnn.float32):
+        return ttnn.from_torch(x, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh)
+
+    want = np.zeros((1, users, nh, dv), np.float32)
+    for u, p in enumerate(positions):
+        s = qh[0, u] @ kv[u, 0, : p + 1].T * sc  # [nh, p+1]
+        e = np.exp(s - s.max(-1, keepdims=True))
+        want[0, u] = (e / e.sum(-1, keepdims=True)) @ kv[u, 0, : p + 1, :dv]
+    pos = ttnn.from_torch(np.asarray(positions, np.int32), dtype=ttnn.int32, device=mesh)
+    out = ttnn.transformer.flash_multi_latent_attention_decode(
+        put(qh), put(kv), dv, cur_pos_tensor=pos, scale=sc
+    )
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    table = np.asarray([[3, 1], [0, 2]], np.int32)
+    paged = np.zeros((4, 1, 32, dk), np.float32)
+    for u in range(users):
+        for j in range(2):
+            paged[table[u, j]] = kv[u, :, 32 * j : 32 * (j + 1)]
+    out = ttnn.transformer.paged_flash_multi_latent_attention_decode(
+        put(qh),
+        put(paged),
+        dv,
+        ttnn.from_torch(table, dtype=ttnn.int32, device=mesh),
+        cur_pos_tensor=pos,
+        scale=sc,
+    )
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ttnn.ShapeMismatchError, match="head_dim_v"):
+        ttnn.transformer.flash_multi_latent_attention_decode(put(qh), put(kv), 200)

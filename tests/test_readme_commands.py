@@ -31,8 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # The venv's console scripts (pyproject's [project.scripts]) as modules of the clone.
 PY, TTJAX, RUN = ".venv/bin/python", ".venv/bin/ttjax", ".venv/bin/ttjax-run"
+# `make ttmetal-venv`'s interpreter (.venv plus the `ttmetal` extra): runs the same modules
+TTMETAL_PY = ".venv-ttmetal/bin/python"
 SCRIPTS = {
     PY: [sys.executable],  # the venv's interpreter: the one running this test
+    TTMETAL_PY: [sys.executable],
     TTJAX: [sys.executable, "-m", "ttjax.inspect"],
     RUN: [sys.executable, "-m", "ttjax.run"],
 }
@@ -95,6 +98,7 @@ PYTHON_COMMANDS = {
 # make target -> what its recipe must run
 MAKE_TARGETS = {
     "venv": 'pip install --quiet -e ".[dev,torch,viz]"',
+    "ttmetal-venv": 'pip install --quiet -e ".[ttmetal]"',
     "demo": "-m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace",
     "test": '-m pytest -q -m "not slow"',
     "test-all": "-m pytest -q",
@@ -282,7 +286,7 @@ def module_runs(command: str) -> list[tuple[str, list[str]]]:
     words = command_words(command)
     runs = []
     while words:
-        if words[0] == PY and words[1:2] == ["-m"]:
+        if words[0] in (PY, TTMETAL_PY) and words[1:2] == ["-m"]:
             module, rest = words[2], words[3:]
         elif words[0] in (TTJAX, RUN):
             module = SCRIPTS[words[0]][-1]

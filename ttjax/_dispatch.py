@@ -195,13 +195,22 @@ def output_memory_config(
     first_input: MemoryConfig,
     shape: tuple[int, ...],
     layout: Layout,
+    inputs: Sequence[MemoryConfig] = (),
 ) -> MemoryConfig:
     """The memory config of an op's output: ``memory_config=`` when given (validated against the
     output's per-device padded shape), else the first input's when it fits the output (TT-NN's
-    ``memory_config.value_or(input.memory_config())``), else that buffer type interleaved."""
+    ``memory_config.value_or(input.memory_config())``), else that buffer type interleaved.
+
+    A given sharded config without a shard spec (``ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG``) takes
+    the first sharded input's spec, as TT-NN's eltwise ops compute their output spec
+    (binary_ng_device_operation.cpp: the given spec, else input a's, else input b's)."""
     tile = layout is Layout.TILE
     padded = tile_padded(shape) if tile else shape
     if given is not None:
+        if given.is_sharded() and given.shard_spec is None:
+            spec = next((m.shard_spec for m in inputs if m.shard_spec is not None), None)
+            if spec is not None:
+                given = MemoryConfig(given.memory_layout, given.buffer_type, spec)
         validate_memory_config(f"ttnn.{op}: memory_config", given, padded, tile)
         return given
     try:
@@ -320,7 +329,9 @@ def build_program(
             lay,
             s,
             StorageType.DEVICE,
-            output_memory_config(name, memory_config, first, s, lay),
+            output_memory_config(
+                name, memory_config, first, s, lay, [t._spec.memory_config for t in tensors]
+            ),
         )
         for p, dt, s, lay in zip(placements, dtypes, shapes, layouts)
     ]
@@ -434,6 +445,7 @@ __all__ = [
     "common_mesh",
     "decode_local",
     "default_placements",
+    "device_mask",
     "encode_local",
     "output_memory_config",
     "run_op",
@@ -494,9 +506,22 @@ def spread_to_parent(tensor: Tensor) -> tuple[Tensor, Tensor]:
             parent, placements, tensor._dtype, tensor._layout, tensor._shape, StorageType.DEVICE
         ),
     )
-    mask_data = spread(None, (1,), lambda c: np.array([int(inside[c])], dtype=np.int32))
-    mask = Tensor(
-        mask_data,
-        TensorSpec(parent, placements, DataType.INT32, Layout.ROW_MAJOR, (1,), StorageType.DEVICE),
+    return spread_tensor, device_mask(parent, inside)
+
+
+def device_mask(mesh: MeshDevice, inside: np.ndarray) -> Tensor:
+    """An int32 [1] tensor per device of ``mesh``: 1 where ``inside`` (a bool array of the mesh's
+    shape) is True, else 0 (the devices an op writes, e.g. TT-NN's ``mesh_coords=``)."""
+    placements = (PlacementLocal(),) * mesh.shape.dims()
+    lead = (1,) * mesh.shape.dims()
+    arrays = [
+        jax.device_put(np.array([int(inside[c])], dtype=np.int32).reshape(lead + (1,)), dev)
+        for c in np.ndindex(*mesh.shape)
+        for dev in [mesh.devices[c]]
+    ]
+    sharding = jax.sharding.NamedSharding(
+        mesh.jax_mesh, _specs.partition_spec(placements, mesh.axis_names, 1)
     )
-    return spread_tensor, mask
+    data = jax.make_array_from_single_device_arrays(tuple(mesh.shape) + (1,), sharding, arrays)
+    spec = TensorSpec(mesh, placements, DataType.INT32, Layout.ROW_MAJOR, (1,), StorageType.DEVICE)
+    return Tensor(data, spec)

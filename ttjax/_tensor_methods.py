@@ -18,12 +18,23 @@ from typing import Any
 import numpy as np
 
 from ttjax import convert, ops
+from ttjax.enums import Layout, StorageType
 from ttjax.errors import ShapeMismatchError
 from ttjax.mesh import MeshDevice
 from ttjax.tensor import Tensor
 
 
-def _to(self: Tensor, device: MeshDevice, memory_config: Any = None) -> Tensor:
+def _to(
+    self: Tensor, device: MeshDevice | Layout, memory_config: Any = None, mem_config: Any = None
+) -> Tensor:
+    """``t.to(mesh_device)`` moves it to the mesh; ``t.to(layout)`` converts its layout (TT-NN's
+    two overloads; on the host, or through ``ttnn.to_layout`` for a device tensor).
+    ``mem_config`` is TT-NN's name for ``memory_config`` here."""
+    memory_config = mem_config if memory_config is None else memory_config
+    if isinstance(device, Layout):
+        if self._storage is StorageType.HOST:
+            return convert.host_to_layout(self, device)
+        return ops.to_layout(self, device, memory_config=memory_config)
     return convert.to_device(self, device, memory_config)
 
 

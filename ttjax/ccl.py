@@ -38,7 +38,7 @@ from jax import lax
 from ttjax import _policy, _specs, numerics
 from ttjax._dispatch import run_op
 from ttjax.enums import ReduceType, Topology
-from ttjax.errors import CCLError, MeshMismatchError
+from ttjax.errors import CCLError, CCLSignatureError, MeshMismatchError
 from ttjax.fabric import FabricConfig
 from ttjax.mesh import MeshCoordinate, MeshDevice, fabric_setting
 from ttjax.ops._common import check_hw_kwargs, write_output
@@ -614,23 +614,32 @@ def _coord(op: str, mesh: MeshDevice, coord: Any, name: str) -> int:
 
 def point_to_point(
     input_tensor: Tensor,
-    receiver_coord: Any,
     sender_coord: Any,
-    topology: Topology | None = Topology.Linear,
+    receiver_coord: Any,
     *,
+    output_tensor: Tensor | None = None,
+    intermediate_tensor: Tensor | None = None,
+    topology: Topology | None = Topology.Linear,
     optional_output_tensor: Tensor | None = None,
     **kwargs: Any,
 ) -> Tensor:
     """Copy the shard at ``sender_coord`` onto the device at ``receiver_coord``.
 
-    The receiver gets the sender's data; every other device keeps ``optional_output_tensor``'s
-    values when given (TT-NN's in-place form), else zeros. Pass coordinates by keyword: TT-NN
-    changed their positional order between versions.
+    The receiver gets the sender's data; every other device keeps ``output_tensor``'s values
+    when given (TT-NN's in-place form; ``optional_output_tensor`` is its older name), else zeros.
+    Positional order as TT-NN's binding at 821525122af5 (point_to_point_pybind.cpp): sender,
+    then receiver. ``intermediate_tensor`` (TT-NN's staging buffer) changes nothing here.
 
     >>> y = ttnn.point_to_point(x, receiver_coord=ttnn.MeshCoordinate(0, 1),
     ...                         sender_coord=ttnn.MeshCoordinate(0, 0))
     """
     op = "point_to_point"
+    if output_tensor is not None and optional_output_tensor is not None:
+        raise CCLSignatureError(
+            "ttnn.point_to_point: output_tensor and optional_output_tensor are one argument.\n"
+            "fix: pass output_tensor= only."
+        )
+    optional_output_tensor = output_tensor if output_tensor is not None else optional_output_tensor
     c = _prepare(op, input_tensor, kwargs, topology=topology)
     r = _coord(op, c.mesh, receiver_coord, "receiver_coord")
     s = _coord(op, c.mesh, sender_coord, "sender_coord")

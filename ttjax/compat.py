@@ -88,6 +88,65 @@ TORCH_XLA_MODULES: dict[str, Alias] = {
 }
 
 
+# TT-NN names ttjax does not provide on purpose, and why (the binding's AttributeError says so, and
+# docs/ttnn_api.md lists them). Everything else missing is "not yet".
+_CNN = (
+    "TT-NN's convolution / pooling / image family: ttjax covers the multi-device LLM and "
+    "training programming model, and no multi-device LLM demo of tt-metal calls it"
+)
+_PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
+NOT_PROVIDED: dict[str, str] = {
+    **{
+        f"ttnn.{name}": _CNN
+        for name in (
+            "conv1d",
+            "conv2d",
+            "conv_transpose2d",
+            "Conv1dConfig",
+            "Conv2dConfig",
+            "Conv3dConfig",
+            "Conv2dSliceConfig",
+            "Conv2dDRAMSliceHeight",
+            "Conv2dDRAMSliceWidth",
+            "Conv2dL1Full",
+            "Conv2dL1FullSliceConfig",
+            "get_conv_output_dim",
+            "prepare_conv_weights",
+            "prepare_conv_bias",
+            "convert_conv_weight_tensor_to_tiled_layout",
+            "max_pool2d",
+            "avg_pool2d",
+            "global_avg_pool2d",
+            "adaptive_avg_pool2d",
+            "adaptive_max_pool2d",
+            "upsample",
+            "fold",
+            "grid_sample",
+            "prepare_grid_sample_grid",
+            "batch_norm",
+            "group_norm",
+            "create_group_norm_weight_bias_rm",
+            "create_group_norm_input_mask",
+            "create_group_norm_input_negative_mask",
+            "create_group_norm_reciprocals",
+            "determine_expected_group_norm_sharded_config_and_grid_size",
+            "dram_group_norm_params_from_torch",
+            "experimental.conv3d",
+            "model_preprocessing.fold_batch_norm2d_into_conv2d",
+        )
+    },
+    **{
+        f"ttnn.{name}": _PROFILER
+        for name in (
+            "read_device_profiler",
+            "dump_device_memory_state",
+            "device.EnableMemoryReports",
+            "device.DisableMemoryReports",
+        )
+    },
+}
+
+
 class TTNNModule(types.ModuleType):
     """A ``ttnn.X`` module whose attributes are read from ttjax (see :data:`TTNN_MODULES`)."""
 
@@ -114,6 +173,13 @@ class TTNNModule(types.ModuleType):
                 value = getattr(module, target)
                 setattr(self, name, value)
                 return value
+        why = NOT_PROVIDED.get(f"{self.__name__}.{name}")
+        if why is not None:
+            raise AttributeError(
+                f"module {self.__name__!r} has no attribute {name!r}: ttjax does not provide "
+                f"{self.__name__}.{name}: {why}\n"
+                "fix: run this code on TT-NN itself (docs/ttnn_api.md lists what ttjax provides)"
+            )
         raise AttributeError(
             f"module {self.__name__!r} has no attribute {name!r}: ttjax does not provide "
             f"{self.__name__}.{name} yet (looked in {', '.join(alias.sources)})\n"
@@ -361,7 +427,61 @@ def _code(e: SystemExit) -> int:
     return 1
 
 
+def provided_names() -> dict[str, list[str]]:
+    """``{ttjax module: [its names]}`` for every module a ``ttnn.*`` alias reads from: its
+    ``__all__`` (and the alias renames), what ``ttnn.X.name`` resolves to under
+    :func:`install_as_ttnn`."""
+    out: dict[str, set[str]] = {}
+    for alias in TTNN_MODULES.values():
+        for source in alias.sources:
+            found = _source(source)
+            if found is not None:
+                out.setdefault(source, set()).update(getattr(found, "__all__", ()))
+        for new, old in alias.renames:
+            out.setdefault(alias.sources[0], set()).add(f"{old} (as {new})")
+    return {k: sorted(n for n in v if not n.startswith("_")) for k, v in sorted(out.items())}
+
+
+NAMES_PAGE = "docs/ttnn_api.md"
+
+
+def names_page() -> str:
+    """The Markdown of :data:`NAMES_PAGE`: the TT-NN module tree, every name each ttjax module
+    behind it provides, then :data:`NOT_PROVIDED` with the reasons (tests/test_compat.py keeps it
+    current)."""
+    lines = [
+        "# TT-NN names ttjax provides",
+        "",
+        "Generated from the code (`ttjax.compat.names_page()`; `tests/test_compat.py` fails when "
+        "this page is stale). With `ttjax.compat.install_as_ttnn()`, `ttnn.X.name` resolves in "
+        "the ttjax modules listed for `ttnn.X` (first hit wins), whose names follow. A name in no "
+        "list raises `AttributeError` saying ttjax lacks it *yet*; the names at the end are "
+        "refused on purpose, with the reason.",
+        "",
+        "| TT-NN module | read from |",
+        "| --- | --- |",
+    ]
+    for module, alias in sorted(TTNN_MODULES.items()):
+        lines.append(f"| `{module}` | {', '.join(f'`{s}`' for s in alias.sources)} |")
+    lines.append("")
+    for source, names in provided_names().items():
+        lines += [f"## `{source}`", "", f"{len(names)} names.", ""]
+        lines += [", ".join(f"`{n}`" for n in names), ""]
+    lines += ["## Refused on purpose", "", "| name | why |", "| --- | --- |"]
+    lines += [f"| `{name}` | {why} |" for name, why in sorted(NOT_PROVIDED.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_names_page(root: str | os.PathLike[str] = ".") -> Path:
+    """Write :func:`names_page` to ``root``/:data:`NAMES_PAGE`."""
+    path = Path(root) / NAMES_PAGE
+    path.write_text(names_page())
+    return path
+
+
 __all__ = [
+    "NAMES_PAGE",
+    "NOT_PROVIDED",
     "TORCH_XLA_MODULES",
     "TTNN_MODULES",
     "Alias",
@@ -370,8 +490,11 @@ __all__ = [
     "install_as_torch_xla",
     "install_as_ttnn",
     "mount_tt_metal",
+    "names_page",
+    "provided_names",
     "run_bound",
     "uninstall_torch_xla",
     "uninstall_ttnn",
     "unshadow",
+    "write_names_page",
 ]

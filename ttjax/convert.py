@@ -376,6 +376,10 @@ def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | Non
     except (OSError, ValueError, KeyError):
         return None
     stored_mesh = meta["mesh_shape"]
+    if stored_mesh is not None and mesh is None:
+        # TT-NN's load_tensor without a device gives a host tensor that keeps its shards and
+        # their distribution; here that distribution is over the open mesh of the stored shape
+        mesh = open_mesh_of_shape(MeshShape(*stored_mesh))
     want = list(mesh.shape) if mesh is not None else None
     if stored_mesh is not None and stored_mesh != want:
         return None
@@ -420,8 +424,9 @@ def load_tensor(file_name: str | os.PathLike[str], *, device: MeshDevice | None 
     if loaded is None:
         raise TTJaxError(
             f"Unable to load the tensor from {path}: it is not a ttjax tensor file, or it holds "
-            f"shards of another mesh shape than {device!r}.\nfix: pass device= a mesh of the "
-            "shape it was written for, or write it again with ttnn.dump_tensor."
+            f"shards of another mesh shape than {device!r} (without device=: than any open "
+            "mesh).\nfix: pass device= (or open) a mesh of the shape it was written for, or "
+            "write it again with ttnn.dump_tensor."
         )
     return to_device(loaded, device) if device is not None else loaded
 
@@ -491,6 +496,55 @@ def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:
     )
 
 
+def to_dtype(tensor: Tensor, dtype: DataType) -> Tensor:
+    """A host tensor converted to ``dtype`` on the host, as TT-NN's ``ttnn.to_dtype`` (host
+    tensors only; bfloat8_b/bfloat4_b come out quantized per device shard, in TILE layout:
+    ``to_dtype_op.cpp``).
+
+    >>> w = ttnn.to_dtype(ttnn.from_torch(torch.randn(64, 64)), ttnn.bfloat8_b)
+    """
+    if not isinstance(dtype, DataType):
+        raise TTJaxError(
+            f"ttnn.to_dtype: dtype={dtype!r} is not a ttnn DataType.\nfix: e.g. ttnn.bfloat16."
+        )
+    if tensor._data is None:
+        raise deallocated_error("to_dtype", tensor)
+    if tensor._storage is not StorageType.HOST:
+        raise TTJaxError(
+            f"ttnn.to_dtype: the tensor ({tensor.spec.describe()}) is on device; to_dtype(...) "
+            "function only supports host tensors!\n"
+            "fix: ttnn.typecast(t, dtype) converts a device tensor."
+        )
+    mesh = tensor._mesh
+    arr = np.asarray(tensor._data)
+    arr = _cast_host(arr, dtype, quantize=mesh is None)
+    if mesh is not None and dtype.is_block_float:
+        arr = _quantize_shards(arr, dtype, tensor._placements, tuple(mesh.shape), tensor._shape)
+    layout = Layout.TILE if dtype.is_block_float else tensor._layout
+    spec = TensorSpec(mesh, tensor._placements, dtype, layout, tensor._shape, StorageType.HOST)
+    return Tensor(arr, spec)
+
+
+def host_to_layout(tensor: Tensor, layout: Layout) -> Tensor:
+    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged; a block
+    float tensor stays in TILE, as TT-NN requires)."""
+    if not isinstance(layout, Layout):
+        raise LayoutError(
+            f"Tensor.to: {layout!r} is neither a MeshDevice nor a ttnn Layout.\n"
+            "fix: t.to(mesh_device) or t.to(ttnn.TILE_LAYOUT)."
+        )
+    if tensor._data is None:
+        raise deallocated_error("to", tensor)
+    if tensor._dtype.is_block_float and layout is not Layout.TILE:
+        raise LayoutError(
+            f"Tile layout is required for tensor of type {tensor._dtype.value}; got {layout!r}.\n"
+            "fix: ttnn.to_dtype(t, ttnn.bfloat16) first."
+        )
+    s = tensor._spec
+    spec = TensorSpec(s.mesh, s.placements, s.dtype, layout, s.shape, StorageType.HOST)
+    return Tensor(tensor._data, spec)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading data back
 # ---------------------------------------------------------------------------------------------
@@ -554,6 +608,10 @@ def to_torch(
         arr = np.array(arr, copy=True, order="C")
     if arr.dtype == np.dtype(ml_dtypes.bfloat16):
         out = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    elif arr.dtype in (np.uint16, np.uint32):
+        # TT-NN hands these to torch as int16 / int32 (pytensor.cpp,
+        # convert_tt_tensor_to_torch_tensor): same bits, a dtype torch's ops all take
+        out = torch.from_numpy(arr.view(np.int16 if arr.dtype == np.uint16 else np.int32))
     else:
         out = torch.from_numpy(arr)
     if torch_rank is not None:

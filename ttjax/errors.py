@@ -35,6 +35,11 @@ class ShapeMismatchError(TTJaxError, ValueError):
     """Per-device shapes that an op cannot combine."""
 
 
+class TensorIndexError(ShapeMismatchError, IndexError):
+    """An integer index out of a tensor's range (an ``IndexError``, as TT-NN's ``__getitem__``
+    raises, so ``for row in tensor`` and ``zip(tensor, ...)`` stop at the end)."""
+
+
 class UnsupportedDTypeError(TTJaxError, TypeError):
     """A dtype ttjax (like TT-NN) does not support, or a dtype/layout pair it forbids."""
 
@@ -115,6 +120,7 @@ __all__ = [
     "ShardingError",
     "SubDeviceError",
     "TTJaxError",
+    "TensorIndexError",
     "TopologyMismatchError",
     "TraceError",
     "UnsupportedDTypeError",

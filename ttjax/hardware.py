@@ -10,6 +10,7 @@ matmul program config's ``fused_activation`` is applied.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -302,6 +303,72 @@ class MemoryConfig:
         """The interleaved config in the same buffer type."""
         return MemoryConfig(TensorMemoryLayout.INTERLEAVED, self.buffer_type)
 
+    def to_json(self) -> str:
+        """This config as a JSON string (TT-NN's ``MemoryConfig.to_json``, with its field names:
+        model code caches weight configs with it and recognises them by ``buffer_type``,
+        ``memory_layout`` and ``created_with_nd_shard_spec``). ``from_json`` reads it back equal.
+
+        >>> ttnn.MemoryConfig.from_json(ttnn.L1_MEMORY_CONFIG.to_json()) == ttnn.L1_MEMORY_CONFIG
+        True
+        """
+        spec = self.shard_spec
+        return json.dumps(
+            {
+                "memory_layout": self.memory_layout.name,
+                "buffer_type": self.buffer_type.name,
+                "shard_spec": None
+                if spec is None
+                else {
+                    "grid": _grid_to_json(spec.grid),
+                    "shape": list(spec.shape),
+                    "orientation": spec.orientation.name,
+                },
+                "nd_shard_spec": None,
+                "created_with_nd_shard_spec": False,
+            }
+        )
+
+    @staticmethod
+    def from_json(text: str) -> MemoryConfig:
+        """The config :meth:`to_json` wrote (TT-NN's ``MemoryConfig.from_json``)."""
+        try:
+            raw = json.loads(text)
+            spec = raw.get("shard_spec")
+            return MemoryConfig(
+                TensorMemoryLayout[raw["memory_layout"]],
+                BufferType[raw["buffer_type"]],
+                None
+                if spec is None
+                else ShardSpec(
+                    _grid_from_json(spec["grid"]),
+                    tuple(spec["shape"]),
+                    ShardOrientation[spec["orientation"]],
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise MemoryConfigError(
+                f"MemoryConfig.from_json: {text[:200]!r} is not a memory config ({e!r}).\n"
+                "fix: pass a string that MemoryConfig.to_json wrote."
+            ) from e
+
+
+def _grid_to_json(grid: Any) -> dict[str, Any]:
+    if isinstance(grid, CoreGrid):
+        return {"core_grid": [grid.y, grid.x]}
+    ranges = [grid] if isinstance(grid, CoreRange) else list(grid.ranges())
+    key = "core_range" if isinstance(grid, CoreRange) else "core_range_set"
+    return {key: [[[r.start.x, r.start.y], [r.end.x, r.end.y]] for r in ranges]}
+
+
+def _grid_from_json(raw: dict[str, Any]) -> Any:
+    if "core_grid" in raw:
+        return CoreGrid(*raw["core_grid"])
+    ranges = [
+        CoreRange(tuple(a), tuple(b))
+        for a, b in raw.get("core_range", raw.get("core_range_set", []))
+    ]
+    return ranges[0] if "core_range" in raw else CoreRangeSet(ranges)
+
 
 DRAM_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.DRAM)
 L1_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.L1)
@@ -476,6 +543,87 @@ def create_sharded_memory_config(
             )
         shard = (sh // splits[0], sw // splits[1])
     return MemoryConfig(layouts[strategy], BufferType.L1, ShardSpec(grid, shard, orient))
+
+
+def create_sharded_memory_config_(
+    shape: Any,
+    core_grid: Any,
+    strategy: ShardStrategy | TensorMemoryLayout,
+    orientation: ShardOrientation,
+    use_height_and_width_as_shard_shape: bool = False,
+    tile_layout: bool = False,
+) -> MemoryConfig:
+    """TT-NN's ``ttnn.create_sharded_memory_config_`` (``ttnn/core.py``): the older form of
+    :func:`create_sharded_memory_config`. Shards round up (the last one may be short),
+    ``core_grid`` may be a CoreRangeSet or a pair of CoreGrids (a full block plus a partial
+    row), ``strategy`` a ShardStrategy or a TensorMemoryLayout, and ``tile_layout`` pads the
+    height to whole tiles per core.
+
+    >>> create_sharded_memory_config_((1, 1, 100, 64), CoreGrid(y=1, x=4),
+    ...     TensorMemoryLayout.HEIGHT_SHARDED, ShardOrientation.ROW_MAJOR).shard_spec.shape
+    (25, 64)
+    """
+    layouts = {
+        ShardStrategy.HEIGHT: TensorMemoryLayout.HEIGHT_SHARDED,
+        ShardStrategy.WIDTH: TensorMemoryLayout.WIDTH_SHARDED,
+        ShardStrategy.BLOCK: TensorMemoryLayout.BLOCK_SHARDED,
+    }
+    layout = layouts[strategy] if isinstance(strategy, ShardStrategy) else strategy
+    if not isinstance(layout, TensorMemoryLayout) or layout is TensorMemoryLayout.INTERLEAVED:
+        raise MemoryConfigError(
+            f"create_sharded_memory_config_: Invalid sharding strategy {strategy!r}.\n"
+            "fix: a ttnn.ShardStrategy or a sharded ttnn.TensorMemoryLayout."
+        )
+    if not isinstance(orientation, ShardOrientation):
+        raise MemoryConfigError(
+            f"create_sharded_memory_config_: Invalid type of shard orientation {orientation!r}.\n"
+            "fix: ttnn.ShardOrientation.ROW_MAJOR or COL_MAJOR."
+        )
+    if isinstance(core_grid, CoreGrid):
+        grid = CoreRangeSet({CoreRange((0, 0), (core_grid.x - 1, core_grid.y - 1))})
+    elif isinstance(core_grid, (list, tuple)) and len(core_grid) == 2:
+        full, partial = core_grid  # a block of full rows, then a row of partial.x cores
+        grid = CoreRangeSet(
+            {
+                CoreRange((0, 0), (full.x - 1, full.y - 1)),
+                CoreRange((0, full.y), (partial.x - 1, full.y)),
+            }
+        )
+    elif isinstance(core_grid, CoreRangeSet):
+        grid = core_grid
+    else:
+        raise MemoryConfigError(
+            f"create_sharded_memory_config_: Invalid core_grid {core_grid!r}.\n"
+            "fix: a ttnn.CoreGrid, a CoreRangeSet, or a pair of CoreGrids."
+        )
+    *batch, height, width = (int(d) for d in shape)
+    row_major = orientation is ShardOrientation.ROW_MAJOR
+    if use_height_and_width_as_shard_shape:
+        shard = (height, width) if row_major else (width, height)
+    else:
+        rows, cols = int(np.prod(batch)) * height, width
+        cores = grid.num_cores()
+        box = grid.bounding_box().grid_size()
+        if layout is TensorMemoryLayout.BLOCK_SHARDED:
+            if box.x * box.y != cores:
+                raise MemoryConfigError(
+                    f"create_sharded_memory_config_: Invalid CoreRangeSet {grid!r} for block "
+                    "sharding strategy (not a rectangle).\nfix: pass a rectangular core grid."
+                )
+            along_h, along_w = (box.y, box.x) if row_major else (box.x, box.y)
+            padded = _div_up(rows, along_h * 32) * along_h * 32 if tile_layout else rows
+            shard = (_div_up(padded, along_h), _div_up(cols, along_w))
+        elif layout is TensorMemoryLayout.HEIGHT_SHARDED:
+            padded = _div_up(rows, cores) * cores if tile_layout else rows
+            shard = (_div_up(padded, cores), cols)
+        else:
+            shard = (rows, _div_up(cols, cores))
+    if tile_layout and shard[0] % 32 and shard[1] % 32:
+        raise MemoryConfigError(
+            f"create_sharded_memory_config_: Incorrect tensor shape {list(shape)}: shard {shard} "
+            "is not tile-aligned.\nfix: pad the tensor to whole tiles."
+        )
+    return MemoryConfig(layout, BufferType.L1, ShardSpec(grid, shard, orientation))
 
 
 class _KernelConfig:
@@ -887,6 +1035,7 @@ __all__ = [
     "TensorMemoryLayout",
     "WormholeComputeKernelConfig",
     "create_sharded_memory_config",
+    "create_sharded_memory_config_",
     "divup",
     "get_system",
     "init_device_compute_kernel_config",

@@ -1,5 +1,7 @@
 """A tiny random-weight Llama as a local Hugging Face folder (what ``HF_MODEL`` names).
 
+    python -m tests.real_models.checkpoint path/to/tiny-llama [--galaxy]
+
 Written with transformers' own ``LlamaConfig``/``LlamaForCausalLM.save_pretrained`` and a
 word-level ``tokenizers`` tokenizer, so tt-metal's ``ModelArgs`` reads it as it reads a real
 checkpoint, with no download.
@@ -7,7 +9,9 @@ checkpoint, with no download.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -97,3 +101,17 @@ def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: i
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     ).save_pretrained(folder)
     return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write a tiny random Llama as an HF folder.")
+    parser.add_argument("folder", help="where to write it (then HF_MODEL=that folder)")
+    parser.add_argument("--galaxy", action="store_true", help="the 8x4 (TG) sizes: dim 2048")
+    opts = parser.parse_args(argv)
+    folder = write_tiny_llama(opts.folder, GALAXY if opts.galaxy else TinyLlama())
+    print(f"HF_MODEL={folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

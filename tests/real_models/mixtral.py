@@ -23,13 +23,18 @@ EXPERT_DTYPES = {"w1": "bfloat4_b", "w2": "bfloat8_b", "w3": "bfloat4_b"}
 
 TINY = {
     # Mixtral's attention hard-codes 4 query heads and 1 KV head per device (32 and 8 over 8
-    # devices): head_dim 32 keeps the rest tiny
-    "dim": 1024,
-    "hidden_dim": 1024,
+    # devices), and its program configs (checked when each matmul runs, as TT-NN does) need
+    # Mixtral's own head_dim 128 (ROT_MAT_MM_PROGCFG reads K = head_dim in blocks of 4 tiles)
+    # and so its dim 4096; the experts and the vocabulary stay small
+    "dim": 4096,
+    # the expert's w2 program config (FF2_OUTPUT_PROGCFG) reads K in blocks of in0_block_w = 7
+    # tiles and w1/w3 write 7 tiles per core (per_core_N): TT-NN's matmul wants K and N to be
+    # whole multiples of 7 tiles, so 56 tiles (Mixtral's 14336 is 448)
+    "hidden_dim": 1792,
     "n_layers": 1,
     "n_heads": 32,
     "n_kv_heads": 8,
-    "head_dim": 32,
+    "head_dim": 128,
     "vocab_size": 1024,
     # the reference Transformer reads it; TtModelArgs lacks it at 821525122af5 (its dummy-weight
     # path fails without it)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.real_models import harness
+
 FILES = [
     "test_rms_norm.py",
     "test_embedding.py",
@@ -44,6 +46,9 @@ def test_tt_transformers_own_tests_pass(ttnn_bound: Any) -> None:
     home = Path(os.environ["TT_METAL_HOME"])
     if not (home / "conftest.py").exists() or not (home / "tests/scripts/common.py").exists():
         pytest.skip(f"{home} is not a full checkout (no conftest.py / tests/scripts/common.py)")
+    why = harness.missing_llama_reference()
+    if why:
+        pytest.skip(why)
     # torchvision: tests.real_models.tt_metal_pytest stands in an empty module when missing
     lacking = [m for m in ("multiprocess", "psutil") if not importlib.util.find_spec(m)]
     if lacking:

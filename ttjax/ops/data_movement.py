@@ -18,7 +18,7 @@ import numpy as np
 from ttjax import _specs
 from ttjax._dispatch import default_placements, run_op
 from ttjax.enums import DataType, Layout, StorageType
-from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError
+from ttjax.errors import LayoutError, ShapeMismatchError, TensorIndexError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor, deallocated_error, host_blocks
@@ -331,7 +331,7 @@ def _index_key(index: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
         elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
             size = shape[dim]
             if not -size <= int(i) < size:
-                raise ShapeMismatchError(
+                raise TensorIndexError(
                     f"index {int(i)} is out of range for dim {dim} of size {size} "
                     f"(per-device shape {list(shape)}).\nfix: indices are per device; use "
                     f"[{-size}, {size - 1}]."
@@ -366,16 +366,37 @@ def getitem(input_tensor: Tensor, index: Any) -> Tensor:
 
 def slice(
     input_tensor: Tensor,
-    slice_start: Sequence[int],
-    slice_end: Sequence[int],
+    slice_start: Sequence[int] | None = None,
+    slice_end: Sequence[int] | None = None,
     slice_step: Sequence[int] | None = None,
     *,
     memory_config: Any = None,
     output_tensor: Tensor | None = None,
     **kwargs: Any,
 ) -> Tensor:
-    """``x[start0:end0:step0, start1:end1:step1, ...]`` on each device's tensor."""
+    """``x[start0:end0:step0, start1:end1:step1, ...]`` on each device's tensor. TT-NN's binding
+    also names them ``starts`` / ``ends`` / ``steps`` (its 4-D overload,
+    ttnn/cpp/ttnn/operations/data_movement/slice/slice_pybind.cpp), as Falcon-7B calls it.
+
+    >>> ttnn.slice(x, starts=(0, 0, 0, 0), ends=(1, 1, 32, 64), steps=(1, 1, 1, 1))
+    """
+    for alias, name in (("starts", "slice_start"), ("ends", "slice_end"), ("steps", "slice_step")):
+        if alias in kwargs:
+            given = {"slice_start": slice_start, "slice_end": slice_end, "slice_step": slice_step}
+            if given[name] is not None:
+                raise TTJaxError(
+                    f"ttnn.slice: {alias}= and {name} were both given.\nfix: pass one of them."
+                )
+            value = kwargs.pop(alias)
+            slice_start = value if name == "slice_start" else slice_start
+            slice_end = value if name == "slice_end" else slice_end
+            slice_step = value if name == "slice_step" else slice_step
     check_hw_kwargs("slice", kwargs)
+    if slice_start is None or slice_end is None:
+        raise TTJaxError(
+            "ttnn.slice: the start and end indices are required.\n"
+            "fix: ttnn.slice(x, [0, 0, 0, 0], [1, 1, 32, 32]) (or starts=..., ends=...)."
+        )
     rank = len(input_tensor._shape)
     steps = list(slice_step) if slice_step is not None else [1] * len(slice_start)
     if not len(slice_start) == len(slice_end) == len(steps) == rank:
@@ -468,21 +489,52 @@ def repeat_interleave(
 
 def pad(
     input_tensor: Tensor,
-    padding: Sequence[Sequence[int]],
-    value: float,
+    padding: Sequence[Any] | None = None,
+    value: Any = None,
+    fill_value: float | None = None,
     *,
+    output_padded_shape: Sequence[int] | None = None,
+    input_tensor_start: Sequence[int] | None = None,
     use_multicore: bool = True,
     memory_config: Any = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Pad each device's tensor; ``padding`` holds (before, after) per dim, leading dims optional."""
+    """Pad each device's tensor, in TT-NN's two bound forms (ttnn/cpp/ttnn/operations/
+    data_movement/pad/pad_pybind.cpp): ``pad(x, padding, value)`` with (before, after) per dim,
+    leading dims optional; and ``pad(x, output_padded_shape, input_tensor_start, value)``: x
+    placed at ``input_tensor_start`` inside a tensor of ``output_padded_shape`` (Falcon-7B's
+    decode attention pads its query heads this way).
+
+    >>> ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0)
+    >>> ttnn.pad(q, [1, 32, 32, 64], [0, 0, 0, 0], 0.0)  # q [1, 8, 32, 64] -> 32 heads
+    """
     check_hw_kwargs("pad", kwargs)
     rank = len(input_tensor._shape)
+    if output_padded_shape is not None or fill_value is not None:
+        shape = output_padded_shape if output_padded_shape is not None else padding
+        start = input_tensor_start if output_padded_shape is not None else value
+        value = value if output_padded_shape is not None else fill_value
+        if shape is None or start is None or value is None or not len(shape) == len(start) == rank:
+            raise ShapeMismatchError(
+                f"ttnn.pad: output_padded_shape {shape} and input_tensor_start {start} need "
+                f"{rank} entries each, and a value.\nfix: ttnn.pad(x, [1, 1, 64, 64], "
+                "[0, 0, 0, 0], 0.0)."
+            )
+        padding = [
+            (int(b), int(o) - int(b) - int(n))
+            for o, b, n in zip(shape, start, input_tensor._shape, strict=True)
+        ]
+    if padding is None or value is None:
+        raise ShapeMismatchError(
+            "ttnn.pad: padding and value are required.\n"
+            "fix: ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0)."
+        )
     pairs = [tuple(int(v) for v in p) for p in padding]
     if len(pairs) > rank or any(len(p) != 2 or min(p) < 0 for p in pairs):
         raise ShapeMismatchError(
             f"ttnn.pad: padding {pairs} must hold at most {rank} non-negative (before, after) pairs.\n"
-            "fix: e.g. padding=((0, 0), (0, 0), (0, 16), (0, 0))."
+            "fix: e.g. padding=((0, 0), (0, 0), (0, 16), (0, 0)); an output_padded_shape must "
+            "hold the input at input_tensor_start."
         )
     pairs = [(0, 0)] * (rank - len(pairs)) + pairs
     key = tuple(pairs)
@@ -567,6 +619,88 @@ def to_layout(
         static=(layout, dt),
         out_dtype=dt,
         out_layout=layout,
+        memory_config=memory_config,
+    )
+
+
+def gather(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    *,
+    sparse_grad: bool = False,
+    out: Tensor | None = None,
+    memory_config: Any = None,
+) -> Tensor:
+    """``input``'s values at ``index`` along ``dim``, per device (TT-NN's ``ttnn.gather``,
+    torch's ``gather``: ``out[i][j] = input[i][index[i][j]]`` for dim 1); the output has ``index``'s
+    shape and ``input``'s dtype.
+
+    >>> top = ttnn.gather(x, 3, ttnn.argmax(x, dim=3, keepdim=True))
+    """
+    d = norm_dim("gather", input, dim)
+    if len(index._shape) != len(input._shape) or any(
+        index._shape[i] > input._shape[i] for i in range(len(input._shape)) if i != d
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.gather: index {list(index._shape)} must have input's rank and be no larger "
+            f"than input {list(input._shape)} outside dim {d}.\nfix: pass a matching index."
+        )
+
+    def local(x: Any, idx: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x[tuple(grids)]
+
+    result = run_op("gather", local, [input, index], static=(d,), memory_config=memory_config)
+    return write_output(result, out)
+
+
+def scatter(
+    input: Tensor,
+    dim: int,
+    index: Tensor,
+    src: Tensor,
+    *,
+    memory_config: Any = None,
+    reduce: Any = None,
+) -> Tensor:
+    """``input`` with ``src``'s values written where ``index`` says along ``dim``, per device
+    (TT-NN's ``ttnn.scatter``, torch's ``scatter``: ``out[i][index[i][j]] = src[i][j]`` for dim 1).
+    ``index`` and ``src`` have one shape, equal to ``input``'s but along ``dim``; TT-NN supports
+    no ``reduce`` yet (scatter_pybind.cpp), nor does ttjax.
+
+    >>> y = ttnn.scatter(ttnn.zeros_like(x), 3, ttnn.argmax(x, dim=3, keepdim=True), x[:, :, :, :1])
+    """
+    if reduce is not None:
+        raise TTJaxError(
+            f"ttnn.scatter: reduce={reduce!r} is not supported (TT-NN's scatter has no reduction "
+            "yet).\nfix: leave reduce unset."
+        )
+    d = norm_dim("scatter", input, dim)
+    if tuple(index._shape) != tuple(src._shape) or len(index._shape) != len(input._shape):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} and src {list(src._shape)} must have one "
+            f"shape, of input's rank ({list(input._shape)}).\nfix: pass matching index and src."
+        )
+    others = [i for i in range(len(input._shape)) if i != d]
+    if any(index._shape[i] > input._shape[i] for i in others):
+        raise ShapeMismatchError(
+            f"ttnn.scatter: index {list(index._shape)} is larger than input "
+            f"{list(input._shape)} outside dim {d}.\nfix: index may only be smaller or equal."
+        )
+
+    def local(x: Any, idx: Any, values: Any) -> Any:
+        grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
+        grids[d] = idx.astype(jnp.int32)
+        return x.at[tuple(grids)].set(values.astype(x.dtype))
+
+    return run_op(
+        "scatter",
+        local,
+        [input, index, src],
+        static=(d,),
+        out_dtype=input._dtype,
         memory_config=memory_config,
     )
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType
+from ttjax.enums import DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
@@ -265,14 +265,16 @@ def scale_mask_softmax_in_place(
         )
     sc = 1.0 if scale is None else float(scale)
     tensors = [input_tensor] + ([mask] if mask is not None else [])
+    rows = _row_major_mask_width(op, input_tensor, mask)
 
     def local(x: Any, *m: Any) -> Any:
         y = x.astype(jnp.float32) * sc
         if m:
-            y = y + m[0].astype(jnp.float32)
+            add = m[0] if rows is None else m[0].reshape(m[0].shape[0], 1, 1, rows)
+            y = y + add.astype(jnp.float32)
         return jax.nn.softmax(y, axis=-1).astype(x.dtype)
 
-    out = run_op(op, local, tensors, static=(sc, mask is not None))
+    out = run_op(op, local, tensors, static=(sc, mask is not None, rows))
     return write_output(out, input_tensor)
 
 
@@ -305,6 +307,23 @@ def cumsum(
     return write_output(result, out)
 
 
+def _row_major_mask_width(op: str, x: Tensor, mask: Tensor | None) -> int | None:
+    """A ROW_MAJOR mask is one [W] row per batch folded into tiles, [N, 1, W / 32, 32], as TT-NN
+    requires ("Non-sharded mask shape must match expected shape", ttnn/cpp/ttnn/operations/
+    normalization/softmax/device/softmax_device_operation.cpp): returns W (None for a TILE mask)."""
+    if mask is None or mask.layout != Layout.ROW_MAJOR:
+        return None
+    width = x._shape[-1]
+    want = (mask._shape[0], 1, width // 32, 32)
+    if len(mask._shape) != 4 or tuple(mask._shape) != want:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: a ROW_MAJOR mask must have shape {list(want)} (one row of the input's "
+            f"width {width} per batch, in tile-wide rows), got {list(mask._shape)}.\n"
+            "fix: mask.reshape(batch, 1, width // 32, 32), or tilize a [batch, 1, 1, width] mask."
+        )
+    return int(width)
+
+
 def scale_causal_mask_hw_dims_softmax_in_place(
     input_tensor: Tensor,
     scale: float | None = None,
@@ -315,17 +334,37 @@ def scale_causal_mask_hw_dims_softmax_in_place(
     numeric_stable: bool = True,
     **kwargs: Any,
 ) -> Tensor:
-    """``softmax(x * scale + mask)`` in place with a mask over x's last two dims (one [.., H, W]
-    causal mask shared by every batch and head), TT-NN's
-    ``ttnn.scale_causal_mask_hw_dims_softmax_in_place`` (Falcon-7B's prefill attention)."""
+    """``softmax(x * scale + mask)`` in place, TT-NN's ``ttnn.scale_causal_mask_hw_dims_softmax_
+    in_place`` (Falcon-7B's sliced prefill attention). The mask is one [H, W] matrix (its last two
+    dims) read cyclically down x's rows, all leading dims flattened: row r of x adds mask row
+    r mod H, as TT-NN's sharded softmax reads mask tiles from ``mask_start_tile_id`` modulo the
+    mask's tile count (ttnn/cpp/ttnn/operations/normalization/softmax/device/
+    softmax_program_factory.cpp). So [1, heads * S, S] scores of one slice take an [S, S] mask.
+
+    >>> y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(scores, 0.125, causal_s_by_s)
+    """
     op = "scale_causal_mask_hw_dims_softmax_in_place"
-    if mask is None or tuple(mask._shape[-2:]) != tuple(input_tensor._shape[-2:]):
+    check_hw_kwargs(op, kwargs)
+    width = input_tensor._shape[-1] if input_tensor._shape else None
+    if mask is None or not mask._shape or mask._shape[-1] != width:
         raise ShapeMismatchError(
-            f"ttnn.{op}: the mask must span the input's last two dims "
-            f"{list(input_tensor._shape[-2:])} (got "
-            f"{None if mask is None else list(mask._shape)}).\n"
-            "fix: pass the [1, 1, H, W] causal mask of this slice."
+            f"ttnn.{op}: the mask's last dim must equal the input's last two dims' width "
+            f"{list(input_tensor._shape[-2:])} (got {None if mask is None else list(mask._shape)})."
+            "\nfix: pass the [1, 1, H, W] causal mask of this slice (its rows repeat down the input)."
         )
-    return scale_mask_softmax_in_place(
-        input_tensor, scale, mask, program_config=program_config, is_causal_mask=True, **kwargs
-    )
+    if scale is None:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Scale value is required for scale causal mask HW dims softmax.\n"
+            "fix: pass scale= (e.g. 1 / sqrt(head_dim))."
+        )
+    sc = float(scale)
+    height = mask._shape[-2] if len(mask._shape) >= 2 else 1
+
+    def local(x: Any, m: Any) -> Any:
+        rows = x.reshape(-1, x.shape[-1]).astype(jnp.float32) * sc
+        table = m.reshape(-1, height, m.shape[-1])[0].astype(jnp.float32)
+        rows = rows + table[jnp.arange(rows.shape[0]) % height]
+        return jax.nn.softmax(rows, axis=-1).reshape(x.shape).astype(x.dtype)
+
+    out = run_op(op, local, [input_tensor, mask], static=(sc, height))
+    return write_output(out, input_tensor)

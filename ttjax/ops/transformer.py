@@ -9,17 +9,20 @@ nothing here communicates.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ttjax._dispatch import run_op, spread_to_parent
+from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
+from ttjax.ops.data_movement import slice as _slice
 from ttjax.placements import LOCAL, PlacementReplicate
 from ttjax.tensor import Tensor
 
@@ -178,8 +181,11 @@ def windowed_scaled_dot_product_attention(
     return run_op(op, fn, [q, k, v, cu], static=(sc,), memory_config=memory_config)
 
 
-def _check_int_tensor(op: str, name: str, t: Any, shape: tuple[int | None, ...], what: str) -> None:
-    """A page table / position tensor: an int32 ttnn Tensor of the per-device shape TT-NN expects."""
+def _check_int_tensor(
+    op: str, name: str, t: Any, shape: tuple[int | None, ...], what: str, flat: bool = False
+) -> None:
+    """A page table / position tensor: an int32 ttnn Tensor of the per-device shape TT-NN expects
+    (``flat``: of any rank holding that many values, e.g. [batch, 1] for [batch])."""
     if not isinstance(t, Tensor):
         raise TTJaxError(
             f"ttnn.{op}: {name} is a {type(t).__name__}, not a ttnn Tensor.\n"
@@ -191,6 +197,8 @@ def _check_int_tensor(op: str, name: str, t: Any, shape: tuple[int | None, ...],
             f"fix: create it with dtype=ttnn.int32."
         )
     got = tuple(t._shape)
+    if flat and got and math.prod(got) == math.prod(w or 0 for w in shape):
+        return
     if len(got) != len(shape) or any(w is not None and g != w for g, w in zip(got, shape)):
         want = "[" + ", ".join("*" if w is None else str(w) for w in shape) + "]"
         raise ShapeMismatchError(
@@ -227,12 +235,50 @@ def _gather_pages(cache: Any, table: Any) -> Any:
     return jnp.transpose(g, (0, 2, 1, 3, 4)).reshape(b, kv, nblk * blk, d)
 
 
+def _check_sink(op: str, sink: Any, q: Tensor) -> None:
+    """TT-NN's attention sink (sdpa_decode_op.cpp): a bfloat16 TILE tensor in DRAM, [padded
+    heads, 32], each head's sink logit in column 0."""
+    if not isinstance(sink, Tensor):
+        raise TTJaxError(
+            f"ttnn.transformer.{op}: attention_sink is a {type(sink).__name__}, not a ttnn "
+            "Tensor.\nfix: pass the per-head sink logits as a [heads, 32] bfloat16 tensor."
+        )
+    heads = -(-q._shape[2] // 32) * 32
+    shape = tuple(sink.padded_shape)
+    rules = [
+        (len(shape) == 2, "Attention sink must have 2 dimensions"),
+        (len(shape) != 2 or shape[0] == heads,
+         f"Attention sink must have the same padded num heads as Q but got {shape[0]}"),
+        (len(shape) != 2 or shape[1] == 32,
+         f"Attention sink must be a single tile wide, but got {shape[-1]}"),
+        (sink._dtype is DataType.BFLOAT16,
+         f"Attention sink must by a BF16 tensor, but got {sink._dtype!r}"),
+        (sink._layout is Layout.TILE, f"Attention sink must be in TILE layout, but got {sink._layout!r}"),
+    ]  # fmt: skip
+    for ok, why in rules:
+        if not ok:
+            raise ShapeMismatchError(
+                f"ttnn.transformer.{op}: {why} (attention_sink per-device shape "
+                f"{list(sink._shape)}, q {list(q._shape)}).\nfix: [heads padded to 32, 32] "
+                "bfloat16, TILE, each head's sink in column 0."
+            )
+
+
 def _decode_attend(
-    qa: Any, ka: Any, va: Any, pos: Any, mask: Any, sc: float, window: int | None
+    qa: Any,
+    ka: Any,
+    va: Any,
+    pos: Any,
+    mask: Any,
+    sc: float,
+    window: int | None,
+    sink: Any = None,
 ) -> Any:
     """q [1, b, nh, d] over caches k/v [b, nkv, S, d]. ``pos`` [b]: user i sees positions
     <= pos[i] (and > pos[i] - window); a user at -1 is skipped (zeros). ``mask``: TT-NN's decode
-    mask [b, 1, nh, S'] (S' >= S), added to the scores."""
+    mask [b, 1, nh, S'] (S' >= S), added to the scores. ``sink`` [>= nh, 32]: head h's sink
+    logit (column 0, scaled like a score, as the flash-decode kernel's sub_exp_block) joins the
+    softmax's denominator only."""
     # One query per user: no query-length dim in the einsums, so XLA reads the caches in
     # their own layout (a size-1 dim there made it transpose the V cache every step).
     b, nh, d = qa.shape[1:]
@@ -248,9 +294,14 @@ def _decode_attend(
     if mask is not None:
         m = mask[:, 0, :, :total].astype(jnp.float32)  # [b, nh, S]
         scores = scores + jnp.reshape(m, (b, kv, nh // kv, total))
-    probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+    if sink is None:
+        probs = jax.nn.softmax(scores, axis=-1).astype(va.dtype)
+    else:
+        logit = jnp.reshape(sink[:nh, 0].astype(jnp.float32) * sc, (1, kv, nh // kv, 1))
+        full = jnp.concatenate([scores, jnp.broadcast_to(logit, (b, kv, nh // kv, 1))], -1)
+        probs = jax.nn.softmax(full, axis=-1)[..., :total].astype(va.dtype)
     out = jnp.einsum("bkgt,bktd->bkgd", probs, va, preferred_element_type=jnp.float32)
-    out = jnp.reshape(out, (1, b, nh, d))
+    out = jnp.reshape(out, (1, b, nh, va.shape[-1]))  # V's head dim (MLA: narrower than K's)
     if pos is not None:
         out = jnp.where((pos >= 0)[None, :, None, None], out, 0.0)
     return out.astype(qa.dtype)
@@ -326,6 +377,7 @@ def scaled_dot_product_attention_decode(
     cur_pos_tensor: Tensor | None = None,
     scale: float | None = None,
     sliding_window_size: int | None = None,
+    attention_sink: Tensor | None = None,
     program_config: Any = None,
     compute_kernel_config: Any = None,
     memory_config: Any = None,
@@ -336,6 +388,8 @@ def scaled_dot_product_attention_decode(
     Causal (default): user ``i`` attends to cache positions ``<= cur_pos[i]`` (-1 skips the
     user); ``cur_pos_tensor`` (an int32 tensor [b]) keeps positions on device, which is what a
     replayed trace needs. ``is_causal=False`` adds ``attn_mask`` [b, 1, nh, S] instead.
+    ``attention_sink`` ([heads, 32], logit in column 0) adds one sink per head to the softmax
+    (gpt-oss).
     """
     check_hw_kwargs("scaled_dot_product_attention_decode", kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
@@ -353,16 +407,26 @@ def scaled_dot_product_attention_decode(
         cur_pos_tensor,
         k._shape[2],
     )
+    sinks = [] if attention_sink is None else [attention_sink]
+    if attention_sink is not None:
+        _check_sink("scaled_dot_product_attention_decode", attention_sink, q)
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
+        # args: the extra tensors, the sink, then any cur_pos scalars
+        sink = rest[len(extra)] if sinks else None
+        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
         pos = _decode_positions(mode, rest) if mode in ("tensor", "list") else None
         mask = rest[0] if mode == "mask" else None
-        return _decode_attend(qa, ka, va, pos, mask, sc, window)
+        return _decode_attend(qa, ka, va, pos, mask, sc, window, sink)
 
     # The positions of a cur_pos list are traced scalars, not part of the program: every decode
     # step reuses the one compiled program (TT-NN passes them as runtime args too).
     return run_op(
-        "sdpa_decode", fn, [q, k, v, *extra], static=(sc, mode, window), scalars=positions
+        "sdpa_decode",
+        fn,
+        [q, k, v, *extra, *sinks],
+        static=(sc, mode, window, bool(sinks)),
+        scalars=positions,
     )
 
 
@@ -377,6 +441,7 @@ def paged_scaled_dot_product_attention_decode(
     cur_pos_tensor: Tensor | None = None,
     scale: float | None = None,
     sliding_window_size: int | None = None,
+    attention_sink: Tensor | None = None,
     program_config: Any = None,
     compute_kernel_config: Any = None,
     memory_config: Any = None,
@@ -402,17 +467,104 @@ def paged_scaled_dot_product_attention_decode(
         op, q, k, bool(is_causal), attn_mask, None, cur_pos_tensor, length
     )
 
+    sinks = [] if attention_sink is None else [attention_sink]
+    if attention_sink is not None:
+        _check_sink(op, attention_sink, q)
+
     def fn(qa: Any, ka: Any, va: Any, table: Any, *rest: Any) -> Any:
+        # args: the extra tensors, the sink, then any cur_pos scalars
+        sink = rest[len(extra)] if sinks else None
+        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
         kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
         pos = _decode_positions(mode, rest) if mode == "tensor" else None
         mask = rest[0] if mode == "mask" else None
-        return _decode_attend(qa, kf, vf, pos, mask, sc, window)
+        return _decode_attend(qa, kf, vf, pos, mask, sc, window, sink)
 
     return run_op(
         "paged_sdpa_decode",
         fn,
-        [q, k, v, page_table_tensor, *extra],
-        static=(sc, mode, window),
+        [q, k, v, page_table_tensor, *extra, *sinks],
+        static=(sc, mode, window, bool(sinks)),
+    )
+
+
+def _latent_values(op: str, k: Tensor, head_dim_v: int) -> Tensor:
+    """The values of multi-latent attention: the first ``head_dim_v`` columns of the KV cache
+    (the latent part of its [latent ++ rope] rows), as FlashMLA reads them."""
+    dv = int(head_dim_v)
+    if not 0 < dv <= k._shape[-1]:
+        raise ShapeMismatchError(
+            f"ttnn.transformer.{op}: head_dim_v={dv} must be in [1, {k._shape[-1]}] (the cache's "
+            "head dim, latent plus rope).\nfix: pass the latent width (kv_lora_rank)."
+        )
+    return _slice(k, [0] * len(k._shape), [*k._shape[:-1], dv])
+
+
+def flash_multi_latent_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    head_dim_v: int,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos: list[int] | None = None,
+    cur_pos_tensor: Tensor | None = None,
+    attention_sink: Tensor | None = None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """Multi-latent attention for one decode step (TT-NN's FlashMLA decode): q [1, b, nh, dk]
+    over one cache [b, 1, S, dk] that is both K and, in its first ``head_dim_v`` columns, V;
+    out [1, b, nh, head_dim_v]. Otherwise as :func:`scaled_dot_product_attention_decode`."""
+    v = _latent_values("flash_multi_latent_attention_decode", input_tensor_k, head_dim_v)
+    return scaled_dot_product_attention_decode(
+        input_tensor_q,
+        input_tensor_k,
+        v,
+        is_causal=is_causal,
+        attn_mask=attn_mask,
+        cur_pos=cur_pos,
+        cur_pos_tensor=cur_pos_tensor,
+        attention_sink=attention_sink,
+        scale=scale,
+        sliding_window_size=sliding_window_size,
+    )
+
+
+def paged_flash_multi_latent_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    head_dim_v: int,
+    page_table_tensor: Tensor,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos_tensor: Tensor | None = None,
+    attention_sink: Tensor | None = None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """:func:`flash_multi_latent_attention_decode` over a paged cache [max_blocks, 1, block,
+    dk] read through ``page_table_tensor`` (deepseek_v3's MLA decode)."""
+    op = "paged_flash_multi_latent_attention_decode"
+    v = _latent_values(op, input_tensor_k, head_dim_v)
+    return paged_scaled_dot_product_attention_decode(
+        input_tensor_q,
+        input_tensor_k,
+        v,
+        page_table_tensor,
+        is_causal=is_causal,
+        attn_mask=attn_mask,
+        cur_pos_tensor=cur_pos_tensor,
+        attention_sink=attention_sink,
+        scale=scale,
+        sliding_window_size=sliding_window_size,
     )
 
 
@@ -550,8 +702,32 @@ def _on_part_of(cache: Tensor, input_tensor: Tensor) -> tuple[Tensor, list[Tenso
 
 
 def _keep_outside(new: Any, cache: Any, mask: Sequence[Any]) -> Any:
-    """``new`` where the per-device mask (if any) is 1, the old cache elsewhere."""
-    return jnp.where(mask[0].reshape(()) != 0, new, cache) if mask else new
+    """``new`` where every per-device mask (if any) is 1, the old cache elsewhere."""
+    if not mask:
+        return new
+    keep = functools.reduce(jnp.logical_and, [m.reshape(()) != 0 for m in mask])
+    return jnp.where(keep, new, cache)
+
+
+def _coords_mask(op: str, cache: Tensor, mesh_coords: Any) -> list[Tensor]:
+    """``[mask]`` of the devices at ``mesh_coords`` (TT-NN's ``mesh_coords=``: the op runs on
+    those devices only), or ``[]`` when it is None."""
+    if mesh_coords is None:
+        return []
+    mesh = cache._mesh
+    assert mesh is not None
+    inside = np.zeros(tuple(mesh.shape), dtype=bool)
+    for c in mesh_coords:
+        coord = tuple(c.coords()) if hasattr(c, "coords") else tuple(c)
+        if len(coord) != len(inside.shape) or not all(
+            0 <= i < n for i, n in zip(coord, inside.shape)
+        ):
+            raise ShapeMismatchError(
+                f"ttnn.{op}: mesh_coords holds {coord}, not a coordinate of the "
+                f"{list(mesh.shape)} mesh.\nfix: pass ttnn.MeshCoordinate(row, col) values of it."
+            )
+        inside[coord] = True
+    return [device_mask(mesh, inside)]
 
 
 def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int, **kwargs: Any) -> Tensor:
@@ -620,9 +796,11 @@ def paged_update_cache(
     share_cache: bool | None = None,
     page_table: Tensor | None = None,
     batch_offset: int = 0,
+    mesh_coords: Any = None,
     **kwargs: Any,
 ) -> Tensor:
     """Write one decode step's k or v [1, b, nkv, d] at each user's own position, in place.
+    ``mesh_coords`` (a set of MeshCoordinates) writes those devices' caches only.
 
     ``update_idxs_tensor`` (int32 [b], on device) keeps positions on device for trace replay;
     position -1 skips a user. With ``page_table`` (int32 [b, blocks_per_user]) the cache is
@@ -669,8 +847,16 @@ def paged_update_cache(
             "neither.\nfix: pass update_idxs=[...] or update_idxs_tensor= (the position of every user)."
         )
     if update_idxs_tensor is not None:
+        # TT-NN counts the indices along dim 0 (interleaved; dim 1 when sharded) of a tensor of
+        # any rank (paged_cache_operation.cpp): [batch], [batch, 1] and [1, batch] all hold one
+        # position per user
         _check_int_tensor(
-            op, "update_idxs_tensor", update_idxs_tensor, (users,), "one position per user"
+            op,
+            "update_idxs_tensor",
+            update_idxs_tensor,
+            (users,),
+            "one position per user",
+            flat=True,
         )
         tensors.append(update_idxs_tensor)
     else:
@@ -688,9 +874,18 @@ def paged_update_cache(
                 )
     if page_table is not None:
         tensors.append(page_table)
+    n_inputs = len(tensors) - 2
+    only = _coords_mask(op, cache_tensor, mesh_coords)
+    tensors += only
     from_tensor = update_idxs_tensor is not None
 
     def fn(cache: Any, x: Any, *rest: Any) -> Any:
+        # args: the index tensor / page table, the mesh_coords mask, then cur_pos scalars
+        masks = rest[n_inputs : n_inputs + len(only)]
+        new = fn_all(cache, x, *rest[:n_inputs], *rest[n_inputs + len(only) :])
+        return _keep_outside(new, cache, masks)
+
+    def fn_all(cache: Any, x: Any, *rest: Any) -> Any:
         if from_tensor:
             pos = rest[0].reshape(-1).astype(jnp.int32)
         else:  # one traced scalar per user: every step reuses the compiled program
@@ -714,7 +909,7 @@ def paged_update_cache(
         "paged_update_cache",
         fn,
         tensors,
-        static=(from_tensor, paged, share),
+        static=(from_tensor, paged, share, len(only)),
         scalars=positions,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,
@@ -729,6 +924,7 @@ def paged_fill_cache(
     *,
     batch_idx_tensor: Tensor | None = None,
     batch_idx: int = 0,
+    mesh_coords: Any = None,
     **kwargs: Any,
 ) -> Tensor:
     """Write a prefill's k or v [1, nkv, s, d] for user ``batch_idx`` into the paged cache
@@ -752,6 +948,7 @@ def paged_fill_cache(
             "fix: slice the input to the page table's length, or give the user more blocks."
         )
     input_tensor, mask = _on_part_of(cache_tensor, input_tensor)
+    mask += _coords_mask(op, cache_tensor, mesh_coords)  # mesh_coords: those devices only
     tensors = [cache_tensor, input_tensor, page_table, *mask]
     scalars: tuple[int, ...] = ()
     if batch_idx_tensor is not None:
@@ -779,7 +976,7 @@ def paged_fill_cache(
         "paged_fill_cache",
         fn,
         tensors,
-        static=(batch_idx_tensor is not None, bool(mask)),
+        static=(batch_idx_tensor is not None, len(mask)),
         scalars=scalars,
         out_dtype=cache_tensor._dtype,
         placement_rule=_cache_rule,

@@ -195,20 +195,24 @@ def output_memory_config(
     first_input: MemoryConfig,
     shape: tuple[int, ...],
     layout: Layout,
-    inputs: Sequence[MemoryConfig] = (),
+    inputs: Sequence[tuple[MemoryConfig, tuple[int, ...]]] = (),
 ) -> MemoryConfig:
     """The memory config of an op's output: ``memory_config=`` when given (validated against the
     output's per-device padded shape), else the first input's when it fits the output (TT-NN's
     ``memory_config.value_or(input.memory_config())``), else that buffer type interleaved.
 
     A given sharded config without a shard spec (``ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG``) takes
-    the first sharded input's spec, as TT-NN's eltwise ops compute their output spec
+    the spec of the first sharded input (``inputs``: memory config and per-device shape) of the
+    output's own shape, as TT-NN's eltwise ops compute their output spec
     (binary_ng_device_operation.cpp: the given spec, else input a's, else input b's)."""
     tile = layout is Layout.TILE
     padded = tile_padded(shape) if tile else shape
     if given is not None:
         if given.is_sharded() and given.shard_spec is None:
-            spec = next((m.shard_spec for m in inputs if m.shard_spec is not None), None)
+            spec = next(
+                (m.shard_spec for m, s in inputs if m.shard_spec is not None and s == shape),
+                None,
+            )
             if spec is not None:
                 given = MemoryConfig(given.memory_layout, given.buffer_type, spec)
         validate_memory_config(f"ttnn.{op}: memory_config", given, padded, tile)
@@ -330,7 +334,12 @@ def build_program(
             s,
             StorageType.DEVICE,
             output_memory_config(
-                name, memory_config, first, s, lay, [t._spec.memory_config for t in tensors]
+                name,
+                memory_config,
+                first,
+                s,
+                lay,
+                [(t._spec.memory_config, tuple(t._spec.shape)) for t in tensors],
             ),
         )
         for p, dt, s, lay in zip(placements, dtypes, shapes, layouts)

@@ -1,6 +1,6 @@
 """``benchmarks/gpu_train.py`` on the CPU at ``--config tiny``: ttjax's jitted TrainStep and the
 script's PyTorch nanoGPT (an independent implementation, weights copied) train the same losses
-(float32 in ``make test``, bf16 mixed precision in the slow suite), and the JSON has the fields the
+(float32 and bf16 mixed precision, both in the slow suite: `make test-all`), and the JSON has the fields the
 GPU run reports; the profile summary reads device time per CUDA stream and kernel from a trace."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def _run(tmp_path, dtype: str, *extra: str) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow  # a whole run in a subprocess; `make test-all`
 def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
     # cuDNN attention is asked for, which the CPU lacks: the run says so and uses XLA's.
     f32 = _run(tmp_path, "float32", "--attention", "cudnn", "--profile", str(tmp_path / "prof"))

@@ -22,6 +22,7 @@ def test_falcon_demo_both_setups(capsys):
     assert "threads sharing" in out and "weights: RANDOM" in out
 
 
+@pytest.mark.slow  # a whole run in a subprocess; `make test-all`
 def test_llama_demo_tp_with_trace(capsys):
     args = [
         "--mesh",
@@ -43,6 +44,7 @@ def test_llama_demo_tp_with_trace(capsys):
     assert "decode" in out and "4/4" in out  # the progress bars ran to the end
 
 
+@pytest.mark.slow  # a whole run in a subprocess; `make test-all`
 def test_gpu_decode_runs_on_the_cpu_with_tiny(tmp_path):
     path = tmp_path / "decode.json"
     args = ["--config", "tiny", "--steps", "2", "--loop", "2", "--json", str(path)]

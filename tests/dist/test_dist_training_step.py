@@ -47,7 +47,7 @@ def test_the_docs_show_the_example_that_runs() -> None:
     """docs/api/dist.md's section 7.6-7.7 block is the script's code, line for line (the script
     takes the device count as an argument where the docs say 72)."""
     docs = (ROOT / "docs" / "api" / "dist.md").read_text()
-    block = docs.split("## Hybrid-parallel training")[1].split("```python")[1].split("```")[0]
+    block = docs.split("## Hybrid-parallel training")[1].split("```py\n")[1].split("```")[0]
     script = (ROOT / "examples" / "tessera_training.py").read_text()
     script = script.replace("range(devices)", "range(72)").replace("VOCAB", "24")
     script = script.replace("WIDTH", "12")

@@ -45,20 +45,32 @@ def _check(mesh, model, mode, batch, seq, dtype):
     return out
 
 
-@pytest.mark.parametrize("dtype", [ttnn.float32, ttnn.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(
+    "dtype",
+    [ttnn.float32, pytest.param(ttnn.bfloat16, marks=pytest.mark.slow)],  # bf16: `make test-all`
+    ids=["f32", "bf16"],
+)
 def test_data_parallel_1x4(falcon, dtype):
     out = _check(mesh_of((1, 4)), falcon, "dp", 4, 128, dtype)
     assert out.shape == (1, 1, 128, FALCON_7B.hidden_size)  # each device: its own batch row
 
 
-@pytest.mark.parametrize("dtype", [ttnn.float32, ttnn.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(
+    "dtype",
+    [ttnn.float32, pytest.param(ttnn.bfloat16, marks=pytest.mark.slow)],  # bf16: `make test-all`
+    ids=["f32", "bf16"],
+)
 def test_tensor_parallel_2x4(falcon, dtype):
     out = _check(mesh_of((2, 4)), falcon, "tp", 1, 256, dtype)
     assert out.shape == (1, 1, 256, FALCON_7B.hidden_size // 8)  # width-sharded output
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", [ttnn.float32, ttnn.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(
+    "dtype",
+    [ttnn.float32, pytest.param(ttnn.bfloat16, marks=pytest.mark.slow)],  # bf16: `make test-all`
+    ids=["f32", "bf16"],
+)
 def test_data_parallel_galaxy_8x4(falcon, dtype):
     _check(mesh_of((8, 4)), falcon, "dp", 32, 128, dtype)
 

@@ -103,6 +103,7 @@ def test_set_overrides_are_checked_like_the_yaml(tmp_path):
             load_config(path, [text])
 
 
+@pytest.mark.slow  # a whole run in a subprocess; `make test-all`
 def test_a_run_piped_without_matplotlib_shows_the_metrics_line_and_keeps_n_checkpoints(tmp_path):
     config = cli_config(tmp_path, "piped")
     out = tmp_path / "out"

@@ -378,7 +378,8 @@ def slice(
     also names them ``starts`` / ``ends`` / ``steps`` (its 4-D overload,
     ttnn/cpp/ttnn/operations/data_movement/slice/slice_pybind.cpp), as Falcon-7B calls it.
 
-    >>> ttnn.slice(x, starts=(0, 0, 0, 0), ends=(1, 1, 32, 64), steps=(1, 1, 1, 1))
+    >>> ttnn.slice(x, starts=(0, 0, 0, 0), ends=(1, 1, 16, 32), steps=(1, 1, 1, 1)).shape
+    Shape([1, 1, 16, 32])
     """
     for alias, name in (("starts", "slice_start"), ("ends", "slice_end"), ("steps", "slice_step")):
         if alias in kwargs:
@@ -505,8 +506,10 @@ def pad(
     placed at ``input_tensor_start`` inside a tensor of ``output_padded_shape`` (Falcon-7B's
     decode attention pads its query heads this way).
 
-    >>> ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0)
-    >>> ttnn.pad(q, [1, 32, 32, 64], [0, 0, 0, 0], 0.0)  # q [1, 8, 32, 64] -> 32 heads
+    >>> ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0).shape
+    Shape([1, 1, 48, 32])
+    >>> ttnn.pad(q, [1, 8, 32, 16], [0, 0, 0, 0], 0.0).shape  # q [1, 2, 32, 16] -> 8 heads
+    Shape([1, 8, 32, 16])
     """
     check_hw_kwargs("pad", kwargs)
     rank = len(input_tensor._shape)

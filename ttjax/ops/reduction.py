@@ -341,7 +341,12 @@ def scale_causal_mask_hw_dims_softmax_in_place(
     mask's tile count (ttnn/cpp/ttnn/operations/normalization/softmax/device/
     softmax_program_factory.cpp). So [1, heads * S, S] scores of one slice take an [S, S] mask.
 
-    >>> y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(scores, 0.125, causal_s_by_s)
+    >>> rep = ttnn.ReplicateTensorToMesh(mesh)
+    >>> scores = ttnn.from_torch(torch.rand(1, 2 * 32, 32), device=mesh, mesh_mapper=rep)
+    >>> causal = ttnn.from_torch(torch.triu(torch.full((32, 32), -1e9), 1), device=mesh, mesh_mapper=rep)
+    >>> y = ttnn.scale_causal_mask_hw_dims_softmax_in_place(scores, 0.125, causal)
+    >>> float(ttnn.to_torch(y, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))[0, 0, 1])
+    0.0
     """
     op = "scale_causal_mask_hw_dims_softmax_in_place"
     check_hw_kwargs(op, kwargs)

@@ -27,6 +27,8 @@ from typing import Any
 
 import jax
 
+from ttjax.inspect import report_compiled
+
 PEAK_ENV = "TTJAX_PEAK_FLOPS"  # FLOP/s of one device: overrides the table and the CPU estimate
 # Dense bf16 tensor-core peaks (FLOP/s) by device-kind substring, first match wins (the vendors'
 # data sheets; torchtitan's MFU takes the bf16 peak too).
@@ -111,8 +113,6 @@ def _cpu_peak(cpuinfo: str, n_devices: int) -> Peak:
 def step_flops(compiled: Any, mesh: Any) -> float | None:
     """FLOPs of one device for one run of ``compiled`` (a jitted step's ``lower(...).compile()``),
     counted by ``ttjax.inspect`` (loop bodies once per trip); None when XLA gives no count."""
-    from ttjax.inspect import report_compiled
-
     try:
         return report_compiled(compiled, mesh=mesh, name="train step").flops
     except Exception:  # a backend without an HLO text or a cost model: no MFU, training goes on

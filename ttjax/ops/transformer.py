@@ -235,6 +235,22 @@ def _gather_pages(cache: Any, table: Any) -> Any:
     return jnp.transpose(g, (0, 2, 1, 3, 4)).reshape(b, kv, nblk * blk, d)
 
 
+def _sink_inputs(op: str, attention_sink: Any, q: Tensor) -> list[Tensor]:
+    """The op's extra input for ``attention_sink`` (checked): ``[]`` or ``[sink]``."""
+    if attention_sink is None:
+        return []
+    _check_sink(op, attention_sink, q)
+    return [attention_sink]
+
+
+def _split_sink(rest: tuple[Any, ...], n_extra: int, has_sink: bool) -> tuple[Any, tuple[Any, ...]]:
+    """A decode op's trailing local args (its extra tensors, the sink, then any cur_pos
+    scalars) -> (the sink or None, the args without it)."""
+    if not has_sink:
+        return None, rest
+    return rest[n_extra], rest[:n_extra] + rest[n_extra + 1 :]
+
+
 def _check_sink(op: str, sink: Any, q: Tensor) -> None:
     """TT-NN's attention sink (sdpa_decode_op.cpp): a bfloat16 TILE tensor in DRAM, [padded
     heads, 32], each head's sink logit in column 0."""
@@ -407,14 +423,10 @@ def scaled_dot_product_attention_decode(
         cur_pos_tensor,
         k._shape[2],
     )
-    sinks = [] if attention_sink is None else [attention_sink]
-    if attention_sink is not None:
-        _check_sink("scaled_dot_product_attention_decode", attention_sink, q)
+    sinks = _sink_inputs("scaled_dot_product_attention_decode", attention_sink, q)
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
-        # args: the extra tensors, the sink, then any cur_pos scalars
-        sink = rest[len(extra)] if sinks else None
-        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
+        sink, rest = _split_sink(rest, len(extra), bool(sinks))
         pos = _decode_positions(mode, rest) if mode in ("tensor", "list") else None
         mask = rest[0] if mode == "mask" else None
         return _decode_attend(qa, ka, va, pos, mask, sc, window, sink)
@@ -467,14 +479,10 @@ def paged_scaled_dot_product_attention_decode(
         op, q, k, bool(is_causal), attn_mask, None, cur_pos_tensor, length
     )
 
-    sinks = [] if attention_sink is None else [attention_sink]
-    if attention_sink is not None:
-        _check_sink(op, attention_sink, q)
+    sinks = _sink_inputs(op, attention_sink, q)
 
     def fn(qa: Any, ka: Any, va: Any, table: Any, *rest: Any) -> Any:
-        # args: the extra tensors, the sink, then any cur_pos scalars
-        sink = rest[len(extra)] if sinks else None
-        rest = rest[: len(extra)] + rest[len(extra) + len(sinks) :]
+        sink, rest = _split_sink(rest, len(extra), bool(sinks))
         kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
         pos = _decode_positions(mode, rest) if mode == "tensor" else None
         mask = rest[0] if mode == "mask" else None

@@ -121,6 +121,7 @@ def gemv_sweep(
                 tilings_tried=len(timed),
             )
             out[f"{name}_{layout}"] = row
+            print(f"gemv {name}_{layout}: {json.dumps(row)}", flush=True)
             del w
     return out
 
@@ -366,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("synced", "back_to_back", "on_device_loop"):
             figures[f"bandwidth_fraction_{kind}"] = roofline * 1e3 / figures[f"{kind}_ms"]
         result[f"ttjax_{layout}_{policy}" + ("_fused" if fused else "")] = figures
+        print(f"decode {layout} {policy} fused={fused}: {json.dumps(figures)}", flush=True)
+        if ns.json:  # each phase is saved, in case a time limit stops the run
+            Path(ns.json).write_text(json.dumps(result, indent=2))
     if not ns.no_reference:
         ref = reference_figures(ns.config, ns.batch, position, ns.steps)
         ref["bandwidth_fraction_back_to_back"] = result["roofline_ms"] / ref["back_to_back_ms"]

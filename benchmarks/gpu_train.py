@@ -45,8 +45,9 @@ from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer, mixed_precision
 
-# name: (model, batch); the sequence length is the block size. Remat off: the torch side keeps
-# its activations too (no activation checkpointing).
+# name: (model, batch); the sequence length is the block size. gpt2-124m remats with "dots", the
+# fastest policy measured on an H100 (44.9 ms/step; "full" 45.2, "none" 51.2: see
+# benchmarks/README.md); the tiny CPU config keeps every activation.
 CONFIGS = {
     "gpt2-124m": (
         GPTConfig(
@@ -55,7 +56,7 @@ CONFIGS = {
             n_layer=12,
             n_head=12,
             n_embd=768,
-            remat_policy="none",
+            remat_policy="dots",
         ),
         16,
     ),
@@ -245,8 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true", help="time PyTorch eager instead")
     p.add_argument("--no-torch", action="store_true", help="time the ttjax side only")
     p.add_argument("--profile", default=None, help="DIR: profile a few steps per side, keep traces")
+    p.add_argument(
+        "--remat",
+        default="",
+        help="extra ttjax sides, one per remat policy (e.g. dots,full), timed beside 'none'",
+    )
     p.add_argument("--json", default=None)
     ns = p.parse_args(argv)
+    extra_remat = [r for r in ns.remat.split(",") if r]
+    for r in extra_remat:
+        if r not in ("none", "dots", "full") or r == config_remat(ns.config):
+            p.error(
+                f"--remat {r!r}: each must be 'dots', 'full' or 'none', other than the config's"
+            )
     if min(ns.steps, ns.rounds, ns.gate_steps) < 1:
         p.error("--steps, --rounds and --gate-steps must be >= 1")
     config, batch = CONFIGS[ns.config]
@@ -292,7 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     result["ttjax_compile_s"] = first["ttjax"][0]
     write_json(ns.json, result)  # each phase is saved, in case a time limit stops the run
     runs: dict[str, Callable] = {"ttjax": jax_run}
-    labels = {"ttjax": f"ttjax TrainStep ({attention} attention)"}
+    labels = {"ttjax": f"ttjax TrainStep ({attention} attention, remat {config.remat_policy})"}
+    for policy in extra_remat:  # the same step with another remat policy; its losses must agree
+        name = f"ttjax_remat_{policy}"
+        cfg = replace(config, attention=attention, remat_policy=policy)
+        runs[name] = ttjax_side(cfg, params, tokens, jnp.dtype(ns.dtype))
+        first[name] = first_steps(runs[name], ns.gate_steps)
+        check_losses(first[name][1], first["ttjax"][1], GATE_RTOL[ns.dtype])
+        labels[name] = f"ttjax TrainStep ({attention} attention, remat {policy})"
+        write_json(ns.json, result)
     if not ns.no_torch:
         runs["torch"], result["torch_version"] = torch_side(
             config, params, tokens, bf16, not ns.no_compile
@@ -337,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def config_remat(name: str) -> str:
+    """The remat policy the named config trains with."""
+    return CONFIGS[name][0].remat_policy
+
+
 def write_json(path: str | None, result: dict[str, Any]) -> None:
     if path:
         Path(path).write_text(json.dumps(result, indent=2))
@@ -350,8 +375,8 @@ def print_table(result: dict[str, Any]) -> None:
     table = Table(title=title + f"{result['dtype']}, on {result['device']}")
     for col in ("side", "compile s", "ms/step", "tokens/s", "MFU"):
         table.add_column(col, justify="left" if col == "side" else "right")
-    for name in ("ttjax", "torch"):
-        if name in result:
+    for name in ["ttjax", *(k for k in result if k.startswith("ttjax_remat_")), "torch"]:
+        if name in result and isinstance(result[name], dict):
             r = result[name]
             mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
             table.add_row(

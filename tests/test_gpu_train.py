@@ -29,7 +29,11 @@ def _run(tmp_path, dtype: str, *extra: str) -> dict:
 @pytest.mark.slow  # a whole run in a subprocess; `make test-all`
 def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
     # cuDNN attention is asked for, which the CPU lacks: the run says so and uses XLA's.
-    f32 = _run(tmp_path, "float32", "--attention", "cudnn", "--profile", str(tmp_path / "prof"))
+    f32 = _run(
+        tmp_path,
+        "float32",
+        *("--attention", "cudnn", "--profile", str(tmp_path / "prof"), "--remat", "full"),
+    )
     assert "cuDNN" in f32["cudnn_attention_error"] and f32["model"]["attention"] == "xla"
     ours, torch_losses = f32["gate"]["ttjax_losses"], f32["gate"]["torch_losses"]
     np.testing.assert_allclose(ours, torch_losses, rtol=1e-5)  # same model, AdamW and clipping
@@ -40,7 +44,12 @@ def test_ttjax_trains_the_same_losses_as_torch(tmp_path):
     assert f32["non_embedding_params"] == n
     assert f32["flops_per_step"] == (6 * n + 12 * L * H * (C // H) * T) * B * T
     assert f32["peak_flops"] is None and f32["device"] == "cpu"
-    for side, label in (("ttjax", "ttjax TrainStep (xla attention)"), ("torch", "torch eager")):
+    sides = (
+        ("ttjax", "ttjax TrainStep (xla attention, remat none)"),
+        ("ttjax_remat_full", "ttjax TrainStep (xla attention, remat full)"),  # --remat: one more
+        ("torch", "torch eager"),
+    )
+    for side, label in sides:
         figures = f32[side]
         assert figures["label"] == label and figures["mfu"] is None
         assert {"compile_s", "ms_per_step", "tokens_per_s", "rounds_ms"} <= set(figures)

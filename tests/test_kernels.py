@@ -209,6 +209,12 @@ def test_config_tiles_exactly_and_fills_the_gpu(name: str, transpose_b: bool) ->
     assert steps >= 2
 
 
+def test_measured_tilings_tile_their_shapes() -> None:
+    for (k, n, tb), config in kernels.MEASURED.items():
+        assert config.fits(k, n) and k // (config.split_k * config.block_k) >= 2
+        assert kernels.gemv_config(1, k, n, transpose_b=tb) == config
+
+
 def test_config_refuses_what_the_kernel_cannot_tile() -> None:
     assert kernels.gemv_config(17, 4096, 4096) is None  # a GEMM: XLA's
     assert kernels.gemv_config(1, 4096, 100) is None  # N not a multiple of 16
@@ -254,8 +260,11 @@ def test_policy_default_context_and_threads() -> None:
 @pytest.mark.parametrize(
     ("a", "b", "tb", "policy", "backend", "takes"),
     [
-        ((1, 1, 8, 4096), (4096, 14336), False, "auto", "gpu", True),  # decode on a GPU
-        ((1, 1, 8, 4096), (1, 1, 14336, 4096), True, "auto", "gpu", True),  # [out, in] weights
+        ((1, 1, 8, 4096), (4096, 6144), False, "auto", "gpu", True),  # decode on a GPU
+        ((1, 1, 8, 4096), (1, 1, 4096, 4096), True, "auto", "gpu", True),  # [out, in] weights
+        # above AUTO_MAX_WEIGHT XLA's dot reads the weight faster (measured on an H100)
+        ((1, 1, 8, 4096), (4096, 14336), False, "auto", "gpu", False),
+        ((1, 1, 8, 4096), (1, 1, 14336, 4096), True, "auto", "gpu", False),
         ((1, 1, 8, 4096), (4096, 14336), False, "auto", "cpu", False),  # the CPU keeps XLA
         ((1, 1, 8, 4096), (4096, 14336), False, "xla", "gpu", False),
         ((1, 1, 8, 4096), (4096, 14336), False, "pallas", "cpu", True),

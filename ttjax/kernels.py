@@ -10,8 +10,11 @@ interpret mode anywhere else, so its numerics are tested on the CPU.
 Which kernel ``ttnn.matmul`` / ``ttnn.linear`` use is a thread-local policy, like
 :mod:`ttjax.numerics`, and part of the jit cache key:
 
-- ``"auto"`` (default): the Pallas GEMV on a GPU backend when M <= 16 and the shape has a config
-  (:func:`gemv_config`); XLA's dot everywhere else;
+- ``"auto"`` (default): the Pallas GEMV on a GPU backend when M <= 16, the shape has a config
+  (:func:`gemv_config`) and the weight holds at most :data:`AUTO_MAX_WEIGHT` elements; XLA's dot
+  everywhere else. Measured on an H100 (``benchmarks/gpu_decode.py``'s sweep, Llama-3.1-8B's
+  decode shapes, batch 1): the GEMV reads 4096 x 4096 and 4096 x 6144 weights 1.19x and 1.26x
+  faster than XLA's dot, and the 4096 x 14336 and larger ones 3-15% slower;
 - ``"xla"``: always XLA's dot;
 - ``"pallas"``: the Pallas GEMV wherever the shape has a config, in interpret mode off a GPU
   (slow: for tests and for reading the kernel).
@@ -48,6 +51,8 @@ from ttjax.errors import ConfigError, ShapeMismatchError
 MODES = ("auto", "xla", "pallas")
 MAX_M = 16  # rows of activations up to which a matmul counts as a GEMV
 _DEFAULT_CORES = 132  # streaming multiprocessors of an H100 / H200 SXM
+# "auto" takes the GEMV up to this many weight elements (32 Mi): see the module docstring.
+AUTO_MAX_WEIGHT = 1 << 25
 
 
 # Thread-local when set through Policy; part of every jit/trace cache key.
@@ -92,6 +97,18 @@ class GemvConfig:
         return n % self.block_n == 0 and k % (self.block_k * self.split_k) == 0
 
 
+# The best tilings of benchmarks/gpu_decode.py's sweep on an H100 80GB HBM3 (batch 1, bf16, [in, out]
+# weights; benchmarks/results/gpu_decode_sweep_NVIDIA_H100_80GB_HBM3.json), by (K, N, transpose_b):
+# each beat the heuristic's tiling below on its shape; the other shapes' best was the heuristic's.
+MEASURED: dict[tuple[int, int, bool], GemvConfig] = {
+    (4096, 6144, False): GemvConfig(64, 64, 8),  # Llama-3.1-8B qkv: 1.24 TB/s (heuristic 0.93)
+    (4096, 4096, False): GemvConfig(128, 128, 16, num_warps=8),  # o: 0.79 TB/s (heuristic 0.77)
+    (4096, 14336, False): GemvConfig(64, 128, 8),  # gate / up: 2.35 TB/s (heuristic 1.88)
+    (4096, 28672, False): GemvConfig(64, 128, 1),  # gate + up fused: 2.53 TB/s (heuristic 2.39)
+    (4096, 128256, False): GemvConfig(128, 32, 1),  # LM head: 2.86 TB/s (heuristic 2.66)
+}
+
+
 def _pow2_divisor(n: int, choices: Sequence[int]) -> int | None:
     return next((c for c in choices if n % c == 0), None)
 
@@ -102,14 +119,20 @@ def gemv_config(
     """A tiling for ``x[m, k] @ w`` (``w`` is ``[k, n]``, or ``[n, k]`` with ``transpose_b``), or
     None when the kernel does not apply (``m > 16``, or ``k``/``n`` not multiples of 16).
 
-    Loads are coalesced along the weight's contiguous dim: wide column blocks for ``[k, n]``, long
+    One row on a 132-core GPU takes the tiling measured best for the shape (:data:`MEASURED`)
+    when there is one. Otherwise loads are coalesced along the weight's contiguous dim: wide column blocks for ``[k, n]``, long
     K blocks for ``[n, k]``. ``split_k`` grows until there are about two programs per core.
 
     >>> ttjax.kernels.gemv_config(1, 14336, 4096)
     GemvConfig(block_n=128, block_k=64, split_k=14, num_warps=4, num_stages=3)
+    >>> ttjax.kernels.gemv_config(1, 4096, 6144)
+    GemvConfig(block_n=64, block_k=64, split_k=8, num_warps=4, num_stages=3)
     """
     if m < 1 or m > MAX_M:
         return None
+    measured = MEASURED.get((k, n, transpose_b))
+    if m == 1 and measured is not None and cores == _DEFAULT_CORES:
+        return measured
     if transpose_b:
         block_n = _pow2_divisor(n, (32, 16))
         block_k = _pow2_divisor(k, (256, 128, 64, 32, 16))
@@ -294,7 +317,7 @@ def choose_gemv(
         return None
     k, m = a_shape[-1], math.prod(a_shape[:-1])
     wk, n = (b_shape[-1], b_shape[-2]) if transpose_b else (b_shape[-2], b_shape[-1])
-    if wk != k:
+    if wk != k or (policy == "auto" and k * n > AUTO_MAX_WEIGHT):
         return None
     return gemv_config(m, k, n, transpose_b=transpose_b, cores=_cores())
 
@@ -317,7 +340,9 @@ def small_m_matmul(a: Any, b: Any, transpose_b: bool) -> Any | None:
 _policy.make_callable(__name__, _setting)
 
 __all__ = [
+    "AUTO_MAX_WEIGHT",
     "MAX_M",
+    "MEASURED",
     "MODES",
     "GemvConfig",
     "Policy",

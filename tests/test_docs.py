@@ -169,10 +169,17 @@ def test_mkdocs_build_is_strict_clean_and_has_every_name(tmp_path):
     raw = re.findall(r":(?:func|class|meth|attr|mod):<code>[^<]*", html)
     assert raw == [], f"Sphinx roles shown raw: {raw[:5]}"
     assert "&gt;&gt;&gt;" not in re.sub(r"<pre>.*?</pre>", "", html, flags=re.S)  # doctests fenced
-    # the README is a page of the site; the home's links into it land on its headings
-    readme = (site / "readme" / "index.html").read_text()
-    headings = set(re.findall(r'<h\d id="([^"]+)"', readme))
-    assert {"training-ttml", "multi-process-and-multi-host-ttjax-run", "commands"} <= headings
-    if "\n## Running Tenstorrent's model code\n" in (ROOT / "README.md").read_text():
-        linked = re.findall(r"\(readme\.md#([^)]+)\)", (DOCS / "index.md").read_text())
-        assert "running-tenstorrents-model-code" in linked and set(linked) <= headings
+    # the README is a page of the site (readme.md); its links and the home's that name a heading
+    # (page.md#heading) land on one
+    assert (site / "readme" / "index.html").is_file()
+
+    def headings(page: str) -> set[str]:
+        html = site / ("index.html" if page == "index" else f"{page}/index.html")
+        return set(re.findall(r'<h\d id="([^"]+)"', html.read_text()))
+
+    for source in (ROOT / "README.md", DOCS / "index.md"):
+        for page, anchor in re.findall(r"\]\((?:docs/)?([\w/]+)\.md#([^)]+)\)", source.read_text()):
+            assert anchor in headings(page), (source.name, page, anchor)
+    assert "training-ttml" in headings("training")
+    assert "multi-process-and-multi-host-ttjax-run" in headings("multihost")
+    assert "running-tenstorrents-model-code" in headings("tt_metal")

@@ -5,8 +5,8 @@ with the venv's ``.venv/bin/python`` / ``ttjax`` / ``ttjax-run`` as printed:
   ``print(...)  # VALUE`` line prints VALUE;
 - every shell command of README.md and docs/ is checked: each ``python -m`` module (and the
   ``ttjax``/``ttjax-run`` scripts) parses the printed arguments with its own parser, each
-  ``ttjax-run`` command plans its ranks (``--dry-run``); the "Commands" section runs with the
-  small-shape flags listed below. ``make`` targets are checked with ``make -n`` (they would build
+  ``ttjax-run`` command plans its ranks (``--dry-run``); the list of docs/commands.md runs with
+  the small-shape flags listed below. ``make`` targets are checked with ``make -n`` (they would build
   a venv and run the suite); the commands they stand for run like the others. Big runs are `slow`.
 """
 
@@ -29,6 +29,10 @@ from _reference import save_tiny_hf_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# the page listing every runnable program (the README links to it), and the page whose
+# ``ttjax-run ... prog.py`` example runs for real
+COMMANDS_PAGE = ROOT / "docs" / "commands.md"
+MULTIHOST_PAGE = ROOT / "docs" / "multihost.md"
 # The venv's console scripts (pyproject's [project.scripts]) as modules of the clone.
 PY, TTJAX, RUN = ".venv/bin/python", ".venv/bin/ttjax", ".venv/bin/ttjax-run"
 # `make ttmetal-venv`'s interpreter (.venv plus the `ttmetal` extra): runs the same modules
@@ -110,8 +114,9 @@ MAKE_TARGETS = {
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## Commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    """The commands of docs/commands.md's list (continuations joined, comments dropped)."""
+    text = COMMANDS_PAGE.read_text()
+    block = text.split("# Commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     joined = re.sub(r"\\\n\s*", "", block)
     return [re.sub(r"\s+#.*$", "", line).strip() for line in joined.splitlines() if line.strip()]
 
@@ -160,10 +165,12 @@ def test_every_readme_command_is_covered():
     printed = readme_commands()
     others = [c for c in printed if not c.startswith("make ")]
     assert sorted(others) == sorted(PYTHON_COMMANDS)
-    everywhere = shell_commands((ROOT / "README.md").read_text())
+    everywhere = [c for p in DOCS for c in shell_commands(p.read_text())]
     assert sorted({c.split()[1] for c in everywhere if c.startswith("make ")}) == sorted(
         MAKE_TARGETS
     )
+    readme = shell_commands((ROOT / "README.md").read_text())
+    assert {"make demo", "make test"} <= set(readme)  # the README's first screen
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
@@ -461,8 +468,8 @@ LAUNCH = f"{RUN} --rank-binding configs/rank_bindings/2x4_big_mesh.yaml {PY} pro
 
 @pytest.mark.slow
 def test_readme_launcher_runs_prog_py_on_two_processes(clone):
-    """The README's ``ttjax-run ... python prog.py`` with its prog.py block, for real."""
-    text = (ROOT / "README.md").read_text()
+    """The docs' ``ttjax-run ... python prog.py`` with its prog.py block, for real."""
+    text = MULTIHOST_PAGE.read_text()
     assert LAUNCH in shell_commands(text)
     (prog,) = [b for b in fenced_blocks(text, "python") if "# prog.py" in b]
     (clone / "prog.py").write_text(prog)
@@ -473,7 +480,7 @@ def test_readme_launcher_runs_prog_py_on_two_processes(clone):
 
 def test_no_readme_command_needs_an_activated_venv():
     """A fresh clone has no `python` with ttjax on PATH: shell blocks say `.venv/bin/python`."""
-    text = (ROOT / "README.md").read_text()
+    text = "\n".join(p.read_text() for p in DOCS)
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     assert blocks
     bare = [

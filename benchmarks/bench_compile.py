@@ -45,12 +45,12 @@ OPT = OptimizerSettings(learning_rate=1e-3, warmup_steps=10, total_steps=1000)
 def unrolled_loss(model: GPT) -> Any:
     """``model.loss`` with the blocks in a Python loop over the stacked rows (one trace each)."""
 
-    def loss(params: Any, idx: Any, targets: Any, tp: Any) -> Any:
-        x = model.wte(params["wte"], idx, tp) + params["wpe"][: idx.shape[-1]]
+    def loss(params: Any, idx: Any, targets: Any) -> Any:
+        x = model.wte(params["wte"], idx) + params["wpe"][: idx.shape[-1]]
         for p in unstack_blocks(params["blocks"]):
-            x = model.block(p, x, tp)
-        logits = model.wte.attend(params["wte"], model.ln_f(params["ln_f"], x), tp)
-        return cross_entropy_loss(logits, targets, tp)
+            x = model.block(p, x)
+        logits = model.wte.attend(params["wte"], model.ln_f(params["ln_f"], x))
+        return cross_entropy_loss(logits, targets)
 
     return loss
 

@@ -69,16 +69,16 @@ def hand_written_step(mesh: Any, specs: Any, optimizer: optax.GradientTransforma
         return jax.tree.map(lambda x, d: x if d < 0 else _gather(x, d), tree, tree_dims)
 
     def block(h, p):
-        return model.block(gather(p, block_dims), h, None), None
+        return model.block(gather(p, block_dims), h), None
 
     body = jax.checkpoint(block, policy=jax.checkpoint_policies.nothing_saveable)
 
     def local_loss(shards, idx, targets):
         top = {k: v for k, v in shards.items() if k != "blocks"}
         top = gather(top, {k: dims[k] for k in top})
-        x = model.wte(top["wte"], idx, None) + top["wpe"][: idx.shape[-1]]
+        x = model.wte(top["wte"], idx) + top["wpe"][: idx.shape[-1]]
         x = lax.scan(body, x, shards["blocks"])[0]
-        logits = model.wte.attend(top["wte"], model.ln_f(top["ln_f"], x), None)
+        logits = model.wte.attend(top["wte"], model.ln_f(top["ln_f"], x))
         return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
 
     def local(shards, tokens):

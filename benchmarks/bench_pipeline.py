@@ -17,6 +17,7 @@ from benchmarks._harness import Row, compare
 from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params
+from ttjax.plan import ParallelDims
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep
@@ -28,12 +29,12 @@ BATCH = 32
 def _step(
     mesh: ttnn.MeshDevice, m: int, schedule: str
 ) -> tuple[Pipeline, object, PipelineTrainStep]:
-    par = Parallelism(mesh)
+    par = Parallelism(mesh, pp_axis=len(tuple(mesh.shape)) - 1)  # the stages on the last axis
     pipe = Pipeline(
         mesh,
-        *gpt_pipeline.stage_functions(GPT(CFG), None),
+        *gpt_pipeline.stage_functions(GPT(CFG)),
         num_blocks=CFG.n_layer,
-        pp_axis=mesh.axis_names[-1],
+        dims=par.dims,
         num_microbatches=m,
         schedule=schedule,
         io_specs=gpt_pipeline.io_specs(CFG, par),
@@ -98,9 +99,9 @@ def memory_sweep(mesh: ttnn.MeshDevice, microbatch: int = 2) -> list[dict[str, o
         for m in (4, 8, 16):
             pipe = Pipeline(
                 mesh,
-                *gpt_pipeline.stage_functions(GPT(cfg), None),
+                *gpt_pipeline.stage_functions(GPT(cfg)),
                 num_blocks=cfg.n_layer,
-                pp_axis=mesh.axis_names[-1],
+                dims=ParallelDims.from_axes(tuple(mesh.shape), {"pp": len(tuple(mesh.shape)) - 1}),
                 num_microbatches=m,
                 schedule=schedule,
             )

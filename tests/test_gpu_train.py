@@ -74,13 +74,13 @@ def test_bf16_mixed_precision_losses_equal_torch_autocast(tmp_path):
 def test_mixed_precision_computes_in_bf16_with_fp32_gradients():
     seen = []
 
-    def loss_fn(params, idx, targets, tp):
+    def loss_fn(params, idx, targets):
         seen.append(params["w"].dtype)
         return jnp.sum((idx @ params["w"]).astype(jnp.float32) - targets) ** 2
 
     params = {"w": jnp.full((4, 2), 0.1, jnp.float32)}
     idx, targets = jnp.ones((3, 4), jnp.bfloat16), jnp.zeros((3, 2), jnp.float32)
-    grads = jax.grad(gpu_train.mixed_precision(loss_fn, jnp.bfloat16))(params, idx, targets, None)
+    grads = jax.grad(gpu_train.mixed_precision(loss_fn, jnp.bfloat16))(params, idx, targets)
     assert seen == [jnp.bfloat16] and grads["w"].dtype == jnp.float32
     # 2 * sum(0.4 * 6 entries) * 3 rows: the fp32 value of the bf16 computation.
     np.testing.assert_allclose(grads["w"], np.full((4, 2), 2 * 2.4 * 3), rtol=1e-2)

@@ -9,7 +9,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from ttjax.errors import ConfigError, ParallelPlanError
-from ttjax.plan import ROLES, Axes, LogicalAxes, ParallelDims
+from ttjax.plan import ROLES, LogicalAxes, ParallelDims
 
 
 def test_from_sizes_names_axes_by_role():
@@ -95,19 +95,14 @@ def test_jax_mesh_is_named_by_role():
     assert mesh.axis_names == ("_0", "dp") and mesh.devices.shape == (1, 8)
 
 
-def test_axes_of_and_gather_over_fsdp():
-    assert Axes.of("x") == Axes(tp="x") and Axes.of(None) == Axes()
-    with pytest.raises(ParallelPlanError, match=r"3 is not an Axes"):
-        Axes.of(3)  # type: ignore[arg-type]
+def test_gather_over_fsdp():
     rules = (("embed", "fsdp"), ("mlp", "tp"))
     dims = ParallelDims((8,), ("fsdp",), rules)
-    ax = Axes.from_dims(dims)
-    assert (ax.fsdp, ax.tp) == ("fsdp", None)
     w = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
     logical = {"w": LogicalAxes("embed", "mlp"), "n": LogicalAxes("norm")}
     mesh = dims.jax_mesh(np.array(jax.devices()[:8]))
     gathered = jax.shard_map(
-        lambda t: ax.gather(t, logical),
+        lambda t: dims.gather(t, logical),
         mesh=mesh,
         in_specs=({"w": P("fsdp"), "n": P()},),
         out_specs={"w": P(), "n": P()},
@@ -116,7 +111,40 @@ def test_axes_of_and_gather_over_fsdp():
     np.testing.assert_array_equal(np.asarray(gathered["w"]), w)
     # Without an fsdp role, gather is the identity.
     tree = {"w": w}
-    assert Axes(tp="tp").gather(tree, {"w": logical["w"]}) is tree
+    assert ParallelDims.from_sizes(tp=2).gather(tree, {"w": logical["w"]}) is tree
+
+
+def _seen_inside(mesh, shape=(8, 4)):
+    """``ParallelDims.current()`` as the traced step sees it, and each axis's size from it."""
+    seen = []
+
+    def body(x):
+        dims = ParallelDims.current()
+        seen.append(dims)
+        return x * dims.size("tp") + dims.size("cp")
+
+    out = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=False))(
+        np.zeros(shape, np.float32)
+    )
+    return seen[0], np.asarray(out)
+
+
+def test_current_is_the_role_named_mesh_inside_the_step():
+    dims = ParallelDims.from_sizes(dp=2, tp=4)
+    seen, out = _seen_inside(dims.jax_mesh(np.array(jax.devices()[:8])))
+    assert seen == dims and seen.name("tp") == "tp" and seen.name("cp") is None
+    np.testing.assert_array_equal(out, np.full((8, 4), 1.0))  # 0 * 4 + cp size 1
+
+
+def test_current_outside_a_role_named_mesh_splits_nothing():
+    outside = ParallelDims.current()
+    assert outside.shape == () and outside.num_devices == 1
+    assert all(outside.size(r) == 1 and outside.name(r) is None for r in ROLES)
+    # A mesh whose axes are not named by role: its axes play no role.
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+    seen, _ = _seen_inside(mesh)
+    assert seen.roles == (None, None) and seen.shape == (2, 4)
+    assert all(seen.name(r) is None for r in ROLES)
 
 
 def test_roles_are_ttmls_order():

@@ -197,6 +197,25 @@ class ParallelDims:
             f"{' -> '.join(ROLES)}), or use a line mesh such as [1, N] with exactly one."
         )
 
+    @classmethod
+    def current(cls) -> ParallelDims:
+        """The plan of the step being traced: the role-named mesh axes bound here (``shard_map``).
+
+        Inside the step the mesh is the plan: each manual mesh axis named by a role (``tp``,
+        ``cp``, ...) plays that role, with its size. Outside ``shard_map``, or for axes named
+        otherwise, nothing splits (every role has size 1), so the same model code runs whole on
+        one device. What modules read instead of taking a mesh axis name.
+
+        >>> ParallelDims.current()
+        ParallelDims()
+        """
+        mesh = jax.sharding.get_abstract_mesh()
+        manual = set(getattr(mesh, "manual_axes", ()))
+        if not manual:
+            return cls((), ())
+        roles = tuple(n if n in ROLES and n in manual else None for n in mesh.axis_names)
+        return cls(tuple(int(d) for d in mesh.axis_sizes), roles)
+
     # -- reading -------------------------------------------------------------------------------
 
     def axis(self, role: str) -> int | None:
@@ -314,6 +333,15 @@ class ParallelDims:
             )
         return batch // n
 
+    def gather(self, tree: Any, logical: Any) -> Any:
+        """Each leaf of ``tree`` made whole over the ``fsdp`` axis where ``logical`` (a matching
+        tree of :class:`LogicalAxes`) shards it, inside ``shard_map``: FSDP's gather where a
+        parameter is used; its transpose reduce-scatters the gradient. The identity when FSDP
+        does not split.
+        """
+        fsdp = self.name("fsdp")
+        return tree if fsdp is None else gather_sharded(tree, self.specs(logical), fsdp)
+
     # -- text ----------------------------------------------------------------------------------
 
     def describe(self) -> str:
@@ -331,56 +359,6 @@ class ParallelDims:
 
     def __repr__(self) -> str:
         return f"ParallelDims({self.sizes()})"
-
-
-@dataclass(frozen=True)
-class Axes:
-    """One device's view of the plan, handed to model code inside ``shard_map``.
-
-    Each field is the mesh axis name of a role that splits, or None. A plain ``str`` is read as
-    the TP axis (``Axes.of("tp")``) and ``None`` as no parallelism, so single-role code keeps
-    working.
-
-    >>> Axes.of("x").tp, Axes.of(None).cp
-    ('x', None)
-    """
-
-    dp: str | None = None
-    fsdp: str | None = None
-    cp: str | None = None
-    tp: str | None = None
-    pp: str | None = None
-    ep: str | None = None
-    dims: ParallelDims | None = None
-
-    @staticmethod
-    def of(x: Axes | str | None) -> Axes:
-        """``x`` as :class:`Axes`: an ``Axes``, a TP axis name, or None."""
-        if isinstance(x, Axes):
-            return x
-        if x is None or isinstance(x, str):
-            return Axes(tp=x)
-        raise ParallelPlanError(
-            f"{x!r} is not an Axes, a TP axis name or None.\nfix: pass plan.axes() or a name."
-        )
-
-    @classmethod
-    def from_dims(cls, dims: ParallelDims) -> Axes:
-        """The active roles of ``dims``."""
-        names = {r: dims.name(r) for r in ROLES}
-        return cls(**names, dims=dims)
-
-    def gather(self, tree: Any, logical: Any) -> Any:
-        """All-gather each leaf over the roles that shard parameters between uses (FSDP).
-
-        Used where a parameter is used, inside ``shard_map``; its transpose reduce-scatters
-        the gradient (in device order under ``ttjax.numerics("deterministic")``). Leaves and
-        ``logical`` (a matching tree of :class:`LogicalAxes`) pair up.
-        Without such a role it returns ``tree`` unchanged.
-        """
-        if self.fsdp is None or self.dims is None:
-            return tree
-        return gather_sharded(tree, self.dims.specs(logical), self.fsdp)
 
 
 def sharded_dim(spec: P, axis: str) -> int | None:
@@ -444,7 +422,6 @@ def gather_sharded(tree: Any, specs: Any, axis: str | None) -> Any:
 __all__ = [
     "LOGICAL_AXIS_RULES",
     "ROLES",
-    "Axes",
     "LogicalAxes",
     "ParallelDims",
     "average_gradients",

@@ -5,7 +5,7 @@ As TTML's ``PipelineParallelLlama``: the first stage embeds (``tok_emb``), every
 blocks are the training tree's own, stacked on axis 0. Under TP the embedding and ``fc`` stay
 vocabulary-parallel.
 
->>> embed, block, head = stage_functions(LlamaTrain(config), tp=par.tp)
+>>> embed, block, head = stage_functions(LlamaTrain(config))
 >>> io, blocks = split_params(params_from_weights(config, random_weights(config, seed)))
 """
 
@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax.numpy as jnp
-
 from models.llama import train_model
-from models.llama.config import LlamaConfig, rope_tables
+from models.llama.config import LlamaConfig
 from models.llama.train_model import LlamaTrain
-from ttjax.ttml.modules import RMSNorm
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
 
@@ -26,23 +23,16 @@ Params = dict[str, Any]
 IO_KEYS = ("tok_emb", "ln_fc", "fc")
 
 
-def stage_functions(model: LlamaTrain, tp: str | None) -> tuple[Any, Any, Any]:
-    """``(embed, block, head)`` on one device's local parameters, ``tp`` the TP axis or None."""
-    c = model.config
-    norm = RMSNorm(c.dim, c.norm_eps)
+def stage_functions(model: LlamaTrain) -> tuple[Any, Any, Any]:
+    """``(embed, block, head)`` on one device's local parameters (the modules read the plan)."""
 
     def embed(io: Params, idx: Any) -> Any:
-        return model.tok_emb(io["tok_emb"], idx, tp)
-
-    def block(p: Params, x: Any) -> Any:
-        t = x.shape[1]
-        cos, sin = (jnp.asarray(a)[:t, None, :] for a in rope_tables(c, t))
-        return model.block(p, x, cos, sin, tp)
+        return model.tok_emb(io["tok_emb"], idx)
 
     def head(io: Params, x: Any, targets: Any) -> Any:
-        return cross_entropy_loss(model.fc(io["fc"], norm(io["ln_fc"], x), tp), targets, tp)
+        return cross_entropy_loss(model.fc(io["fc"], model.ln_fc(io["ln_fc"], x)), targets)
 
-    return embed, block, head
+    return embed, model.block, head
 
 
 def split_params(params: Params) -> tuple[Params, Params]:

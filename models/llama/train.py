@@ -28,8 +28,8 @@ from ttjax.ttml.cli import (
     run_cli,
 )
 from ttjax.ttml.config import RunConfig
+from ttjax.ttml.modules import RUNNER_REMAT
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.stacked import RUNNER_REMAT
 
 
 def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:

@@ -1,10 +1,12 @@
-"""Llama's training forward on one device's local parameters (TTML's modules, Megatron TP).
+"""Llama's training forward on one device's local parameters, composed of TTML's modules.
 
-Q/K/V, gate and up are column-parallel, O and down row-parallel, the embedding and the LM head
-(untied unless ``tie_weights``) vocab-parallel; grouped-query heads are split with their key/value heads. Shared by the
-trainer (``models/llama/train.py``) and its pipeline adapter (``models/llama/pipeline.py``).
-``params["blocks"]`` holds the blocks stacked on a leading ``[n_layers]`` axis, run under
-``lax.scan`` with ``jax.checkpoint`` (``remat_policy``), so compile time does not grow with depth.
+The model names no mesh axis; the modules read the plan where they run. Q/K/V, gate and up are
+column-parallel, O and down row-parallel, the embedding and the LM head (untied unless
+``tie_weights``) vocab-parallel; grouped-query heads are split with their key/value heads.
+``Attention`` applies RoPE (the :meth:`LlamaTrain.rope` hook) at each token's global position;
+``Stack`` scans the blocks (stacked on a leading ``[n_layers]`` axis) under ``jax.checkpoint``
+(``remat_policy``). Shared by the trainer
+(``models/llama/train.py``) and its pipeline adapter (``models/llama/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -17,24 +19,24 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
-from ttjax.plan import Axes, is_logical
-from ttjax.ttml.fsdp import block_gather
 from ttjax.ttml.modules import (
+    Attention,
     ColumnParallelLinear,
+    Positions,
     RMSNorm,
     RowParallelLinear,
+    Stack,
     VocabParallelEmbedding,
+    check_remat_policy,
+    stack_blocks,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.stacked import check_remat_policy, scan_blocks, stack_blocks
 
 
 def rotate_half(x: Any) -> Any:
@@ -46,9 +48,7 @@ def rotate_half(x: Any) -> Any:
 class LlamaTrain:
     """Llama's training forward on one device's local parameters.
 
-    ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None); under CP
-    (``axes.cp``) RoPE takes each token's global position and attention runs as a ring.
-    ``remat_policy`` (``ttjax.ttml.stacked``): ``"full"`` recomputes each block in the backward
+    ``remat_policy`` (``ttjax.ttml.modules.Stack``): ``"full"`` recomputes each block in the backward
     pass, ``"dots"`` keeps its matmul outputs, ``"none"`` keeps every activation.
     """
 
@@ -90,55 +90,46 @@ class LlamaTrain:
             c.dim, c.vocab_size, has_bias=False, split=split_axis("lm_head.weight")
         )
 
-    def block(self, p: dict[str, Any], x: Any, cos: Any, sin: Any, axes: Axes | str | None) -> Any:
+    def rope(self, x: Any, positions: Any) -> Any:
+        """Hugging Face's rotate-half RoPE of ``x`` [B, T, H, D] at ``positions`` [T]."""
+        n = Positions().length(x.shape[1])
+        cos, sin = (jnp.asarray(a)[positions][:, None, :] for a in rope_tables(self.config, n))
+        return x * cos + rotate_half(x) * sin
+
+    def block(self, p: dict[str, Any], x: Any) -> Any:
         m, hd = self.layers, self.config.head_dim
-        tp, cp = Axes.of(axes).tp, Axes.of(axes).cp
         B, T, _ = x.shape
         h = m["attention_norm"](p["attention_norm"], x)
-        q = m["q_linear"](p["q_linear"], h, tp).reshape(B, T, -1, hd)
-        k = m["k_linear"](p["k_linear"], h, tp).reshape(B, T, -1, hd)
-        v = m["v_linear"](p["v_linear"], h, tp).reshape(B, T, -1, hd)
-        q, k = (a * cos + rotate_half(a) * sin for a in (q, k))
-        if cp is not None:
-            y = ring_attention(q, k, v, cp).reshape(B, T, -1)
-        else:
-            group = q.shape[2] // k.shape[2]
-            k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-            att = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
-            att = jnp.where(jnp.tril(jnp.ones((T, T), bool)), att, -jnp.inf)
-            y = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(att, -1), v).reshape(B, T, -1)
-        x = x + m["out_linear"](p["out_linear"], y, tp)
+        q = m["q_linear"](p["q_linear"], h).reshape(B, T, -1, hd)
+        k = m["k_linear"](p["k_linear"], h).reshape(B, T, -1, hd)
+        v = m["v_linear"](p["v_linear"], h).reshape(B, T, -1, hd)
+        y = Attention(rope=self.rope, scale=1 / math.sqrt(hd))(q, k, v)
+        x = x + m["out_linear"](p["out_linear"], y)
         h = m["mlp_norm"](p["mlp_norm"], x)
-        gate = jax.nn.silu(m["w1"](p["w1"], h, tp)) * m["w3"](p["w3"], h, tp)
-        return x + m["w2"](p["w2"], gate, tp)
+        gate = jax.nn.silu(m["w1"](p["w1"], h)) * m["w3"](p["w3"], h)
+        return x + m["w2"](p["w2"], gate)
 
-    def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
+    @property
+    def blocks(self) -> Stack:
+        """The ``n_layers`` blocks, scanned."""
+        return Stack(self.block, self.layers, self.remat_policy)
+
+    @property
+    def ln_fc(self) -> RMSNorm:
+        return RMSNorm(self.config.dim, self.config.norm_eps)
+
+    def __call__(self, params: dict[str, Any], idx: Any) -> Any:
         """Logits ``[B, T, vocab / tp]`` (this device's slice of the vocabulary)."""
-        ax = Axes.of(axes)
-        tp, T = ax.tp, idx.shape[-1]
-        if ax.cp is None:
-            cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(self.config, T))
-        else:  # this device's tokens sit at scattered global positions (load balancing)
-            pos = local_positions(T, ax.cp)
-            tables = rope_tables(self.config, T * lax.axis_size(ax.cp))
-            cos, sin = (jnp.asarray(a)[pos][:, None, :] for a in tables)
-        x = self.tok_emb(params["tok_emb"], idx, tp)
-        logical = {name: layer.axes() for name, layer in self.layers.items()}
-        x = scan_blocks(
-            lambda p, h: self.block(p, h, cos, sin, ax),
-            params["blocks"],
-            x,
-            self.remat_policy,
-            gather=block_gather(ax, logical),  # FSDP: one block whole at a time
-        )
-        x = RMSNorm(self.config.dim, self.config.norm_eps)(params["ln_fc"], x)
+        x = self.tok_emb(params["tok_emb"], idx)
+        x = self.blocks(params["blocks"], x)
+        x = self.ln_fc(params["ln_fc"], x)
         if self.tie_weights:
-            return self.tok_emb.attend(params["tok_emb"], x, tp)
-        return self.fc(params["fc"], x, tp)
+            return self.tok_emb.attend(params["tok_emb"], x)
+        return self.fc(params["fc"], x)
 
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any) -> Any:
         """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP)."""
-        return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
+        return cross_entropy_loss(self(params, idx), targets)
 
 
 def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -175,7 +166,7 @@ def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[s
 def block_axes(config: LlamaConfig) -> dict[str, Any]:
     """The logical axes of one block's parameters: the modules' own, split as
     ``models/llama/axes.py`` states."""
-    return {name: layer.axes() for name, layer in LlamaTrain(config).layers.items()}
+    return LlamaTrain(config).blocks.block_axes()
 
 
 def param_axes(config: LlamaConfig) -> dict[str, Any]:
@@ -184,10 +175,8 @@ def param_axes(config: LlamaConfig) -> dict[str, Any]:
     model = LlamaTrain(config)
     return {
         "tok_emb": model.tok_emb.axes(),
-        "blocks": jax.tree.map(
-            lambda a: a.prepend("layers"), block_axes(config), is_leaf=is_logical
-        ),
-        "ln_fc": RMSNorm(config.dim, config.norm_eps).axes(),
+        "blocks": model.blocks.axes(),
+        "ln_fc": model.ln_fc.axes(),
         "fc": model.fc.axes(),
     }
 

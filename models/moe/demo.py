@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mesh = ttnn.open_mesh_device(args.mesh)
     moe = MoEConfig(32, 64, 8, top_k=2, capacity_factor=args.capacity_factor)
     for coef in (0.0, args.aux):
-        model = TtMoELM(MoELMConfig(moe, aux_loss_coef=coef), mesh, ep_axis=1)
+        model = TtMoELM(MoELMConfig(moe, aux_loss_coef=coef), mesh)  # experts: the last axis
         run = train_on_corpus(model, args.steps)
         last = RoutingCounts.from_arrays(model.moe, run.routed[-20:].sum(0), run.kept[-20:].sum(0))
         title = f"aux coef {coef}: last 20 of {args.steps} steps"

@@ -8,7 +8,7 @@ whole step (forward, backward, AdamW) is one ``jax.jit`` program. Gradients of r
 weights are summed over the devices by the backward of ``shard_map`` itself, so no explicit
 ``synchronize_gradients`` is needed.
 
->>> model = TtMoELM(config, mesh, ep_axis=1)
+>>> model = TtMoELM(config, mesh, ParallelDims.from_axes(mesh.shape, {"ep": 1}))  # experts: axis 1
 >>> step = make_train_step(model, optax.adamw(3e-3))
 >>> params, opt_state, metrics = step(params, opt_state, tokens, targets)
 
@@ -35,6 +35,7 @@ from models.moe.config import MoEConfig
 from models.moe.layer import MoELayer, random_moe_weights
 from models.moe.reference import moe_reference
 from ttjax.errors import ConfigError
+from ttjax.plan import ParallelDims
 from ttjax.ttml.cli import add_debug_flag, run_cli
 
 EPS = 1e-6
@@ -74,19 +75,27 @@ def init_weights(config: MoELMConfig, seed: int = 0) -> dict[str, Any]:
 
 
 class TtMoELM:
-    """The model on a mesh: tokens split over the data axes, experts over ``ep_axis``."""
+    """The model on a mesh: tokens split over the data axes, experts over the plan's ``ep`` axis.
+
+    ``dims`` is the plan (``ttjax.plan.ParallelDims``): its ``ep`` role places the experts, an
+    optional ``tp`` role splits each expert's FFN; without it, the experts take the last mesh
+    axis.
+    """
 
     def __init__(
-        self,
-        config: MoELMConfig,
-        mesh_device: ttnn.MeshDevice,
-        *,
-        ep_axis: int = 1,
-        tp_axis: int | None = None,
+        self, config: MoELMConfig, mesh_device: ttnn.MeshDevice, dims: ParallelDims | None = None
     ) -> None:
-        self.config = config
-        self.mesh = mesh_device
-        self.moe = MoELayer(config.moe, mesh_device, ep_axis=ep_axis, tp_axis=tp_axis)
+        shape = tuple(mesh_device.shape)
+        dims = ParallelDims.from_axes(shape, {"ep": len(shape) - 1}) if dims is None else dims
+        if dims.shape != shape or dims.axis("ep") is None:
+            raise ConfigError(
+                f"TtMoELM: the plan {dims!r} has no ep axis on the {list(shape)} mesh.\nfix: "
+                f"ParallelDims.from_axes({shape}, {{'ep': {len(shape) - 1}}}) (tp optional)."
+            )
+        self.config, self.mesh, self.dims = config, mesh_device, dims
+        self.moe = MoELayer(
+            config.moe, mesh_device, ep_axis=dims.axis("ep"), tp_axis=dims.axis("tp")
+        )
 
     def weights_to_device(self, weights: dict[str, Any]) -> dict[str, Any]:
         def replicated(a: Any) -> ttnn.Tensor:
@@ -312,7 +321,8 @@ def cli(argv: Sequence[str] | None = None) -> int:
     mesh = ttnn.open_mesh_device(shape)
     try:
         moe = MoEConfig(32, 64, 8, top_k=2)
-        model = TtMoELM(MoELMConfig(moe, aux_loss_coef=args.aux), mesh, ep_axis=args.ep_axis)
+        dims = ParallelDims.from_axes(tuple(shape), {"ep": args.ep_axis}, "--ep-axis")
+        model = TtMoELM(MoELMConfig(moe, aux_loss_coef=args.aux), mesh, dims)
         run = train_on_corpus(
             model,
             args.steps,

@@ -1,13 +1,14 @@
 """NanoGPT: a GPT-2 style decoder (learned positions, tied embeddings by default), like karpathy's model.py.
 
-The compute only. Every function runs on one device's local parameters inside ``shard_map``;
-``tp`` is the tensor-parallel mesh axis name (``None`` on one device or under DDP only). Under TP
-each attention block and each MLP is a Megatron pair (``ColumnParallelLinear`` then
-``RowParallelLinear``: heads and MLP columns split, one all-reduce each), and the vocabulary is
-split for both the embedding and the tied LM head, so the logits are never gathered.
+The compute only: the model names no mesh axis and picks no strategy. It composes TTML's
+modules, which apply the plan where they run (inside the train step's ``shard_map``): each
+attention block and each MLP is a Megatron pair (``ColumnParallelLinear`` then
+``RowParallelLinear``), the embedding doubles as the tied LM head, ``Attention`` and
+``Positions`` handle a split sequence, ``Stack`` scans the blocks. Called outside
+``shard_map``, it is the whole model on one device.
 
 >>> model = GPT(GPTConfig(vocab_size=512, block_size=64, n_layer=4, n_head=4, n_embd=128))
->>> loss = model.loss(params, idx, targets, tp=None)
+>>> loss = model.loss(params, idx, targets)
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ import jax
 import jax.numpy as jnp
 
 from ttjax.errors import ConfigError
-from ttjax.plan import Axes
-from ttjax.ttml.fsdp import block_gather
 from ttjax.ttml.modules import (
+    Attention,
     ColumnParallelLinear,
     LayerNorm,
+    Positions,
     RowParallelLinear,
+    Stack,
     VocabParallelEmbedding,
+    check_remat_policy,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
-from ttjax.ttml.stacked import check_remat_policy, scan_blocks
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,8 @@ class GPTConfig:
     # jax.nn.dot_product_attention's implementation: None (JAX's choice: XLA), "xla", or "cudnn"
     # (cuDNN flash attention: a GPU, bf16/fp16, head size a multiple of 8 up to 128).
     attention: str | None = None
-    # jax.checkpoint around each block (ttjax.ttml.stacked): "full" recomputes it in the backward
-    # pass, "dots" keeps its matmul outputs, "none" keeps every activation.
+    # jax.checkpoint around each block (ttjax.ttml.modules.Stack): "full" recomputes it in the
+    # backward pass, "dots" keeps its matmul outputs, "none" keeps every activation.
     remat_policy: str = "full"
     # TTML's weight_tying: True reuses wte as the LM head; False adds its own ``lm_head`` (same
     # vocabulary-parallel layout as wte).
@@ -89,36 +90,24 @@ class Block:
             ),
         }
 
-    def attn(self, p: dict[str, Any], x: Any, axes: Axes | str | None) -> Any:
-        """Causal self-attention; under CP (``axes.cp``) ring attention over the whole sequence."""
+    def attn(self, p: dict[str, Any], x: Any) -> Any:
+        """Causal self-attention."""
         m, hs = self.layers, self.config.n_embd // self.config.n_head
-        ax = Axes.of(axes)
         B, T, _ = x.shape
-        qkv = m["c_attn"](p["c_attn"], x, ax.tp)  # [B, T, local heads * 3 * hs]
+        qkv = m["c_attn"](p["c_attn"], x)  # [B, T, local heads * 3 * hs]
         q, k, v = jnp.moveaxis(qkv.reshape(B, T, -1, 3, hs), 3, 0)  # each [B, T, nh, hs]
-        if ax.cp is None:
-            y = jax.nn.dot_product_attention(
-                q,
-                k,
-                v,
-                scale=1 / math.sqrt(hs),
-                is_causal=True,
-                implementation=self.config.attention,
-            )
-        else:
-            y = ring_attention(q, k, v, ax.cp, scale=1 / math.sqrt(hs))
-        return m["attn_proj"](p["attn_proj"], y.reshape(B, T, -1), ax.tp)
+        y = Attention(implementation=self.config.attention, scale=1 / math.sqrt(hs))(q, k, v)
+        return m["attn_proj"](p["attn_proj"], y)
 
-    def mlp(self, p: dict[str, Any], x: Any, tp: str | None) -> Any:
+    def mlp(self, p: dict[str, Any], x: Any) -> Any:
         m = self.layers
-        h = jax.nn.gelu(m["c_fc"](p["c_fc"], x, tp), approximate=True)
-        return m["mlp_proj"](p["mlp_proj"], h, tp)
+        h = jax.nn.gelu(m["c_fc"](p["c_fc"], x), approximate=True)
+        return m["mlp_proj"](p["mlp_proj"], h)
 
-    def __call__(self, p: dict[str, Any], x: Any, axes: Axes | str | None) -> Any:
-        """``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
+    def __call__(self, p: dict[str, Any], x: Any) -> Any:
         m = self.layers
-        x = x + self.attn(p, m["ln_1"](p["ln_1"], x), axes)
-        return x + self.mlp(p, m["ln_2"](p["ln_2"], x), Axes.of(axes).tp)
+        x = x + self.attn(p, m["ln_1"](p["ln_1"], x))
+        return x + self.mlp(p, m["ln_2"](p["ln_2"], x))
 
 
 @dataclass(frozen=True)
@@ -143,35 +132,26 @@ class GPT:
     def ln_f(self) -> LayerNorm:
         return LayerNorm(self.config.n_embd)
 
-    def __call__(self, params: dict[str, Any], idx: Any, axes: Axes | str | None) -> Any:
+    @property
+    def blocks(self) -> Stack:
+        """The ``n_layer`` blocks, scanned."""
+        return Stack(self.block, self.block.layers, self.config.remat_policy)
+
+    def __call__(self, params: dict[str, Any], idx: Any) -> Any:
         """Logits ``[B, T, vocab / tp]``: this device's slice of the vocabulary."""
-        ax = Axes.of(axes)
-        tp, T = ax.tp, idx.shape[-1]
-        # Under CP this device holds tokens at scattered global positions (load balancing).
-        wpe = params["wpe"][:T] if ax.cp is None else params["wpe"][local_positions(T, ax.cp)]
-        x = self.wte(params["wte"], idx, tp) + wpe
-        block = self.block
-        logical = {name: layer.axes() for name, layer in block.layers.items()}
-        x = scan_blocks(
-            lambda p, h: block(p, h, ax),
-            params["blocks"],
-            x,
-            self.config.remat_policy,
-            gather=block_gather(ax, logical),  # FSDP: one block whole at a time
-        )
+        x = self.wte(params["wte"], idx) + Positions().rows(params["wpe"], idx.shape[-1])
+        x = self.blocks(params["blocks"], x)
         x = self.ln_f(params["ln_f"], x)
-        return self.wte.attend(params[self.head_key], x, tp)
+        return self.wte.attend(params[self.head_key], x)
 
     @property
     def head_key(self) -> str:
         """The parameter the LM head reads: ``wte`` when tied, else ``lm_head``."""
         return "wte" if self.config.tie_weights else "lm_head"
 
-    def loss(self, params: dict[str, Any], idx: Any, targets: Any, axes: Axes | str | None) -> Any:
-        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP).
-
-        ``axes``: the plan's :class:`ttjax.plan.Axes` (or a TP axis name, or None)."""
-        return cross_entropy_loss(self(params, idx, axes), targets, Axes.of(axes).tp)
+    def loss(self, params: dict[str, Any], idx: Any, targets: Any) -> Any:
+        """Mean next-token cross-entropy over this device's tokens (vocab-parallel under TP)."""
+        return cross_entropy_loss(self(params, idx), targets)
 
 
 __all__ = ["GPT", "Block", "GPTConfig"]

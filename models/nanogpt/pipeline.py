@@ -5,9 +5,9 @@
 pipeline stages them.
 Under TP the embedding and the LM head stay vocabulary-parallel, so logits are never gathered.
 
->>> embed, block, head = stage_functions(GPT(config), tp=par.tp)
+>>> embed, block, head = stage_functions(GPT(config))
 >>> io, blocks = split_params(init_params(config, seed))
->>> pipe = Pipeline(mesh, embed, block, head, num_blocks=config.n_layer, pp_axis="x", ...,
+>>> pipe = Pipeline(mesh, embed, block, head, num_blocks=config.n_layer, dims=par.dims, ...,
 ...                 io_specs=io_specs(config, par), block_specs=block_specs(config, par))
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from models.nanogpt import weights
 from models.nanogpt.model import GPT, GPTConfig
+from ttjax.ttml.modules import Positions
 from ttjax.ttml.ops.loss import cross_entropy_loss
 from ttjax.ttml.parallel import Parallelism
 
@@ -24,20 +25,17 @@ Params = dict[str, Any]
 IO_KEYS = ("wte", "wpe", "ln_f", "lm_head")  # lm_head: only when the weights are untied
 
 
-def stage_functions(model: GPT, tp: str | None) -> tuple[Any, Any, Any]:
-    """``(embed, block, head)`` on one device's local parameters, ``tp`` the TP axis or None."""
+def stage_functions(model: GPT) -> tuple[Any, Any, Any]:
+    """``(embed, block, head)`` on one device's local parameters (the modules read the plan)."""
 
     def embed(io: Params, idx: Any) -> Any:
-        return model.wte(io["wte"], idx, tp) + io["wpe"][: idx.shape[-1]]
-
-    def block(p: Params, x: Any) -> Any:
-        return model.block(p, x, tp)
+        return model.wte(io["wte"], idx) + Positions().rows(io["wpe"], idx.shape[-1])
 
     def head(io: Params, x: Any, targets: Any) -> Any:
-        logits = model.wte.attend(io[model.head_key], model.ln_f(io["ln_f"], x), tp)
-        return cross_entropy_loss(logits, targets, tp)
+        logits = model.wte.attend(io[model.head_key], model.ln_f(io["ln_f"], x))
+        return cross_entropy_loss(logits, targets)
 
-    return embed, block, head
+    return embed, model.block, head
 
 
 def split_params(params: Params) -> tuple[Params, Params]:

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from models.nanogpt.model import GPT, GPTConfig
 from ttjax.errors import ConfigError
-from ttjax.plan import LogicalAxes, is_logical
+from ttjax.plan import LogicalAxes
 from ttjax.ttml.parallel import Parallelism
 
 
@@ -49,7 +49,7 @@ def _init_params(config: GPTConfig, seed: Any) -> dict[str, Any]:
 
 def block_axes(config: GPTConfig) -> dict[str, Any]:
     """The logical axes of one block's parameters."""
-    return {name: layer.axes() for name, layer in GPT(config).block.layers.items()}
+    return GPT(config).blocks.block_axes()
 
 
 def param_axes(config: GPTConfig) -> dict[str, Any]:
@@ -59,9 +59,7 @@ def param_axes(config: GPTConfig) -> dict[str, Any]:
     axes = {
         "wte": model.wte.axes(),
         "wpe": LogicalAxes("positions", "embed"),
-        "blocks": jax.tree.map(
-            lambda a: a.prepend("layers"), block_axes(config), is_leaf=is_logical
-        ),
+        "blocks": model.blocks.axes(),
         "ln_f": model.ln_f.axes(),
     }
     if not config.tie_weights:

@@ -11,7 +11,7 @@ from _reference import assert_trees_close
 from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
-from models.llama.config import get_config, rope_tables
+from models.llama.config import get_config
 from models.llama.reference import LlamaReference
 from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
@@ -30,19 +30,18 @@ def test_training_forward_equals_reference():
     ids = np.random.default_rng(0).integers(0, CONFIG.vocab_size, (2, 12)).astype(np.int32)
     want = np.asarray(LlamaReference(CONFIG, w).jitted().forward(ids))
     model = LlamaTrain(CONFIG)
-    got = jax.jit(lambda p, x: model(p, x, None))(params_from_weights(CONFIG, w), ids)
+    got = jax.jit(lambda p, x: model(p, x))(params_from_weights(CONFIG, w), ids)
     np.testing.assert_allclose(np.asarray(got), want, atol=2e-5, rtol=1e-5)
 
 
 def _unrolled_loss(params, idx, targets):
     """Llama's training loss with its blocks in a Python loop over the stacked parameters' rows."""
-    model, T = LlamaTrain(CONFIG), idx.shape[-1]
-    cos, sin = (jnp.asarray(a)[:T, None, :] for a in rope_tables(CONFIG, T))
-    x = model.tok_emb(params["tok_emb"], idx, None)
+    model = LlamaTrain(CONFIG)
+    x = model.tok_emb(params["tok_emb"], idx)
     for p in unstack_blocks(params["blocks"]):
-        x = model.block(p, x, cos, sin, None)
+        x = model.block(p, x)
     x = RMSNorm(CONFIG.dim, CONFIG.norm_eps)(params["ln_fc"], x)
-    return cross_entropy_loss(model.fc(params["fc"], x, None), targets, None)
+    return cross_entropy_loss(model.fc(params["fc"], x), targets)
 
 
 @pytest.mark.parametrize("policy", ["full", "dots", "none"])
@@ -52,9 +51,9 @@ def test_scanned_blocks_equal_the_unrolled_loop(policy):
     assert params["blocks"]["w1"]["weight"].shape[0] == CONFIG.n_layers
     ids = jnp.asarray(np.random.default_rng(1).integers(0, CONFIG.vocab_size, (2, 13)), jnp.int32)
     model = LlamaTrain(CONFIG, remat_policy=policy)
-    loss, grads = jax.jit(
-        jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:], None))
-    )(params)
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:])))(
+        params
+    )
     want_loss, want = jax.jit(
         jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
     )(params)
@@ -103,7 +102,7 @@ def test_tied_head_equals_the_reference_with_lm_head_set_to_the_embedding():
     model = LlamaTrain(CONFIG, tie_weights=True)
     fn = jax.jit(
         jax.shard_map(
-            lambda p, x: model(p, x, par.axes()),
+            lambda p, x: model(p, x),
             mesh=par.jax_mesh,
             in_specs=(specs, P("dp")),
             out_specs=P("dp", None, "tp"),

@@ -25,6 +25,7 @@ from models.moe.train import (
     make_train_step,
     train_on_corpus,
 )
+from ttjax.plan import ParallelDims
 
 STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
 # Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
@@ -39,7 +40,7 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive
 def test_training_matches_single_device_for_20_steps(shape, ep_axis, tp_axis):
     mesh = mesh_of(shape)
     config = MoELMConfig(MoEConfig(32, 32, 8, top_k=2, capacity_factor=1.25), aux_loss_coef=0.01)
-    model = TtMoELM(config, mesh, ep_axis=ep_axis, tp_axis=tp_axis)
+    model = TtMoELM(config, mesh, ParallelDims.from_axes(shape, {"ep": ep_axis, "tp": tp_axis}))
     weights = init_weights(config, seed=0)
     optimizer = optax.adamw(3e-3)
     params = model.weights_to_device(weights)

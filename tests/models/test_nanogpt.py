@@ -107,9 +107,9 @@ def setup():
 def test_single_device_matches_gpt2(setup):
     params, ids, logits, loss = setup
     model = GPT(CONFIG)
-    got = jax.jit(lambda p, x: model(p, x, None))(params, ids[:, :-1])
+    got = jax.jit(lambda p, x: model(p, x))(params, ids[:, :-1])
     np.testing.assert_allclose(np.asarray(got), logits, atol=2e-5, rtol=1e-5)
-    got_loss = jax.jit(lambda p, x, y: model.loss(p, x, y, None))(params, ids[:, :-1], ids[:, 1:])
+    got_loss = jax.jit(lambda p, x, y: model.loss(p, x, y))(params, ids[:, :-1], ids[:, 1:])
     assert float(got_loss) == pytest.approx(loss, abs=1e-5)
 
 
@@ -122,7 +122,7 @@ def test_tp_ddp_logits_and_loss_match_gpt2(setup):
     model = GPT(CONFIG)
 
     def local(p, x, y):
-        return model(p, x, par.axes()), jax.lax.pmean(model.loss(p, x, y, par.axes()), "dp")
+        return model(p, x), jax.lax.pmean(model.loss(p, x, y), "dp")
 
     fn = jax.jit(
         jax.shard_map(
@@ -163,7 +163,7 @@ def test_untied_lm_head_matches_gpt2_untied_on_tp_ddp():
     model = GPT(config)
     fn = jax.jit(
         jax.shard_map(
-            lambda p, x: model(p, x, par.axes()),
+            lambda p, x: model(p, x),
             mesh=par.jax_mesh,
             in_specs=(param_specs(config, par), P("dp")),
             out_specs=P("dp", None, "tp"),
@@ -187,10 +187,10 @@ def test_unknown_remat_policy_is_a_config_error():
 def _unrolled_loss(params, idx, targets):
     """NanoGPT's loss with its blocks in a Python loop over the rows of the stacked parameters."""
     model = GPT(CONFIG)
-    x = model.wte(params["wte"], idx, None) + params["wpe"][: idx.shape[-1]]
+    x = model.wte(params["wte"], idx) + params["wpe"][: idx.shape[-1]]
     for p in unstack_blocks(params["blocks"]):
-        x = model.block(p, x, None)
-    logits = model.wte.attend(params["wte"], model.ln_f(params["ln_f"], x), None)
+        x = model.block(p, x)
+    logits = model.wte.attend(params["wte"], model.ln_f(params["ln_f"], x))
     logp = jax.nn.log_softmax(logits, -1)
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], -1))
 
@@ -201,9 +201,9 @@ def test_scanned_blocks_equal_the_unrolled_loop(policy):
     params = init_params(CONFIG, 7)
     ids = jnp.asarray(np.random.default_rng(2).integers(0, CONFIG.vocab_size, (2, 17)), jnp.int32)
     model = GPT(GPTConfig(**{**CONFIG.__dict__, "remat_policy": policy}))
-    loss, grads = jax.jit(
-        jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:], None))
-    )(params)
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss(p, ids[:, :-1], ids[:, 1:])))(
+        params
+    )
     want_loss, want = jax.jit(
         jax.value_and_grad(lambda p: _unrolled_loss(p, ids[:, :-1], ids[:, 1:]))
     )(params)

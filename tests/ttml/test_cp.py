@@ -175,14 +175,13 @@ def test_llama_prefill_under_cp_equals_single_device(layout):
     model = LlamaTrain(LLAMA_CONFIG)
     params = params_from_weights(LLAMA_CONFIG, random_weights(LLAMA_CONFIG, seed=3))
     ids = _tokens(seq=SEQ - 1, seed=2)[0, 0]  # [BATCH, SEQ]
-    want = np.asarray(jax.jit(lambda p, x: model(p, x, None))(params, ids))
+    want = np.asarray(jax.jit(lambda p, x: model(p, x))(params, ids))
     specs = param_specs(LLAMA_CONFIG, par)
     io = par.dims.spec(LogicalAxes("batch", "seq"))
     out = par.dims.spec(LogicalAxes("batch", "seq", "vocab"))
-    axes = par.axes()
     fwd = jax.jit(
         jax.shard_map(
-            lambda p, x: model(p, x, axes),
+            lambda p, x: model(p, x),
             mesh=par.jax_mesh,
             in_specs=(specs, io),
             out_specs=out,

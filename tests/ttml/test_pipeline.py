@@ -23,6 +23,7 @@ from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params
 from ttjax.errors import ConfigError
+from ttjax.plan import ParallelDims
 from ttjax.ttml.config import PipelineParallelConfig
 from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline, permutes_per_tick
@@ -58,11 +59,11 @@ def _batch(cfg: GPTConfig, key: Any, size: int) -> tuple[Any, Any]:
 def _reference_loss(cfg: GPTConfig, io: Any, blocks: Any, tokens: Any, targets: Any) -> Any:
     """The whole model on one device (``GPT.loss``): the parity reference for every layout."""
     params = gpt_pipeline.join_params(io, blocks)
-    return GPT(cfg).loss(params, tokens, targets, None)
+    return GPT(cfg).loss(params, tokens, targets)
 
 
-def _stages(cfg: GPTConfig, tp: str | None = None) -> tuple[Any, Any, Any]:
-    return gpt_pipeline.stage_functions(GPT(cfg), tp)
+def _stages(cfg: GPTConfig) -> tuple[Any, Any, Any]:
+    return gpt_pipeline.stage_functions(GPT(cfg))
 
 
 class _MeshDevice:
@@ -106,14 +107,14 @@ def reference(cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
 
 
 def _pipeline(cfg, mesh, *, schedule, m, dp=None, tp=None, blocks_per_rank=None) -> Pipeline:
+    roles = {r: mesh.axis_names.index(a) for r, a in (("pp", "pp"), ("dp", dp), ("tp", tp)) if a}
+    dims = ParallelDims.from_axes(mesh.devices.shape, roles)
     par = Parallelism(_MeshDevice(mesh), tp_axis=None if tp is None else mesh.axis_names.index(tp))
     return Pipeline(
         mesh,
-        *_stages(cfg, tp),
+        *_stages(cfg),
         num_blocks=cfg.n_layer,
-        pp_axis="pp",
-        dp_axis=dp,
-        tp_axis=tp,
+        dims=dims,
         num_microbatches=m,
         schedule=schedule,
         blocks_per_rank=blocks_per_rank,
@@ -298,18 +299,19 @@ def test_bad_configs_name_the_value() -> None:
         ConfigError, match=r"batch_size=5 must be divisible by the data-parallel size 2"
     ):
         pipe.check_batch(5)
-    with pytest.raises(ConfigError, match=r"dp_axis='data' is not an axis"):
-        _pipeline(CFG, mesh, schedule="1f1b", m=1, dp="data")
+    mesh8, stages = _mesh((2, 4), ("dp", "pp")), _stages(CFG)
+    no_pp = ParallelDims.from_sizes(dp=2, tp=4)
+    with pytest.raises(ConfigError, match=r"has no pp axis for the stages[\s\S]*fix:"):
+        Pipeline(mesh8, *stages, num_blocks=4, dims=no_pp)
+    with pytest.raises(ConfigError, match=r"has 4 devices but the mesh has 8[\s\S]*fix:"):
+        Pipeline(mesh8, *stages, num_blocks=4, dims=ParallelDims.from_sizes(pp=4))
+    with pytest.raises(ConfigError, match=r"splits the sequence \(cp\)[\s\S]*fix:"):
+        Pipeline(mesh8, *stages, num_blocks=4, dims=ParallelDims.from_sizes(cp=2, pp=4))
 
 
 def test_from_context_and_yaml_config() -> None:
     mesh = _mesh((2, 4), ("rows", "cols"))
-    ctx = SimpleNamespace(
-        jax_mesh=mesh,
-        get_ddp_axis_name=lambda: "rows",
-        get_tp_axis_name=lambda: None,
-        get_pp_axis_name=lambda: "cols",
-    )
+    ctx = SimpleNamespace(jax_mesh=mesh, dims=ParallelDims.from_sizes(dp=2, pp=4))
     cfg = PipelineParallelConfig.from_dict(
         {
             "num_blocks": 8,
@@ -319,10 +321,11 @@ def test_from_context_and_yaml_config() -> None:
         }
     )
     pipe = Pipeline.from_context(ctx, cfg, *_stages(CFG))
-    assert (pipe.pp_axis, pipe.dp_axis, pipe.tp_axis) == ("cols", "rows", None)
+    assert (pipe.pp_axis, pipe.dp_axis, pipe.tp_axis) == ("pp", "dp", None)
+    assert pipe.jax_mesh.axis_names == ("dp", "pp")  # the plan names the mesh the stages see
     assert pipe.stage_sizes == (1, 3, 3, 1) and pipe.slots == 3
     assert pipe.table.schedule == "1f1b" and pipe.table.stash_slots == 4
-    no_pp = SimpleNamespace(**{**vars(ctx), "get_pp_axis_name": lambda: None})
+    no_pp = SimpleNamespace(jax_mesh=mesh, dims=ParallelDims.from_sizes(dp=2, tp=4))
     with pytest.raises(ConfigError, match="no PP axis"):
         Pipeline.from_context(no_pp, cfg, *_stages(CFG))
 

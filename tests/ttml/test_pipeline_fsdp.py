@@ -45,14 +45,13 @@ class _MeshDevice:
 def _pipeline(data_role: str, schedule: str = "1f1b") -> Pipeline:
     """NanoGPT on 2x4: ``data_role`` ("fsdp" or "dp") 2 on axis 0, PP 4 on axis 1."""
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), (data_role, "pp"))
-    par = Parallelism(_MeshDevice(mesh), **{f"{'ddp' if data_role == 'dp' else 'fsdp'}_axis": 0})
+    data = {f"{'ddp' if data_role == 'dp' else 'fsdp'}_axis": 0}
+    par = Parallelism(_MeshDevice(mesh), pp_axis=1, **data)
     return Pipeline(
         mesh,
-        *gpt_pipeline.stage_functions(GPT(CFG), None),
+        *gpt_pipeline.stage_functions(GPT(CFG)),
         num_blocks=CFG.n_layer,
-        pp_axis="pp",
-        dp_axis="dp" if data_role == "dp" else None,
-        fsdp_axis="fsdp" if data_role == "fsdp" else None,
+        dims=par.dims,
         num_microbatches=2,
         schedule=schedule,
         io_specs=gpt_pipeline.io_specs(CFG, par),
@@ -67,7 +66,7 @@ def _batch(key: Any) -> tuple[Any, Any]:
 
 def _loss(params: tuple[Any, Any], tokens: Any, targets: Any) -> Any:
     """The whole model on one device (``GPT.loss``): the parity reference."""
-    return GPT(CFG).loss(gpt_pipeline.join_params(*params), tokens, targets, None)
+    return GPT(CFG).loss(gpt_pipeline.join_params(*params), tokens, targets)
 
 
 def _params() -> tuple[Any, Any]:

@@ -73,21 +73,16 @@ def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
     config = model.config
     seq = jax.random.randint(jax.random.key(0), (BATCH, SEQ + 1), 0, vocab)
     tokens, targets = seq[:, :-1], seq[:, 1:]
-    loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss(p, tokens, targets, None)))(
-        params
-    )
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss(p, tokens, targets)))(params)
 
-    embed, block, head = adapter.stage_functions(model, par.tp)
+    embed, block, head = adapter.stage_functions(model)
     pipe = Pipeline(
         par.jax_mesh,
         embed,
         block,
         head,
         num_blocks=num_blocks,
-        pp_axis="pp",
-        dp_axis=par.ddp,
-        tp_axis=par.tp,
-        fsdp_axis=par.dims.name("fsdp"),
+        dims=par.dims,
         num_microbatches=m,
         schedule=schedule,
         io_specs=adapter.io_specs(config, par),

@@ -69,7 +69,7 @@ def test_gradients_equal_single_device_jax_grad():
 
     def plain(p):  # the mean over micro-batches of the whole-batch loss, on one device
         model = GPT(CONFIG)
-        per = [model.loss(p, t[:, :-1], t[:, 1:], None) for t in jnp.asarray(tokens)]
+        per = [model.loss(p, t[:, :-1], t[:, 1:]) for t in jnp.asarray(tokens)]
         return sum(per) / len(per)
 
     want_loss, want = jax.jit(jax.value_and_grad(plain))(p)
@@ -346,7 +346,7 @@ def test_bf16_compute_equals_fp32_within_bf16_rounding():
             state, metrics = step(state, t)
             first.setdefault(dt, float(metrics["loss"]))  # the loss at p0
         states[dt] = state
-    z = GPT(CONFIG)(p0, jnp.asarray(tokens[0, 0, :, :-1]), None)
+    z = GPT(CONFIG)(p0, jnp.asarray(tokens[0, 0, :, :-1]))
     bound = 2 * (4 * CONFIG.n_layer + 4) * 2.0**-8 * float(jnp.max(jnp.abs(z)))
     assert 0 < abs(first["bfloat16"] - first["float32"]) <= bound  # bf16 in force, within rounding
     bf16 = steps["bfloat16"]

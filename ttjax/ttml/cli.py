@@ -64,7 +64,7 @@ class StageParts:
         ``adapter`` has ``stage_functions``, ``split_params``, ``io_specs`` and ``block_specs``
         (``models.nanogpt.pipeline``, ``models.llama.pipeline``).
         """
-        embed, block, head = adapter.stage_functions(model, par.tp)
+        embed, block, head = adapter.stage_functions(model)
         return cls(
             embed,
             block,

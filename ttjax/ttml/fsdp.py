@@ -3,8 +3,8 @@
 The plan's rules ``("batch", "fsdp")`` and ``("embed", "fsdp")`` split the batch as DDP does and
 shard every parameter (its gradient and its optimizer moments with it) on its embed dimension;
 this module says when a parameter is whole. The step all-gathers what lies outside the stacked
-blocks before the loss (:func:`outside_blocks`); the model's layer scan gathers one block at a
-time inside its remat'd body (:func:`block_gather`), so the backward pass gathers it again and
+blocks before the loss (:func:`outside_blocks`); the layer scan (``ttjax.ttml.modules.Stack``)
+gathers one block at a time inside its remat'd body, so the backward pass gathers it again and
 reduce-scatters its gradient there (``ttjax.numerics.all_gather``'s transpose, in device order
 under ``"deterministic"``). At most one block's parameters are whole at a time.
 
@@ -15,12 +15,11 @@ under ``"deterministic"``). At most one block's parameters are whole at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 
-from ttjax.plan import Axes, LogicalAxes, is_logical
+from ttjax.plan import LogicalAxes, is_logical
 
 
 def outside_blocks(logical: Any) -> Any:
@@ -33,11 +32,4 @@ def outside_blocks(logical: Any) -> Any:
     )
 
 
-def block_gather(axes: Axes | str | None, block_logical: Any) -> Callable[[Any], Any]:
-    """The ``gather=`` of ``scan_blocks``: one block's parameters made whole (``block_logical``:
-    one block's logical axes, without ``"layers"``); the identity when FSDP is off."""
-    ax = Axes.of(axes)
-    return lambda params: ax.gather(params, block_logical)
-
-
-__all__ = ["block_gather", "outside_blocks"]
+__all__ = ["outside_blocks"]

@@ -1,32 +1,50 @@
 """TTML's modules (``ttml.modules``) as small functional layers: ``init`` on the host, ``specs``
 for the mesh, ``__call__`` on one device's local parameters inside ``shard_map``.
 
+No module takes a mesh axis: inside the step the role-named mesh is the plan
+(:meth:`ttjax.plan.ParallelDims.current`), and each module applies the strategies that split it.
+Outside ``shard_map`` (or on a mesh without those roles) nothing splits, so the same model code
+runs whole on one device.
+
 The Megatron pair (``ColumnParallelLinear`` then ``RowParallelLinear``) costs one all-reduce
 forward and one backward; ``VocabParallelEmbedding`` splits the vocabulary over TP and, with
-``attend``, serves as the tied LM head whose logits stay split. Weights are ``[in, out]``
-(``y = x @ W``). Parameters are created whole from the seed and then sharded, so every mesh
-starts from the same values.
+``attend``, serves as the tied LM head whose logits stay split. These linear layers are the only
+place TP's collectives are issued. Weights are ``[in, out]`` (``y = x @ W``). Parameters are
+created whole from the seed and then sharded, so every mesh starts from the same values.
+
+The strategy hooks a transformer composes: :class:`Attention` (causal, GQA, a RoPE hook; ring
+attention when ``cp`` splits the sequence), :class:`Positions` (each token's global position,
+CP's load-balanced order) and :class:`Stack` (blocks stacked under ``lax.scan``, a remat policy,
+FSDP's per-block gather from the layers' logical axes).
 
 >>> fc = ColumnParallelLinear(64, 256)
 >>> params = fc.init(jax.random.key(0))            # whole [64, 256] weight
->>> y = fc(local_params, x, par.tp)                # inside shard_map: [.., 256 / tp]
+>>> y = fc(local_params, x)                        # inside shard_map: [.., 256 / tp]
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from ttjax.errors import ConfigError
-from ttjax.plan import LogicalAxes
+from ttjax.plan import LogicalAxes, ParallelDims, is_logical
 from ttjax.ttml.ops.distributed import all_gather, all_reduce, broadcast, scatter
+from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.stacked import RUNNER_REMAT, check_remat_policy, scan_blocks, stack_blocks
 
 Params = dict[str, Any]
+
+
+def _tp() -> str | None:
+    """The TP mesh axis of the step being traced (None: TP does not split here)."""
+    return ParallelDims.current().name("tp")
 
 
 def _check_divisible(module: str, what: str, value: int, par: Parallelism) -> None:
@@ -71,7 +89,8 @@ class ColumnParallelLinear:
         _check_divisible("ColumnParallelLinear", "Output features", self.out_features, par)
         return par.specs(self.axes())
 
-    def __call__(self, params: Params, x: Any, tp: str | None) -> Any:
+    def __call__(self, params: Params, x: Any) -> Any:
+        tp = _tp()
         y = broadcast(x, tp) @ params["weight"]
         if "bias" in params:
             y = y + params["bias"]
@@ -107,7 +126,8 @@ class RowParallelLinear:
         _check_divisible("RowParallelLinear", "Input features", self.in_features, par)
         return par.specs(self.axes())
 
-    def __call__(self, params: Params, x: Any, tp: str | None) -> Any:
+    def __call__(self, params: Params, x: Any) -> Any:
+        tp = _tp()
         if not self.input_is_parallel:
             x = scatter(x, -1, tp)
         y = all_reduce(x @ params["weight"], tp)
@@ -138,8 +158,8 @@ class VocabParallelEmbedding:
         _check_divisible("VocabParallelEmbedding", "Vocabulary size", self.num_embeddings, par)
         return par.specs(self.axes())
 
-    def __call__(self, params: Params, ids: Any, tp: str | None) -> Any:
-        w = params["weight"]
+    def __call__(self, params: Params, ids: Any) -> Any:
+        w, tp = params["weight"], _tp()
         if tp is None:
             return jnp.take(w, ids, axis=0)
         local = ids - lax.axis_index(tp) * w.shape[0]
@@ -147,9 +167,9 @@ class VocabParallelEmbedding:
         rows = jnp.take(w, jnp.clip(local, 0, w.shape[0] - 1), axis=0)
         return all_reduce(jnp.where(inside[..., None], rows, 0.0), tp)
 
-    def attend(self, params: Params, h: Any, tp: str | None) -> Any:
+    def attend(self, params: Params, h: Any) -> Any:
         """Logits ``h @ W.T`` for this device's slice of the vocabulary (never gathered)."""
-        return broadcast(h, tp) @ params["weight"].T
+        return broadcast(h, _tp()) @ params["weight"].T
 
 
 @dataclass(frozen=True)
@@ -195,10 +215,121 @@ class RMSNorm:
         return x * lax.rsqrt(ms + self.eps) * params["gamma"]
 
 
+Rope = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The global position of each of this device's tokens (int32 ``[t_local]``).
+
+    On one device (or when ``cp`` does not split) ``arange(t_local)``; when it does, the two
+    load-balanced chunks of ``ttjax.ttml.cp`` (device ``i`` holds chunks ``i`` and
+    ``2*cp-1-i``). What learned position embeddings and RoPE read.
+
+    >>> Positions()(4).tolist()                      # outside shard_map: nothing splits
+    [0, 1, 2, 3]
+    """
+
+    def __call__(self, t_local: int) -> Any:
+        return local_positions(t_local, ParallelDims.current().name("cp"))
+
+    def length(self, t_local: int) -> int:
+        """The whole sequence's length: ``t_local`` times the cp size."""
+        return t_local * ParallelDims.current().size("cp")
+
+    def rows(self, table: Any, t_local: int) -> Any:
+        """``table[positions]``: the rows (e.g. learned position embeddings) of this device's
+        tokens; a plain slice when ``cp`` does not split."""
+        if ParallelDims.current().name("cp") is None:
+            return table[:t_local]
+        return jnp.asarray(table)[self(t_local)]
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Attention of ``q`` ``[B, T, H, D]`` over ``k``, ``v`` ``[B, T, KV, D]`` (GQA: KV divides H),
+    returning ``[B, T, H * D]``; causal by default.
+
+    ``rope(x, positions)`` (a hook, e.g. Llama's rotate-half RoPE) rotates ``q`` and ``k`` at
+    their global :class:`Positions` first. When the plan's ``cp`` splits the sequence the keys
+    and values travel round the cp ring (``ring_attention``, load-balanced); otherwise
+    ``jax.nn.dot_product_attention`` (``implementation``: None, ``"xla"`` or ``"cudnn"``).
+
+    >>> y = Attention()(q, k, v)                 # [B, T, H * D], inside shard_map or not
+    """
+
+    causal: bool = True
+    rope: Rope | None = None
+    implementation: Literal["xla", "cudnn"] | None = None
+    scale: float | None = None
+
+    def __call__(self, q: Any, k: Any, v: Any) -> Any:
+        B, T, H, D = q.shape
+        if self.rope is not None:
+            pos = Positions()(T)
+            q, k = self.rope(q, pos), self.rope(k, pos)
+        scale = D**-0.5 if self.scale is None else self.scale
+        cp = ParallelDims.current().name("cp")
+        if cp is not None:
+            y = ring_attention(q, k, v, cp, causal=self.causal, scale=scale)
+        else:
+            y = jax.nn.dot_product_attention(
+                q, k, v, scale=scale, is_causal=self.causal, implementation=self.implementation
+            )
+        return y.reshape(B, T, H * D)
+
+
+def layer_axes(layers: Mapping[str, Any]) -> dict[str, Any]:
+    """The logical axes of a block's parameters: each module's own ``axes()``, by name."""
+    return {name: layer.axes() for name, layer in layers.items()}
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity (``layers`` is a dict): jax.jit(stack)
+class Stack:
+    """Blocks stacked on a leading ``[n_layer]`` axis, run as one traced ``block`` under
+    ``lax.scan`` (``ttjax.ttml.stacked``), each inside ``jax.checkpoint`` by ``remat_policy``.
+
+    ``layers`` are the block's modules: their logical axes say how each block parameter is
+    sharded, so when the plan's ``fsdp`` splits, each block is all-gathered where it runs (and
+    again in the backward pass under remat), one block whole at a time (ZeRO-3); the gather's
+    transpose reduce-scatters its gradient.
+
+    >>> x = Stack(block, block.layers, "full")(params["blocks"], x)
+    """
+
+    block: Callable[[Params, Any], Any]
+    layers: Mapping[str, Any]
+    remat_policy: str = "full"
+
+    def __post_init__(self) -> None:
+        check_remat_policy("Stack", self.remat_policy)
+
+    def block_axes(self) -> dict[str, Any]:
+        """One block's logical axes."""
+        return layer_axes(self.layers)
+
+    def axes(self) -> dict[str, Any]:
+        """The stacked blocks' logical axes: each block's, led by ``"layers"``."""
+        return jax.tree.map(lambda a: a.prepend("layers"), self.block_axes(), is_leaf=is_logical)
+
+    def __call__(self, stacked: Params, x: Any) -> Any:
+        dims = ParallelDims.current()
+        logical = self.block_axes()
+        gather = (lambda p: dims.gather(p, logical)) if dims.active("fsdp") else None
+        return scan_blocks(self.block, stacked, x, self.remat_policy, gather)
+
+
 __all__ = [
+    "RUNNER_REMAT",
+    "Attention",
     "ColumnParallelLinear",
     "LayerNorm",
+    "Positions",
     "RMSNorm",
     "RowParallelLinear",
+    "Stack",
     "VocabParallelEmbedding",
+    "check_remat_policy",
+    "layer_axes",
+    "stack_blocks",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 from jax.sharding import Mesh
 
 import ttjax
-from ttjax.plan import Axes, ParallelDims
+from ttjax.plan import ParallelDims
 
 # ``Parallelism``'s keyword for each role (TTML calls data parallelism DDP).
 _KEYWORDS = {
@@ -73,10 +73,6 @@ class Parallelism:
     def jax_mesh(self) -> Mesh:
         """The mesh's devices as a ``jax.sharding.Mesh`` whose axes are named by role."""
         return self.dims.jax_mesh(self.mesh.jax_mesh.devices)
-
-    def axes(self) -> Axes:
-        """What model code sees inside ``shard_map``: the axis name of each role that splits."""
-        return Axes.from_dims(self.dims)
 
     def specs(self, logical: Any, shapes: Any = None) -> Any:
         """PartitionSpecs of a pytree of :class:`ttjax.plan.LogicalAxes` (see ``ParallelDims.specs``)."""

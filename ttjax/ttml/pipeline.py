@@ -12,7 +12,11 @@ forward is recomputed, as in GPipe). No block is replicated; the embedding and h
 parameters, small) are held by every stage, used by the first and last, and their gradients
 summed over the PP axis once per step.
 
-Under FSDP (``fsdp_axis``) every parameter is also sharded over that axis where its spec says
+The pipeline takes the plan (``dims``: a :class:`ttjax.plan.ParallelDims` with a ``pp`` role) and
+runs on the mesh named by it, so the stage functions name no mesh axis: TTML's modules inside
+them read the plan (``ParallelDims.current()``) and split over ``tp`` on their own.
+
+Under FSDP (the plan's ``fsdp``) every parameter is also sharded over that axis where its spec says
 (the plan's ``("embed", "fsdp")``) and the batch splits over it as over DDP. A stage gathers
 each block where it runs it (one block whole at a time; the block is rematerialised, so its
 backward gathers it again) and the io parameters where the embedding or head use them; the
@@ -25,7 +29,8 @@ explicit-collective style, as in ``ttjax.ttml.train``)::
     block(block_params, x) -> x        # one block; TP collectives inside are fine
     head(io, x, targets) -> loss       # mean loss of one microbatch
 
->>> pipe = Pipeline(mesh, embed, block, head, num_blocks=8, pp_axis="x", num_microbatches=8)
+>>> dims = ParallelDims.from_sizes(pp=4, dp=2)                 # a 2x4 mesh: DDP 2, PP 4
+>>> pipe = Pipeline(mesh, embed, block, head, num_blocks=8, dims=dims, num_microbatches=8)
 >>> blocks = pipe.stage_blocks(stacked_blocks)     # [num_blocks, ...] -> [p, slots, ...]
 >>> loss, (d_io, d_blocks) = jax.jit(pipe.value_and_grad)(io, blocks, tokens, targets)
 
@@ -36,7 +41,7 @@ The train step around it (optimizer, accumulation, ``TrainState``) is the one st
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Any
 
@@ -121,14 +126,15 @@ def tick_plan(table: ScheduleTable) -> TickPlan:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A pipeline-parallel loss-and-gradient over ``pp_axis`` of ``mesh`` (see the module doc).
+    """A pipeline-parallel loss-and-gradient over the ``pp`` axis of the plan ``dims`` on
+    ``mesh``'s devices (see the module doc).
 
-    ``dp_axis`` splits the batch (DDP: gradients averaged once per step); ``fsdp_axis`` splits
-    it too and shards the parameters whose specs name it (gathered where used); ``tp_axis`` is
-    only named so the per-block ``block_specs`` may shard over it (the block runs its own TP
-    collectives). ``io_specs`` / ``block_specs`` are PartitionSpecs of the embedding/head
-    parameters and of one block's parameters (default: replicated), e.g. the plan's
-    ``par.specs(logical axes)`` (``models/nanogpt/pipeline.py``).
+    ``dp`` splits the batch (DDP: gradients averaged once per step); ``fsdp`` splits it too and
+    shards the parameters whose specs name it (gathered where used); under ``tp`` the blocks'
+    modules split themselves (the per-block ``block_specs`` shard over it). ``cp`` is refused:
+    the stages take whole sequences. ``io_specs`` / ``block_specs`` are PartitionSpecs of the
+    embedding/head parameters and of one block's parameters (default: replicated), e.g. the
+    plan's ``par.specs(logical axes)`` (``models/nanogpt/pipeline.py``).
     """
 
     mesh: Any
@@ -136,36 +142,37 @@ class Pipeline:
     block: Callable[[Params, Any], Any]
     head: Callable[[Params, Any, Any], Any]
     num_blocks: int
-    pp_axis: str
-    dp_axis: str | None = None
-    tp_axis: str | None = None
+    dims: ParallelDims
     num_microbatches: int = 1
     schedule: str = "gpipe"
     blocks_per_rank: tuple[int, ...] | None = None
     io_specs: Any = None
     block_specs: Any = None
     unroll: int | bool = 1
-    fsdp_axis: str | None = None
-    _dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        jm = _jax_mesh(self.mesh)
-        for name in ("pp_axis", "dp_axis", "tp_axis", "fsdp_axis"):
-            axis = getattr(self, name)
-            if axis is not None and axis not in jm.axis_names:
-                raise ConfigError(
-                    f"pipeline: {name}={axis!r} is not an axis of the mesh (axes "
-                    f"{tuple(jm.axis_names)}).\nfix: name one of {tuple(jm.axis_names)}."
-                )
-        roles = {
-            "pp": self.pp_axis,
-            "dp": self.dp_axis,
-            "fsdp": self.fsdp_axis,
-            "tp": self.tp_axis,
-        }
-        index = {r: None if a is None else jm.axis_names.index(a) for r, a in roles.items()}
-        dims = ParallelDims.from_axes(tuple(jm.devices.shape), index, "pipeline")
-        object.__setattr__(self, "_dims", dims)
+        devices = _jax_mesh(self.mesh).devices
+        if not isinstance(self.dims, ParallelDims):
+            raise ConfigError(
+                f"pipeline: dims={self.dims!r} is not a ttjax.plan.ParallelDims.\nfix: pass the "
+                "plan, e.g. ParallelDims.from_sizes(dp=2, pp=4) or the context's dims."
+            )
+        if devices.size != self.dims.num_devices:
+            raise ConfigError(
+                f"pipeline: the plan {self.dims!r} has {self.dims.num_devices} devices but the "
+                f"mesh has {devices.size} {tuple(devices.shape)}.\nfix: give the plan of this "
+                "mesh (one role, or None, per mesh axis)."
+            )
+        if self.dims.axis("pp") is None:
+            raise ConfigError(
+                f"pipeline: the plan {self.dims!r} has no pp axis for the stages.\nfix: give "
+                "one mesh axis the pp role, e.g. ParallelDims.from_sizes(dp=2, pp=4)."
+            )
+        if self.dims.active("cp"):
+            raise ConfigError(
+                f"pipeline: the plan {self.dims!r} splits the sequence (cp), but pipeline "
+                "stages take whole sequences.\nfix: drop cp from the plan, or pp."
+            )
         if self.schedule not in SCHEDULES:
             raise ConfigError(
                 f"pipeline: schedule={self.schedule!r} is not a known schedule (allowed: "
@@ -214,47 +221,57 @@ class Pipeline:
     ) -> Pipeline:
         """Build on a TTML ``ParallelismContext`` (DDP, FSDP, TP, PP take mesh axes in order).
 
-        Its PP axis holds the stages, DDP and FSDP split the batch, FSDP shards the parameters
-        (as ``io_specs`` / ``block_specs`` say), TP shards inside each stage.
+        The context's plan (``context.dims``) places the roles: its PP axis holds the stages,
+        DDP and FSDP split the batch, FSDP shards the parameters (as ``io_specs`` /
+        ``block_specs`` say), TP shards inside each stage.
         """
-        pp = context.get_pp_axis_name()
-        if pp is None:
+        dims = context.dims
+        if dims.axis("pp") is None:
             raise ConfigError(
                 "pipeline: the ParallelismContext has no PP axis (enable_pp=False).\n"
                 "fix: DistributedConfig(enable_pp=True) with a mesh axis for the stages."
             )
-        fsdp = getattr(context, "get_fsdp_axis_name", lambda: None)()
-        return cls.from_config(
-            context.jax_mesh,
-            config,
-            embed,
-            block,
-            head,
-            pp_axis=pp,
-            dp_axis=context.get_ddp_axis_name(),
-            tp_axis=context.get_tp_axis_name(),
-            fsdp_axis=fsdp,
-            **kwargs,
-        )
+        return cls.from_config(context.jax_mesh, config, embed, block, head, dims=dims, **kwargs)
 
     # -- structure -------------------------------------------------------------------------
 
-    @property
+    @cached_property
     def jax_mesh(self) -> Mesh:
-        return _jax_mesh(self.mesh)
+        """``mesh``'s devices, their axes named by the plan's roles (what the stages read)."""
+        return self.dims.jax_mesh(_jax_mesh(self.mesh).devices)
+
+    @property
+    def pp_axis(self) -> str:
+        """The mesh axis name of the stages (``"pp"``)."""
+        return "pp"
+
+    @property
+    def dp_axis(self) -> str | None:
+        """The DDP axis name when DDP splits, else None."""
+        return self.dims.name("dp")
+
+    @property
+    def tp_axis(self) -> str | None:
+        """The TP axis name when TP splits, else None."""
+        return self.dims.name("tp")
+
+    @property
+    def fsdp_axis(self) -> str | None:
+        """The FSDP axis name when FSDP splits, else None."""
+        return self.dims.name("fsdp")
 
     @property
     def num_stages(self) -> int:
-        return int(self.jax_mesh.shape[self.pp_axis])
+        return self.dims.size("pp")
 
     @property
     def dp_size(self) -> int:
-        return 1 if self.dp_axis is None else int(self.jax_mesh.shape[self.dp_axis])
+        return self.dims.size("dp")
 
     @property
     def data_axes(self) -> tuple[str, ...]:
         """The mesh axes that split the batch: DDP, then FSDP (the plan's ``"batch"`` rules)."""
-        return tuple(a for a in (self.dp_axis, self.fsdp_axis) if a is not None)
+        return self.dims.split_roles("batch")
 
     @property
     def data_size(self) -> int:
@@ -349,7 +366,7 @@ class Pipeline:
     def check_batch(self, batch: int) -> None:
         """Raise a ConfigError unless ``batch`` splits over DDP and then into microbatches."""
         dp, m = self.data_size, self.num_microbatches
-        self._dims.check_batch(batch, "pipeline: ")
+        self.dims.check_batch(batch, "pipeline: ")
         if (batch // dp) % m:
             raise ConfigError(
                 f"pipeline: num_microbatches={m} does not divide the batch of {batch // dp} "

@@ -7,7 +7,7 @@ have no batch dims, ``"none"`` keeps every activation (no recompute).
 
 >>> blocks = stack_blocks([init_block(k) for k in keys])     # one dict of [n_layer, ...] arrays
 >>> specs = stacked_specs(block_specs)                     # each spec gets a leading None
->>> x = scan_blocks(lambda p, h: block(p, h, tp), blocks, x, remat_policy="full")
+>>> x = scan_blocks(block, blocks, x, remat_policy="full")   # models: ttjax.ttml.modules.Stack
 """
 
 from __future__ import annotations
@@ -73,10 +73,10 @@ def scan_blocks(
 ) -> Any:
     """``x`` through ``block(p_i, x)`` for every row ``p_i`` of ``stacked``, one traced block.
 
-    ``block`` closes over everything but its parameters and the activations (the TP axis, RoPE
-    tables); under ``remat_policy`` other than ``"none"`` it runs inside ``jax.checkpoint``.
-    ``gather`` (FSDP: ``ttjax.ttml.fsdp.block_gather``) runs on each block's parameters
-    inside it: a block is all-gathered when it runs and, under remat, again in the backward pass,
+    ``block`` closes over everything but its parameters and the activations; under
+    ``remat_policy`` other than ``"none"`` it runs inside ``jax.checkpoint``. ``gather`` (FSDP:
+    ``ParallelDims.gather``, as ``ttjax.ttml.modules.Stack`` passes it) runs on each block's
+    parameters inside it: a block is all-gathered when it runs and, under remat, again in the backward pass,
     so one block is whole at a time (ZeRO-3); its transpose reduce-scatters the block's gradient.
     """
     check_remat_policy("scan_blocks", remat_policy)

@@ -37,14 +37,16 @@ from jax.sharding import PartitionSpec as P
 
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
-from ttjax.plan import Axes, LogicalAxes, average_gradients, is_logical, spec_axes
+from ttjax.plan import LogicalAxes, average_gradients, is_logical, spec_axes
 from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.fsdp import outside_blocks
 from ttjax.ttml.parallel import Parallelism
 
-LossFn = Callable[[Any, Any, Any, Axes], Any]
+#: ``loss_fn(params, inputs, targets) -> mean loss`` on one device's shard, inside the step's
+#: ``shard_map``; it names no mesh axis (modules read the plan: ``ParallelDims.current()``).
+LossFn = Callable[[Any, Any, Any], Any]
 SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
 
 
@@ -259,8 +261,8 @@ def mixed_precision(loss_fn: LossFn, dtype: Any) -> LossFn:
     def cast(a: Any) -> Any:
         return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
 
-    def loss(params: Any, inputs: Any, targets: Any, axes: Any) -> Any:
-        return loss_fn(jax.tree_util.tree_map(cast, params), inputs, targets, axes)
+    def loss(params: Any, inputs: Any, targets: Any) -> Any:
+        return loss_fn(jax.tree_util.tree_map(cast, params), inputs, targets)
 
     return loss
 
@@ -431,14 +433,15 @@ def _is_spec(x: Any) -> bool:
 
 
 class TrainStep(BaseTrainStep):
-    """The plain strategy: ``loss_fn(params, inputs, targets, axes) -> mean loss`` per device.
+    """The plain strategy: ``loss_fn(params, inputs, targets) -> mean loss`` per device.
 
     ``layout`` gives the parameters' place on the mesh: a pytree of
     :class:`ttjax.plan.LogicalAxes` (the plan's rule table turns them into specs; needed for
     FSDP, whose parameters are gathered where they are used) or of ``PartitionSpec``. Under
     FSDP the step all-gathers the parameters up front, except the stacked blocks (leading
-    ``"layers"``), which the model's scan gathers one block at a time (:mod:`ttjax.ttml.fsdp`).
-    ``axes`` (:class:`ttjax.plan.Axes`) names the mesh axis of each role that splits.
+    ``"layers"``), which the model's ``Stack`` gathers one block at a time (:mod:`ttjax.ttml.fsdp`).
+    The per-device part runs on the role-named mesh, so the model's modules read the plan there
+    (``ParallelDims.current()``) and ``loss_fn`` names no mesh axis.
     ``accum`` micro-batches are averaged per step (gradient accumulation). ``clip_norm`` clips
     the gradients' global norm in the step (see :class:`BaseTrainStep`).
     """
@@ -470,7 +473,6 @@ class TrainStep(BaseTrainStep):
                 "ttjax.plan.LogicalAxes (the model's param_axes), or turn FSDP off."
             )
         self.loss_fn, self.logical, self.param_specs, self.par = loss_fn, logical, param_specs, par
-        self.axes = par.axes()
         # Gradients and the loss are averaged over every role that splits the data.
         self.data_axes = tuple(dict.fromkeys(dims.split_roles("batch") + dims.split_roles("seq")))
         # Whole rows of tokens [accum, batch, seq + 1]; the step cuts inputs and targets from
@@ -509,8 +511,8 @@ class TrainStep(BaseTrainStep):
     def _loss(self, params: Any, inputs: Any, targets: Any) -> Any:
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
         if self.logical is not None:  # stacked blocks are gathered one by one in the model's scan
-            params = self.axes.gather(params, outside_blocks(self.logical))
-        return self.loss_fn(params, inputs, targets, self.axes)
+            params = self.par.dims.gather(params, outside_blocks(self.logical))
+        return self.loss_fn(params, inputs, targets)
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""

@@ -4,7 +4,10 @@ With the vocabulary split over the TP axis each device holds logits for its slic
 vocabulary only; the softmax normaliser and the target's logit are summed over the axis (three
 small all-reduces of ``[B, T]``), so the ``[B, T, vocab]`` logits are never gathered.
 
->>> loss = cross_entropy_loss(logits_local, targets, "cols")   # mean over this device's tokens
+The TP axis is the plan's (``ttjax.plan.ParallelDims.current``): inside the step's role-named
+mesh the logits are read as split over ``tp``; elsewhere they are whole.
+
+>>> loss = cross_entropy_loss(logits_local, targets)   # mean over this device's tokens
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from typing import Any
 import jax.numpy as jnp
 from jax import lax
 
+from ttjax.plan import ParallelDims
 from ttjax.ttml.ops.distributed import all_reduce
 
 
-def cross_entropy_loss(logits: Any, targets: Any, axis: str | None = None) -> Any:
+def cross_entropy_loss(logits: Any, targets: Any) -> Any:
     """Mean token cross-entropy of ``logits`` [..., V] (this device's vocab slice under TP).
 
     ``targets`` [...] hold global token ids; device ``r`` of the TP axis owns ids
     ``[r * V, (r + 1) * V)``.
     """
+    axis = ParallelDims.current().name("tp")
     z = logits.astype(jnp.float32)
     m = lax.stop_gradient(jnp.max(z, axis=-1, keepdims=True))  # for stability only
     if axis is not None:

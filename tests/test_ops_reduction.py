@@ -179,6 +179,21 @@ def test_norms_over_width_sharded_input_are_per_device(mesh_shape):
     )
 
 
+def test_layer_norm_reads_the_first_row_of_a_tile_high_gamma():
+    """tt-metal's TtLayerNorm copies gamma and beta down a tile ([1, 32, W]); TT-NN reads row 0
+    of that tile (rows differ here, so reading another row or the whole tile would show)."""
+    mesh = mesh_of((1, 2))
+    rng = np.random.default_rng(7)
+    x_host = rng.standard_normal((1, 64, 96)).astype(np.float32)
+    g_host = rng.standard_normal((1, 32, 96)).astype(np.float32)
+    b_host = rng.standard_normal((1, 32, 96)).astype(np.float32)
+    put = lambda a: ttnn.from_torch(a, device=mesh, layout=ttnn.TILE_LAYOUT)  # noqa: E731
+    y = ttnn.layer_norm(put(x_host), epsilon=1e-6, weight=put(g_host), bias=put(b_host))
+    want = _layer_norm(x_host.astype(np.float64), 1e-6, g_host[0, 0], b_host[0, 0])
+    for got in device_arrays(y).values():
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_sum_over_sharded_dim_then_adding_partials_gives_total():
     mesh = mesh_of((8, 4))
     x = np.random.default_rng(6).standard_normal((1, 1, 32, 32 * 8)).astype(np.float32)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, Layout
+from ttjax.enums import TILE_SIZE, DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
@@ -103,6 +103,12 @@ def softmax(
 
 
 def _norm_weight(w: Any, width: int) -> Any:
+    """A norm's gamma/beta as a (width,) vector: TT-NN's [W], [1, 1, W] or [W/32, 32] forms, or
+    a tile-high [.., 32, W] (the weight copied down a tile's rows, as tt-metal's TtLayerNorm
+    makes it), of which TT-NN reads the first row: layernorm_op.cpp's validate takes a TILE gamma
+    of padded height TILE_HEIGHT, and its kernels broadcast each gamma tile's row 0."""
+    if w.ndim >= 2 and w.shape[-1] == width and w.size == TILE_SIZE * width:
+        w = jnp.reshape(w, (TILE_SIZE, width))[0]
     return jnp.reshape(w, (width,)).astype(jnp.float32)
 
 

@@ -179,6 +179,21 @@ def test_norms_over_width_sharded_input_are_per_device(mesh_shape):
     )
 
 
+def test_layer_norm_reads_the_first_row_of_a_tile_high_gamma():
+    """tt-metal's TtLayerNorm copies gamma and beta down a tile ([1, 32, W]); TT-NN reads row 0
+    of that tile (rows differ here, so reading another row or the whole tile would show)."""
+    mesh = mesh_of((1, 2))
+    rng = np.random.default_rng(7)
+    x_host = rng.standard_normal((1, 64, 96)).astype(np.float32)
+    g_host = rng.standard_normal((1, 32, 96)).astype(np.float32)
+    b_host = rng.standard_normal((1, 32, 96)).astype(np.float32)
+    put = lambda a: ttnn.from_torch(a, device=mesh, layout=ttnn.TILE_LAYOUT)  # noqa: E731
+    y = ttnn.layer_norm(put(x_host), epsilon=1e-6, weight=put(g_host), bias=put(b_host))
+    want = _layer_norm(x_host.astype(np.float64), 1e-6, g_host[0, 0], b_host[0, 0])
+    for got in device_arrays(y).values():
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_sum_over_sharded_dim_then_adding_partials_gives_total():
     mesh = mesh_of((8, 4))
     x = np.random.default_rng(6).standard_normal((1, 1, 32, 32 * 8)).astype(np.float32)
@@ -187,3 +202,51 @@ def test_sum_over_sharded_dim_then_adding_partials_gives_total():
     assert s.shape == (1, 1, 32, 1)
     partials = list(device_arrays(s).values())
     np.testing.assert_allclose(sum(partials), x.sum(axis=3, keepdims=True), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "kernel, stride, padding, ceil_mode, include_pad",
+    [
+        ((4, 4), (4, 4), (0, 0), False, True),  # gemma3's projector: 64x64 patches to 16x16
+        ((3, 2), (2, 2), (1, 1), True, True),
+        ((3, 3), (2, 1), (1, 0, 1, 1), False, False),
+    ],
+)
+def test_avg_pool2d_matches_torch(kernel, stride, padding, ceil_mode, include_pad):
+    """[1, 1, N*H*W, C] in, [1, 1, N*Hout*Wout, C] out, as torch's avg_pool2d of the NCHW form."""
+    import torch
+
+    n, c, h, w = 2, 8, 9, 7
+    rng = np.random.default_rng(8)
+    x = torch.from_numpy(rng.standard_normal((n, c, h, w)).astype(np.float32))
+    flat = x.permute(0, 2, 3, 1).reshape(1, 1, n * h * w, c)
+    mesh = mesh_of((1, 2))
+    t = ttnn.from_torch(flat, device=mesh, dtype=ttnn.float32)
+    y = ttnn.avg_pool2d(
+        t, n, h, w, c, kernel, stride, padding, ceil_mode=ceil_mode,
+        count_include_pad=include_pad, dtype=ttnn.float32,
+    )  # fmt: skip
+    pt = padding if len(padding) == 4 else (padding[0], padding[0], padding[1], padding[1])
+    if pt[0] == pt[1] and pt[2] == pt[3]:
+        want = torch.nn.functional.avg_pool2d(
+            x, kernel, stride, (pt[0], pt[2]), ceil_mode=ceil_mode,
+            count_include_pad=include_pad,
+        )  # fmt: skip
+    else:  # torch takes symmetric padding only: pad by hand, count the real elements
+        padded = torch.nn.functional.pad(x, (pt[2], pt[3], pt[0], pt[1]))
+        ones = torch.nn.functional.pad(torch.ones(1, 1, h, w), (pt[2], pt[3], pt[0], pt[1]))
+        pool = lambda a: torch.nn.functional.avg_pool2d(a, kernel, stride, ceil_mode=ceil_mode)  # noqa: E731
+        want = pool(padded) / pool(ones)
+    assert y.layout == ttnn.ROW_MAJOR_LAYOUT and y.dtype == ttnn.float32
+    ho, wo = want.shape[2:]
+    assert y.shape == (1, 1, n * ho * wo, c)
+    expect = want.permute(0, 2, 3, 1).reshape(1, 1, n * ho * wo, c).numpy()
+    for got in device_arrays(y).values():
+        np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+
+
+def test_avg_pool2d_rejects_a_shape_that_is_not_nhw_by_c():
+    mesh = mesh_of((1, 1))
+    t = ttnn.from_torch(np.zeros((1, 1, 60, 8), np.float32), device=mesh)
+    with pytest.raises(ttnn.ShapeMismatchError, match="N\\*H\\*W"):
+        ttnn.avg_pool2d(t, 1, 8, 8, 8, [2, 2], [2, 2], [0, 0])

@@ -131,6 +131,32 @@ def test_nlp_create_qkv_heads_decode_and_concat_decode():
         close(g[0, 0, :batch, : nkv * D], want_k.reshape(batch, nkv * D), 0)
         assert not g[0, 0, :, nkv * D :].any()
 
+    # TT-NN's output spec, whatever memory_config= says: L1 width-sharded, one head per core
+    # ([32, d] shards) on the first nh cores of the grid row by row (compute_output_specs).
+    mc = cat.memory_config()
+    assert mc.memory_layout == ttnn.TensorMemoryLayout.WIDTH_SHARDED
+    assert mc.buffer_type == ttnn.BufferType.L1
+    assert tuple(mc.shard_spec.shape) == (32, D) and mc.shard_spec.grid.num_cores() == nh
+    assert mc.shard_spec.grid == ttnn.num_cores_to_corerangeset(nh, ttnn.CoreCoord(8, 8), True)
+    # An input sharded on a sub-grid away from (0, 0): the output's cores start at its first.
+    sub = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 1))])
+    q_sub = ttnn.to_memory_config(
+        q,
+        ttnn.create_sharded_memory_config(
+            (32, D), sub, ttnn.ShardStrategy.HEIGHT, use_height_and_width_as_shard_shape=True
+        ),
+    )
+    on_sub = ttnn.experimental.nlp_concat_heads_decode(q_sub, num_heads=4)
+    want_cores = [(1, 0), (2, 0), (3, 0), (1, 1)]
+    got_cores = [
+        (x, y)
+        for r in on_sub.memory_config().shard_spec.grid.ranges()
+        for y in range(r.start.y, r.end.y + 1)
+        for x in range(r.start.x, r.end.x + 1)
+    ]
+    assert sorted(got_cores, key=lambda c: (c[1], c[0])) == want_cores
+    close(per_device(on_sub)[0][0, 0, :batch], want_q.reshape(batch, nh * D)[:, : 4 * D], 0)
+
     # batch_offset (a device tensor) + slice_size keep users 2..4.
     off = ttnn.from_torch(torch.tensor([2], dtype=torch.int32), dtype=ttnn.int32, device=mesh)
     q2, _, v2 = ttnn.experimental.nlp_create_qkv_heads_decode(

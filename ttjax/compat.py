@@ -92,7 +92,8 @@ TORCH_XLA_MODULES: dict[str, Alias] = {
 # docs/ttnn_api.md lists them). Everything else missing is "not yet".
 _CNN = (
     "TT-NN's convolution / pooling / image family: ttjax covers the multi-device LLM and "
-    "training programming model, and no multi-device LLM demo of tt-metal calls it"
+    "training programming model; of tt-metal's multi-device LLM demos only gemma3's SigLIP patch "
+    "embedding calls it (conv2d)"
 )
 _PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
 NOT_PROVIDED: dict[str, str] = {
@@ -115,7 +116,6 @@ NOT_PROVIDED: dict[str, str] = {
             "prepare_conv_bias",
             "convert_conv_weight_tensor_to_tiled_layout",
             "max_pool2d",
-            "avg_pool2d",
             "global_avg_pool2d",
             "adaptive_avg_pool2d",
             "adaptive_max_pool2d",

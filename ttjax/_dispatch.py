@@ -10,6 +10,7 @@ retraces; under ``jax.jit`` the same program is inlined into the caller's trace.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -42,18 +43,46 @@ from ttjax.tensor import Tensor, TensorSpec, deallocated_error, tile_padded
 PlacementRule = Callable[[Sequence[Tensor], Sequence[tuple[int, ...]]], list[tuple[Placement, ...]]]
 
 
-class Program:
-    """A compiled op: the jitted shard_map and the specs of what it returns."""
+@dataclass(frozen=True)
+class OpMeta:
+    """What a trace may know about an op beyond its compiled program, to rewrite a captured graph
+    without changing values (``ttjax.trace`` fuses a reduce-scatter + all-gather into one
+    all-reduce with it).
 
-    __slots__ = ("fn", "name", "outs", "single")
+    ``kind`` is ``"reduce_scatter"`` (a native sum, ``lax.psum_scatter``), ``"all_gather"`` (a
+    native ``lax.all_gather``) or ``"elementwise"`` (``fn`` applied to two same-shaped operands,
+    element by element, so it gives the same numbers on any slice of them); ``dim`` and ``axes``
+    (mesh axis names) say where a collective runs.
+
+    >>> OpMeta("all_gather", dim=3, axes=("x", "y")).kind
+    'all_gather'
+    """
+
+    kind: str
+    dim: int | None = None
+    axes: tuple[str, ...] | None = None
+    fn: Callable[..., Any] | None = None
+
+
+class Program:
+    """A compiled op: the jitted shard_map, the specs of what it returns, and its :class:`OpMeta`
+    (None for ops a trace treats as opaque)."""
+
+    __slots__ = ("fn", "meta", "name", "outs", "single")
 
     def __init__(
-        self, name: str, fn: Callable[..., Any], outs: list[TensorSpec], single: bool
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        outs: list[TensorSpec],
+        single: bool,
+        meta: OpMeta | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.outs = outs
         self.single = single
+        self.meta = meta
 
 
 def capture_active() -> bool:
@@ -304,6 +333,7 @@ def build_program(
     out_layout: Layout | None,
     placement_rule: PlacementRule | None,
     memory_config: MemoryConfig | None = None,
+    meta: OpMeta | None = None,
 ) -> Program:
     metas = [t._spec for t in tensors]
     names = mesh.axis_names
@@ -360,7 +390,7 @@ def build_program(
         out_specs=out_specs[0] if single else tuple(out_specs),
         check_vma=False,
     )
-    return Program(name, jax.jit(mapped), out_metas, single)
+    return Program(name, jax.jit(mapped), out_metas, single, meta)
 
 
 def run_op(name: str, local_fn: Callable[..., Any], tensors: Sequence[Tensor], **kw: Any) -> Any:
@@ -387,6 +417,7 @@ def _run_op(
     placement_rule: PlacementRule | None = None,
     mesh: MeshDevice | None = None,
     memory_config: MemoryConfig | None = None,
+    meta: OpMeta | None = None,
 ) -> Any:
     """Run ``local_fn`` on every device's local tensors; return the output Tensor(s).
 
@@ -394,6 +425,7 @@ def _run_op(
     arguments: the compiled program is cached under that key. Scalars are traced (not baked in),
     so a loop over changing scalars does not recompile. ``memory_config`` (an op's
     ``memory_config=``) becomes the outputs' memory config (see :func:`output_memory_config`).
+    ``meta`` (an :class:`OpMeta`) tells a trace capture what the op computes.
     """
     if mesh is None:
         mesh = common_mesh(name, tensors)
@@ -423,6 +455,7 @@ def _run_op(
             out_layout,
             placement_rule,
             memory_config,
+            meta,
         )
         if mesh._program_cache_enabled:
             cache[key] = prog
@@ -447,6 +480,7 @@ def call_program(
 
 
 __all__ = [
+    "OpMeta",
     "Program",
     "build_program",
     "call_program",

@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 
 from ttjax import _policy, _specs, numerics
-from ttjax._dispatch import run_op
+from ttjax._dispatch import OpMeta, run_op
 from ttjax.enums import ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError, MeshMismatchError
 from ttjax.fabric import FabricConfig
@@ -153,6 +153,11 @@ def _math_op(op: str, math_op: Any) -> ReduceType:
 def _names(mesh: MeshDevice, axes: Sequence[int]) -> Any:
     names = tuple(mesh.axis_names[a] for a in axes)
     return names[0] if len(names) == 1 else names
+
+
+def _axis_names(c: _Call) -> tuple[str, ...]:
+    """The group's mesh axis names, always as a tuple (for :class:`OpMeta`)."""
+    return tuple(c.mesh.axis_names[a] for a in c.axes)
 
 
 def _size(mesh: MeshDevice, axes: Sequence[int]) -> int:
@@ -407,7 +412,9 @@ def all_gather(
         return write_output(c.t, output_tensor)
     names, n = c.names, c.n
     policy = numerics.mode()
+    meta = None
     if c.mode == "native":
+        meta = OpMeta("all_gather", dim=d, axes=_axis_names(c))
 
         def fn(x: Any) -> Any:  # its backward sums: in device order under the numerics policy
             return numerics.all_gather(x, names, axis=d, tiled=True)
@@ -425,6 +432,7 @@ def all_gather(
         static=(d, policy, *c.key),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
+        meta=meta,
     )
     return write_output(out, output_tensor)
 
@@ -468,6 +476,7 @@ def reduce_scatter(
     if n == 1:
         return write_output(c.t, output_tensor)
     policy = numerics.mode() if rop is ReduceType.Sum else None
+    meta = None
     if policy == "deterministic":  # the numerics policy wins over the lowering for sums
 
         def fn(x: Any) -> Any:
@@ -480,6 +489,7 @@ def reduce_scatter(
             return sched(x, names, n, d, rop)
 
     elif rop is ReduceType.Sum:
+        meta = OpMeta("reduce_scatter", dim=d, axes=_axis_names(c))
 
         def fn(x: Any) -> Any:
             return lax.psum_scatter(x, names, scatter_dimension=d, tiled=True)
@@ -498,6 +508,7 @@ def reduce_scatter(
         static=(d, rop, policy, *c.key),
         placement_rule=rule,
         memory_config=memory_config,
+        meta=meta,
     )
     return write_output(out, output_tensor)
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from ttjax import _blockfloat, _capture
-from ttjax._dispatch import Program
+from ttjax._dispatch import OpMeta, Program, decode_local, encode_local, storage_spec
 from ttjax.errors import TraceError
 from ttjax.mesh import MeshDevice
 from ttjax.tensor import Tensor, TensorSpec, deallocated_error, is_traced
@@ -79,6 +80,7 @@ class _Trace:
         self.nodes: list[_Node] = []
         self.slot_of: dict[int, int] = {}
         self.inputs: list[tuple[int, Tensor]] = []
+        self._input_slots: set[int] = set()
         self.held: list[tuple[Tensor, int]] = []  # every tensor seen, kept alive while capturing
         self.groups: list[_Group] = []
         self._slots = itertools.count()
@@ -105,6 +107,7 @@ class _Trace:
             s = next(self._slots)
             self.slot_of[id(t)] = s
             self.inputs.append((s, t))
+            self._input_slots.add(s)
             self.held.append((t, s))
         return s
 
@@ -132,6 +135,23 @@ class _Trace:
             self.held.append((r, s))
             out_slots.append(s)
         self.nodes.append(_Node(prog, mesh, in_slots, tuple(scalars), out_slots))
+
+    def forward(self, result: Tensor, source: Tensor) -> bool:
+        """Record ``result`` as holding ``source``'s value (an op that moves nothing, such as a
+        memory-config move), without an op; False when ``source`` is not the result of a captured
+        op of this trace (then the caller runs the op, so a replay refreshes ``result``)."""
+        mesh = source._mesh
+        s = self.slot_of.get(id(source))
+        if (
+            mesh is None
+            or mesh.root() is not self.mesh.root()
+            or s is None
+            or s in self._input_slots
+        ):
+            return False
+        self.slot_of[id(result)] = s
+        self.held.append((result, s))
+        return True
 
     def alias(self, result: Tensor, target: Tensor) -> None:
         """``target`` now holds ``result``'s value (an op's ``output_tensor=``/in-place update)."""
@@ -164,6 +184,10 @@ class _Trace:
         input_slot = dict(self.inputs)
         for key, nodes in by_mesh.items():
             made = {s for n in nodes for s in n.out_slots}
+            kept = {s for _, s in alive if s in made}
+            specs = {s: t._spec for s, t in self.inputs}
+            specs.update({s: o for n in nodes for s, o in zip(n.out_slots, n.prog.outs)})
+            nodes = fuse_all_reduces(nodes, specs, kept)
             used = [s for n in nodes for s in n.in_slots if s not in made]
             ins = []
             for s in dict.fromkeys(used):
@@ -181,6 +205,151 @@ class _Trace:
         self.nodes = []
         self.slot_of = {}
         self.state = "captured"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewriting the captured graph (values unchanged)
+# ---------------------------------------------------------------------------------------------
+
+
+def _collective(node: _Node, kind: str, like: OpMeta) -> bool:
+    m = node.prog.meta
+    return (
+        m is not None
+        and m.kind == kind
+        and (m.dim, m.axes) == (like.dim, like.axes)
+        and len(node.in_slots) == 1
+        and not node.scalars
+    )
+
+
+def _plain(*specs: TensorSpec) -> bool:
+    return not any(s.dtype.is_block_float for s in specs)
+
+
+def _fused_program(
+    rs: _Node, ew: _Node | None, pos: int, gathered: _Node | None, ag: _Node, specs: dict[int, Any]
+) -> Program:
+    """One all-reduce for ``all_gather(ew(reduce_scatter(a), y))`` (``ew`` optional), where
+    ``gathered`` is an all-gather of ``y`` over the same axes the trace already has.
+
+    Per device: the group's sum of ``a`` (what the all-gather of the scattered pieces holds),
+    cast as the reduce-scatter casts it, then ``ew`` on the whole rows with ``y`` gathered, cast
+    as ``ew`` and the all-gather cast: the same numbers, element by element.
+    """
+    meta = ag.prog.meta
+    assert meta is not None and meta.axes is not None
+    axes = meta.axes
+    a_spec = specs[rs.in_slots[0]]
+    rs_dtype = rs.prog.outs[0].dtype.numpy_dtype
+    out = ag.prog.outs[0]
+    names = ag.mesh.axis_names
+    in_specs = [storage_spec(a_spec, names)]
+    if ew is not None and gathered is not None:
+        g_spec = gathered.prog.outs[0]
+        in_specs.append(storage_spec(g_spec, names))
+        fn = ew.prog.meta.fn if ew.prog.meta is not None else None
+        ew_dtype = ew.prog.outs[0].dtype.numpy_dtype
+
+    def body(a: Any, *rest: Any) -> Any:
+        z = jax.lax.psum(decode_local(a, a_spec), axes).astype(rs_dtype)
+        if rest:
+            g = decode_local(rest[0], g_spec)
+            z = jnp.asarray(fn(*((z, g) if pos == 0 else (g, z)))).astype(ew_dtype)  # type: ignore[misc]
+        return encode_local(z, out)
+
+    mapped = jax.shard_map(
+        body,
+        mesh=ag.mesh.jax_mesh,
+        in_specs=tuple(in_specs),
+        out_specs=storage_spec(out, names),
+        check_vma=False,
+    )
+    name = f"all_reduce (reduce_scatter{' + ' + ew.prog.name if ew else ''} + all_gather)"
+    return Program(name, jax.jit(mapped), [out], True)
+
+
+def _fuse_one(
+    ag: _Node,
+    producer: dict[int, _Node],
+    gathers: dict[tuple[int, Any, Any], _Node],
+    specs: dict[int, Any],
+) -> tuple[_Node, list[_Node]] | None:
+    """The all-reduce that ``ag`` can become, and the nodes it bypasses; None if none."""
+    meta = ag.prog.meta
+    assert meta is not None
+    src = producer.get(ag.in_slots[0])
+    if src is None:
+        return None
+    out = ag.prog.outs[0]
+    if _collective(src, "reduce_scatter", meta):
+        a_spec = specs[src.in_slots[0]]
+        if a_spec.shape != out.shape or not _plain(a_spec, src.prog.outs[0], out):
+            return None
+        prog = _fused_program(src, None, 0, None, ag, specs)
+        return _Node(prog, ag.mesh, [src.in_slots[0]], (), ag.out_slots), [src]
+    m = src.prog.meta
+    if m is None or m.kind != "elementwise" or len(src.in_slots) != 2 or src.scalars:
+        return None
+    ew_out = src.prog.outs[0]
+    for pos in (0, 1):
+        x, y = src.in_slots[pos], src.in_slots[1 - pos]
+        rs = producer.get(x)
+        gathered = gathers.get((y, meta.dim, meta.axes))
+        if x == y or rs is None or gathered is None or not _collective(rs, "reduce_scatter", meta):
+            continue
+        a_spec, rs_out, y_spec, g_out = (
+            specs[rs.in_slots[0]],
+            rs.prog.outs[0],
+            specs[y],
+            gathered.prog.outs[0],
+        )
+        if (
+            a_spec.shape == out.shape == g_out.shape
+            and rs_out.shape == y_spec.shape == ew_out.shape
+            and g_out.placements == out.placements
+            and _plain(a_spec, rs_out, y_spec, ew_out, g_out, out)
+        ):
+            prog = _fused_program(rs, src, pos, gathered, ag, specs)
+            node = _Node(prog, ag.mesh, [rs.in_slots[0], gathered.out_slots[0]], (), ag.out_slots)
+            return node, [src, rs]
+    return None
+
+
+def fuse_all_reduces(nodes: list[_Node], specs: dict[int, Any], kept: set[int]) -> list[_Node]:
+    """The captured ops with each reduce-scatter followed by an all-gather over the same axes and
+    dim (TT-NN model code's all-reduce) turned into one all-reduce; values unchanged.
+
+    Also ``all_gather(reduce_scatter(a) + h)`` where the trace already all-gathers ``h`` (the
+    residual stream kept scattered between layers, as tt_transformers does on a T3000) becomes
+    ``all_reduce(a) + all_gather(h)``: one collective instead of two. The bypassed ops go when
+    nothing else uses their results (``kept``: slots the trace writes back). ``TTJAX_TRACE_FUSE=0``
+    keeps the graph as captured.
+    """
+    if os.environ.get("TTJAX_TRACE_FUSE", "") == "0":
+        return nodes
+    producer: dict[int, _Node] = {}
+    gathers: dict[tuple[int, Any, Any], _Node] = {}
+    result = list(nodes)
+    bypassed: list[_Node] = []
+    for i, node in enumerate(nodes):
+        meta = node.prog.meta
+        if meta is not None and meta.kind == "all_gather" and _collective(node, "all_gather", meta):
+            fused = _fuse_one(node, producer, gathers, specs)
+            if fused is not None:
+                result[i] = fused[0]
+                bypassed += fused[1]
+            gathers.setdefault((node.in_slots[0], meta.dim, meta.axes), result[i])
+        for s in node.out_slots:
+            producer[s] = node
+    dead = {id(n) for n in bypassed}
+    while True:
+        used = set(kept)
+        used.update(s for n in result for s in n.in_slots)
+        gone = {id(n) for n in result if id(n) in dead and not any(s in used for s in n.out_slots)}
+        if not gone:
+            return result
+        result = [n for n in result if id(n) not in gone]
 
 
 def _program(group: _Group) -> Any:

@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttjax._dispatch import run_op
+from ttjax import _blockfloat, _capture
+from ttjax._dispatch import common_mesh, output_memory_config, run_op
 from ttjax.enums import DataType, Layout, StorageType
 from ttjax.errors import MemoryConfigError, ShapeMismatchError, TTJaxError
 from ttjax.hardware import (
@@ -56,8 +57,41 @@ def _need_shard_spec(op: str, memory_config: Any) -> None:
         )
 
 
+def _forwarded(op: str, t: Tensor, memory_config: MemoryConfig) -> Tensor | None:
+    """``t``'s own buffers under ``memory_config``, when a compiled program is being built (under
+    ``jax.jit``, or in a trace capture where an earlier captured op made ``t``); else None.
+
+    A memory-config move changes neither the values nor the per-device layout (XLA places
+    buffers), so inside a program it is nothing: no copy, no resharding, and for a block-float
+    tensor no decode and re-encode. Eagerly the op still runs (TT-NN gives a new buffer, which a
+    later trace may donate without touching this one).
+    """
+    common_mesh(op, [t])
+    traced = isinstance(_blockfloat.primary(t._data), jax.core.Tracer)
+    recorder = _capture.current()
+    if not traced and recorder is None:
+        return None
+    spec = t._spec
+    mc = output_memory_config(
+        op,
+        memory_config,
+        spec.memory_config,
+        spec.shape,
+        spec.layout,
+        [(spec.memory_config, spec.shape)],
+    )
+    out = Tensor(t._data, spec.replace(memory_config=mc))
+    if recorder is not None and not traced and not recorder.forward(out, t):
+        return None
+    return out
+
+
 def _convert(op: str, t: Tensor, memory_config: MemoryConfig, dtype: DataType | None) -> Tensor:
     dt = check_dtype(op, dtype)
+    if isinstance(t, Tensor) and (dt is None or dt is t._spec.dtype):
+        out = _forwarded(op, t, memory_config)
+        if out is not None:
+            return out
     return run_op(
         op,
         _identity,

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttjax._dispatch import run_op
+from ttjax._dispatch import OpMeta, run_op
 from ttjax.enums import BcastOpDim, BcastOpMath, DataType, UnaryOpType, UnaryWithParam
 from ttjax.errors import ShapeMismatchError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, is_scalar, write_output
@@ -179,6 +179,7 @@ def _binary(name: str, fn: Callable[[Any, Any], Any], doc: str) -> Callable[...,
                 out_dtype=out_dtype,
                 static=key,
                 memory_config=memory_config,
+                meta=OpMeta("elementwise", fn=f),
             )
         return write_output(out, output_tensor)
 

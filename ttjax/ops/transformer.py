@@ -23,7 +23,7 @@ from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
 from ttjax.ops.data_movement import slice as _slice
-from ttjax.placements import LOCAL, PlacementReplicate
+from ttjax.placements import LOCAL, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor
 
 
@@ -680,7 +680,13 @@ def rotary_embedding(
 
 def _cache_rule(tensors: Any, shapes: Any) -> list[Any]:
     """A cache update keeps the cache's own layout; replicated axes become per-device only when
-    the written values differ across them."""
+    the written values differ across them.
+
+    Such an axis holds its devices' caches as blocks of dim 0 (``PlacementShard(0)``), not
+    behind a hidden leading axis (``PlacementLocal``): the same per-device values, but a traced
+    step's updated cache then needs no reshape, which XLA-CPU copied (a [1, *cache] layout of
+    its own) once per cache and step.
+    """
     cache = tensors[0]
     out = []
     for i, p in enumerate(cache._placements):
@@ -689,7 +695,7 @@ def _cache_rule(tensors: Any, shapes: Any) -> list[Any]:
         elif all(isinstance(t._placements[i], PlacementReplicate) for t in tensors):
             out.append(p)
         else:
-            out.append(LOCAL)
+            out.append(PlacementShard(0) if len(shapes[0]) else LOCAL)
     return [tuple(out)]
 
 

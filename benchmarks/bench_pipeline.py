@@ -17,7 +17,7 @@ from benchmarks._harness import Row, compare
 from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep
 
@@ -28,7 +28,7 @@ BATCH = 32
 def _step(
     mesh: ttnn.MeshDevice, m: int, schedule: str
 ) -> tuple[Pipeline, object, PipelineTrainStep]:
-    par = Parallelism(mesh)
+    par = ParallelismContext.from_axes(mesh)
     pipe = Pipeline(
         mesh,
         *gpt_pipeline.stage_functions(GPT(CFG), None),

@@ -29,7 +29,7 @@ from models.llama.train_model import param_axes, param_specs, params_from_weight
 from models.llama.weights import expected_shapes, random_weights
 from ttjax import dist
 from ttjax.errors import ShardingError
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 
 CONFIG = get_config("tiny")
 
@@ -110,7 +110,7 @@ def test_four_variants_place_every_weight_alike(shape: tuple[int, int]) -> None:
     got: dict[str, dict[str, dict[tuple[int, int], np.ndarray]]] = {}
 
     # TTML: DDP over rows, TP over columns.
-    par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1)
     specs, params = param_specs(CONFIG, par), params_from_weights(CONFIG, weights)
     ttml: dict[str, dict[tuple[int, int], np.ndarray]] = {}
     devices = np.asarray(par.jax_mesh.devices)

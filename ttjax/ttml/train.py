@@ -40,9 +40,9 @@ from ttjax.errors import ConfigError, TTJaxError
 from ttjax.plan import Axes, LogicalAxes, average_gradients, is_logical, spec_axes
 from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.fsdp import outside_blocks
-from ttjax.ttml.parallel import Parallelism
 
 LossFn = Callable[[Any, Any, Any, Axes], Any]
 SCHEDULERS = ("identity", "warmup_linear", "warmup_cosine")
@@ -447,7 +447,7 @@ class TrainStep(BaseTrainStep):
         self,
         loss_fn: LossFn,
         layout: Any,
-        par: Parallelism,
+        par: ParallelismContext,
         optimizer: optax.GradientTransformation,
         *,
         accum: int = 1,

@@ -241,7 +241,7 @@ def test_cp_with_pp_is_refused_by_the_cli(tmp_path):
     par = ParallelismContext.from_axes(_par("cp2_tp4").mesh_device, cp_axis=0, pp_axis=1)
     parts = nanogpt_train.build(run, par, model_vocab(run, par))
     with pytest.raises(ConfigError, match="enable_cp with enable_pp") as e:
-        pipeline_step(run, None, par, parts, OptimizerSettings.from_config(run))
+        pipeline_step(run, par, parts, OptimizerSettings.from_config(run))
     assert "\nfix: set enable_cp: false" in str(e.value)
 
 

@@ -31,8 +31,8 @@ import ttjax as ttnn
 from benchmarks._harness import Row, report
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainState, TrainStep, make_optimizer
 
@@ -75,7 +75,9 @@ def abstract_inputs(step: TrainStep, config: GPTConfig) -> tuple[TrainState, Any
     return state, tokens
 
 
-def compile_seconds(par: Parallelism, n_layer: int, unrolled: bool = False) -> dict[str, float]:
+def compile_seconds(
+    par: ParallelismContext, n_layer: int, unrolled: bool = False
+) -> dict[str, float]:
     """Seconds to trace + lower and to compile a fresh TP+DDP step of ``n_layer`` blocks (wall
     time, and the process's CPU time: less moved by other jobs on a shared machine)."""
     config = dataclasses.replace(CONFIG, n_layer=n_layer)
@@ -99,7 +101,7 @@ def compile_seconds(par: Parallelism, n_layer: int, unrolled: bool = False) -> d
 
 
 def measure(
-    par: Parallelism, layers: Sequence[int], repeats: int, unrolled: bool = False
+    par: ParallelismContext, layers: Sequence[int], repeats: int, unrolled: bool = False
 ) -> dict[int, dict[str, float]]:
     """Median (over ``repeats``) lower / compile / total seconds per layer count."""
     out = {}
@@ -115,7 +117,7 @@ def run(
     repeats: int = 1,
     unrolled: bool = False,
 ) -> list[Row]:
-    par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1)
     layers = sorted(layers)
     compile_seconds(par, layers[0])  # warm JAX's own caches (first-use imports, tracing rules)
     scanned = measure(par, layers, repeats)

@@ -33,13 +33,13 @@ import ttjax as ttnn
 from benchmarks._harness import RESULTS, Row, compare
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_axes
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.ops.ring_attention import (
     inverse_load_balance_order,
     load_balance_order,
     local_positions,
     ring_attention,
 )
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
 SEQ, HEADS, KV_HEADS, HEAD_DIM = 16384, 8, 2, 64  # a Llama-style GQA layer, bfloat16 inputs
@@ -186,7 +186,7 @@ def hand_written_cp_step(mesh: Mesh, optimizer: optax.GradientTransformation) ->
 
 def train_step_row(mesh: ttnn.MeshDevice) -> Row:
     """CP 8 (1x8) NanoGPT train step: ``TrainStep`` vs :func:`hand_written_cp_step`."""
-    par = Parallelism(mesh, cp_axis=len(mesh.shape) - 1)
+    par = ParallelismContext.from_axes(mesh, cp_axis=len(mesh.shape) - 1)
     optimizer = make_optimizer(STEP_OPT)
     ours = TrainStep(GPT(STEP_CONFIG).loss, param_axes(STEP_CONFIG), par, optimizer)
     params = init_params(STEP_CONFIG, 5489)

@@ -28,7 +28,7 @@ from benchmarks._harness import Row, collectives, compare
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_axes
 from ttjax.inspect import inspect
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
 CONFIG = GPTConfig(vocab_size=512, block_size=64, n_layer=4, n_head=8, n_embd=256)
@@ -113,7 +113,7 @@ def _state_bytes(step: TrainStep, state: Any, tokens: Any) -> int:
 
 
 def run(mesh: ttnn.MeshDevice) -> list[Row]:
-    par = Parallelism(mesh, fsdp_axis=1)
+    par = ParallelismContext.from_axes(mesh, fsdp_axis=1)
     optimizer = make_optimizer(OPT)
     ours = TrainStep(GPT(CONFIG).loss, param_axes(CONFIG), par, optimizer, schedule=OPT.schedule())
     params = init_params(CONFIG, 5489)
@@ -149,7 +149,12 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
 
     rep = inspect(ours._global_step, state, dev_tokens, mesh=ours.mesh, name="ttml FSDP step")
     hand_rep = inspect(hand, hp, ho, dev_tokens, mesh=ours.mesh, name="hand-written FSDP step")
-    ddp = TrainStep(GPT(CONFIG).loss, param_axes(CONFIG), Parallelism(mesh, ddp_axis=1), optimizer)
+    ddp = TrainStep(
+        GPT(CONFIG).loss,
+        param_axes(CONFIG),
+        ParallelismContext.from_axes(mesh, ddp_axis=1),
+        optimizer,
+    )
     ddp_tokens = jax.device_put(tokens, NamedSharding(ddp.mesh, ddp.batch_spec))
     fsdp_bytes = _state_bytes(ours, state, dev_tokens)
     ddp_bytes = _state_bytes(ddp, ddp.init_state(params), ddp_tokens)

@@ -18,7 +18,7 @@ from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params
 from ttjax.plan import ParallelDims
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep
 
@@ -29,7 +29,9 @@ BATCH = 32
 def _step(
     mesh: ttnn.MeshDevice, m: int, schedule: str
 ) -> tuple[Pipeline, object, PipelineTrainStep]:
-    par = Parallelism(mesh, pp_axis=len(tuple(mesh.shape)) - 1)  # the stages on the last axis
+    par = ParallelismContext.from_axes(
+        mesh, pp_axis=len(tuple(mesh.shape)) - 1
+    )  # the stages on the last axis
     pipe = Pipeline(
         mesh,
         *gpt_pipeline.stage_functions(GPT(CFG)),

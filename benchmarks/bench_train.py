@@ -23,7 +23,7 @@ from benchmarks._harness import Row, collectives, compare
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.inspect import inspect
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.stacked import stack_blocks, unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
@@ -105,7 +105,7 @@ def hand_written_step(mesh: Mesh, specs, optimizer):
 
 
 def run(mesh: ttnn.MeshDevice) -> list[Row]:
-    par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1)
     specs = param_specs(CONFIG, par)
     optimizer = make_optimizer(OPT)
     ours = TrainStep(GPT(CONFIG).loss, specs, par, optimizer, schedule=OPT.schedule())
@@ -138,7 +138,7 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     rep = inspect(ours._global_step, state, dev_tokens, mesh=mesh, name="ttml TP+DDP step")
     hand_rep = inspect(hand, hp, ho, dev_tokens, mesh=mesh, name="hand-written step")
     ddp_mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 8))
-    ddp = Parallelism(ddp_mesh, ddp_axis=1)
+    ddp = ParallelismContext.from_axes(ddp_mesh, ddp_axis=1)
     ddp_step = TrainStep(GPT(CONFIG).loss, param_specs(CONFIG, ddp), ddp, optimizer)
     ddp_state = ddp_step.init_state(params)
     ddp_tokens = jax.device_put(tokens, NamedSharding(ddp.jax_mesh, P(None, "dp", None)))

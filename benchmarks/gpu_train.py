@@ -40,8 +40,8 @@ import ttjax as ttnn
 from benchmarks._profile import profile_jax, profile_torch
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.metrics import bf16_peak
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer, mixed_precision
 
@@ -91,7 +91,7 @@ def flops_per_token(config: GPTConfig, params: Any, seq: int) -> int:
 
 def ttjax_side(config: GPTConfig, params: Any, tokens: np.ndarray, dtype: Any) -> Callable:
     """``run(n)``: n TrainSteps on a 1x1 mesh dispatched back to back, then one wait; losses."""
-    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
+    par = ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
     loss_fn = mixed_precision(GPT(config).loss, dtype)
     step = TrainStep(loss_fn, param_specs(config, par), par, make_optimizer(OPT))
     held = [step.init_state(params)]

@@ -449,3 +449,51 @@ def test_concat_mesh_2d_refuses_the_same_dim_twice():
     mesh = mesh_of((2, 4))
     with pytest.raises(ttnn.ShardingError, match=r"dims=\(3, 3\).*must be different"):
         ttnn.ConcatMesh2dToTensor(mesh, mesh_shape=(2, 4), dims=(3, 3))
+
+
+# ---------------------------------------------------------------------------------------------
+# The parallelism plan as a mapper (logical axes under ParallelDims)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_plan_mesh_mapper_on_a_two_axis_plan_places_like_numpy() -> None:
+    """On the mesh's own 2-D plan (dp rows, tp columns) a [in, out] weight with logical axes
+    (embed, mlp) splits its columns over tp and is whole along dp (``ShardTensor2dMesh``); a
+    (batch, embed) tensor splits its rows over dp; (embed,) is replicated."""
+    from ttjax.plan import LogicalAxes, ParallelDims
+
+    mesh = mesh_of((2, 4))
+    dims = ParallelDims((2, 4), ("dp", "tp"))
+    rng = np.random.default_rng(0)
+    cases = [
+        (LogicalAxes("embed", "mlp"), [None, 1], lambda w, r, c: np.split(w, 4, axis=1)[c]),
+        (LogicalAxes("batch", "embed"), [0, None], lambda w, r, c: np.split(w, 2, axis=0)[r]),
+        (
+            LogicalAxes("batch", "vocab"),
+            [0, 1],
+            lambda w, r, c: np.split(np.split(w, 2, axis=0)[r], 4, axis=1)[c],
+        ),
+        (LogicalAxes("embed", None), [None, None], lambda w, r, c: w),
+    ]
+    for axes, per_axis, piece in cases:
+        assert ttnn.shard_dims(dims, axes) == per_axis, axes
+        w = rng.standard_normal((8, 16)).astype(np.float32)
+        t = ttnn.from_torch(w, device=mesh, mesh_mapper=ttnn.plan_mesh_mapper(mesh, dims, axes))
+        pieces = [np.asarray(ttnn.to_torch(d)) for d in ttnn.get_device_tensors(t)]
+        for i, p in enumerate(pieces):  # row-major device order
+            np.testing.assert_array_equal(p, piece(w, i // 4, i % 4), err_msg=f"{axes} dev {i}")
+
+
+def test_plan_mesh_mapper_flat_plan_and_a_plan_that_does_not_fit() -> None:
+    from ttjax.errors import ShardingError
+    from ttjax.plan import LogicalAxes, ParallelDims
+
+    mesh = mesh_of((2, 4))
+    flat = ttnn.plan_mesh_mapper(mesh, ParallelDims((8,), ("tp",)), LogicalAxes("vocab", "embed"))
+    assert isinstance(flat, ttnn.ShardTensorToMesh) and flat.shard_dim == 0
+    w = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
+    t = ttnn.from_torch(w, device=mesh, mesh_mapper=flat)
+    for i, d in enumerate(ttnn.get_device_tensors(t)):
+        np.testing.assert_array_equal(np.asarray(ttnn.to_torch(d)), w[2 * i : 2 * i + 2])
+    with pytest.raises(ShardingError, match=r"fits neither all 8 devices[\s\S]*fix:"):
+        ttnn.plan_mesh_mapper(mesh, ParallelDims((4,), ("tp",)), LogicalAxes("vocab"))

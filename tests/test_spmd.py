@@ -234,3 +234,35 @@ def test_uneven_dim_is_padded_inside_jit_and_refused_when_placed(mesh24: xs.Mesh
     np.testing.assert_allclose(np.asarray(out), (x * 2.0).sum(axis=1), rtol=1e-6)
     with pytest.raises(ShardingError, match=r"size 10, .* size 4 .*uneven shards[\s\S]*fix:"):
         xs.mark_sharding(x, mesh24, ("model", None))
+
+
+def test_mesh_axis_spec_from_logical_axes_places_like_numpy(mesh24: xs.Mesh) -> None:
+    """The plan's rule table on a torch-xla mesh: seed 004's names mapped to roles, each logical
+    axis to its mesh axis name; placing with the spec gives each device numpy's block."""
+    from ttjax.plan import LogicalAxes, ParallelDims
+
+    roles = {"batch": "dp", "model": "tp"}
+    assert xs.plan_of(mesh24, roles) == ParallelDims((2, 4), ("dp", "tp"))
+    assert xs.plan_of(mesh24).roles == (None, None)  # names that are no role play none
+    assert xs.plan_of(xs.Mesh(np.arange(8), (2, 4), ("dp", "tp"))).roles == ("dp", "tp")
+    assert xs.plan_of(xs.Mesh(np.arange(8), (2, 4))).roles == (None, None)  # unnamed
+    cases = {
+        ("mlp", "embed"): ("model", None),  # column-parallel [out, in]
+        ("embed", "heads"): (None, "model"),  # row-parallel
+        ("batch", "vocab"): ("batch", "model"),
+        ("embed", None): (None, None),
+    }
+    x = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    for names, want in cases.items():
+        spec = xs.mesh_axis_spec(mesh24, LogicalAxes(*names), roles)
+        assert spec == want, names
+        y = xs.mark_sharding(x, mesh24, spec)
+        for dev_id, block in shards(y).items():
+            r, c = np.argwhere(mesh24.get_logical_mesh() == dev_id)[0]
+            piece = x
+            for d, axis in enumerate(spec):
+                if axis is not None:
+                    n, k = (2, r) if axis == "batch" else (4, c)
+                    piece = np.split(piece, n, axis=d)[k]
+            np.testing.assert_array_equal(block, piece, err_msg=f"{names} device {dev_id}")
+    assert xs.mesh_axis_spec(mesh24, LogicalAxes("mlp", "embed")) == (None, None)  # no roles

@@ -111,7 +111,9 @@ from ttjax.distribute import (  # noqa: E402
     create_mesh_composer,
     create_mesh_mapper,
     distribute,
+    plan_mesh_mapper,
     replicate_tensor_to_mesh_mapper,
+    shard_dims,
     shard_tensor_to_mesh_mapper,
 )
 from ttjax.enums import (  # noqa: E402
@@ -424,8 +426,10 @@ __all__ = [
     "open_mesh_device",
     "parse_mesh_shape",
     "release_trace",
+    "plan_mesh_mapper",
     "replicate_tensor_to_mesh_mapper",
     "scan",
+    "shard_dims",
     "shard_tensor_to_mesh_mapper",
     "synchronize_device",
     "synchronize_devices",

@@ -26,6 +26,7 @@ from ttjax.enums import StorageType
 from ttjax.errors import MeshMismatchError, ShardingError, TTJaxError
 from ttjax.mesh import MeshDevice, MeshShape
 from ttjax.placements import Placement, PlacementReplicate, PlacementShard
+from ttjax.plan import LogicalAxes, ParallelDims
 from ttjax.tensor import Tensor, check_live, fetch, host_blocks
 
 # ---------------------------------------------------------------------------------------------
@@ -169,8 +170,8 @@ def resolve_mapper_placements(
             f"{mesh.shape!r}.\nfix: use a distribution shape with at most "
             f"{mesh.shape.mesh_size()} devices."
         )
-    shard_dims = [p.dim for p in placements if isinstance(p, PlacementShard)]
-    if len(set(shard_dims)) != len(shard_dims):
+    sharded = [p.dim for p in placements if isinstance(p, PlacementShard)]
+    if len(set(sharded)) != len(sharded):
         raise ShardingError(
             f"dims must be unique: placements {list(placements)!r} shard the same tensor dim on "
             "two mesh dimensions.\nfix: shard different tensor dims, or use "
@@ -563,6 +564,62 @@ def distribute(default: TensorToMesh | MeshToTensor) -> Iterator[None]:
         setattr(_defaults, attr, old)
 
 
+# ---------------------------------------------------------------------------------------------
+# The parallelism plan as mesh mappers (a tensor's logical axes under a ParallelDims)
+# ---------------------------------------------------------------------------------------------
+
+
+def _entry_roles(entry: Any) -> tuple[str, ...]:
+    """The roles of one ``PartitionSpec`` entry (None, a role, or a tuple of roles)."""
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def shard_dims(dims: ParallelDims, axes: LogicalAxes) -> list[int | None]:
+    """The tensor dim each mesh axis of ``dims`` shards (None: replicated along that axis).
+
+    The placement per mesh axis (TT-NN's ``cluster_axis`` order) of a tensor whose dims have the
+    logical ``axes``, by the plan's rule table (:data:`ttjax.plan.LOGICAL_AXIS_RULES`).
+
+    >>> from ttjax.plan import LogicalAxes, ParallelDims
+    >>> shard_dims(ParallelDims.from_sizes(dp=2, tp=4), LogicalAxes("embed", "mlp"))
+    [None, 1]
+    """
+    out: list[int | None] = [None] * len(dims.shape)
+    for d, entry in enumerate(dims.spec(axes)):
+        for role in _entry_roles(entry):
+            out[dims.roles.index(role)] = d
+    return out
+
+
+def plan_mesh_mapper(mesh: MeshDevice, dims: ParallelDims, axes: LogicalAxes) -> TensorToMesh:
+    """TT-NN's mesh mapper for a host tensor whose dims have the logical ``axes`` under ``dims``.
+
+    ``dims`` has either one axis over every device (TT-NN's flat ``ShardTensorToMesh``, in
+    row-major device order) or the mesh's own 2-D shape (``ShardTensor2dMesh``, one tensor dim
+    per mesh axis); a tensor no role splits is replicated.
+
+    >>> from ttjax.plan import LogicalAxes, ParallelDims
+    >>> dims = ParallelDims((2, 4), ("dp", "tp"))                 # the 2x4 mesh: dp rows, tp cols
+    >>> plan_mesh_mapper(mesh, dims, LogicalAxes("embed", "mlp")).placements
+    (PlacementReplicate(), PlacementShard(1))
+    """
+    per_axis = shard_dims(dims, axes)
+    if all(d is None for d in per_axis):
+        return ReplicateTensorToMesh(mesh)
+    shape = tuple(int(s) for s in mesh.shape)
+    if len(dims.shape) == 1 and dims.shape[0] == mesh.get_num_devices():
+        (dim,) = per_axis
+        assert dim is not None
+        return ShardTensorToMesh(mesh, dim=dim)
+    if dims.shape == shape and len(shape) == 2:
+        return ShardTensor2dMesh(mesh, mesh_shape=shape, dims=per_axis)
+    raise ShardingError(
+        f"plan_mesh_mapper: the plan {dims!r} fits neither all {mesh.get_num_devices()} devices "
+        f"of the mesh in one axis nor its shape {shape}.\n"
+        "fix: give ParallelDims((n_devices,), (role,)) or the mesh's own 2-D shape."
+    )
+
+
 __all__ = [
     "ConcatMesh2dToTensor",
     "ConcatMeshToTensor",
@@ -579,6 +636,8 @@ __all__ = [
     "create_mesh_composer",
     "create_mesh_mapper",
     "distribute",
+    "plan_mesh_mapper",
     "replicate_tensor_to_mesh_mapper",
+    "shard_dims",
     "shard_tensor_to_mesh_mapper",
 ]

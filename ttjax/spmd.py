@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ import ttjax
 from ttjax.errors import MeshMismatchError, MeshShapeError, ShardingError
 from ttjax.mesh import available_devices
 from ttjax.placements import PlacementReplicate, PlacementShard
+from ttjax.plan import ROLES, LogicalAxes, ParallelDims
 from ttjax.tensor import Tensor
 
 _state = threading.local()
@@ -433,6 +434,47 @@ def get_partition_spec(x: Any) -> PartitionSpec | None:
     return sharding.spec if isinstance(sharding, NamedSharding) else None
 
 
+# ---------------------------------------------------------------------------------------------
+# The parallelism plan as mark_sharding specs (a tensor's logical axes on a named mesh)
+# ---------------------------------------------------------------------------------------------
+
+
+def plan_of(mesh: Mesh, roles: Mapping[str, str] | None = None) -> ParallelDims:
+    """The parallelism plan of ``mesh``: an axis named by a role (``"dp"``, ``"tp"``, ...) plays
+    it; ``roles`` maps other names to roles (seed 004's ``{"batch": "dp", "model": "tp"}``); any
+    other axis, and every axis of an unnamed mesh, plays none (tensors stay whole along it).
+
+    >>> plan_of(Mesh(np.arange(8), (2, 4), ("batch", "model")), {"batch": "dp", "model": "tp"})
+    ParallelDims(dp=2, tp=4)
+    """
+    names = mesh.axis_names or ()  # an unnamed mesh: no axis plays a role
+    named: list[str | None] = [(roles or {}).get(n, n) for n in names]
+    named = named or [None] * len(mesh.mesh_shape)
+    return ParallelDims(mesh.mesh_shape, tuple(r if r in ROLES else None for r in named))
+
+
+def mesh_axis_spec(
+    mesh: Mesh, axes: LogicalAxes, roles: Mapping[str, str] | None = None
+) -> tuple[Any, ...]:
+    """The ``mark_sharding`` spec (one mesh axis name, tuple of names or None per tensor dim) of
+    a tensor whose dims have the logical ``axes``, by the plan's rule table on ``mesh``'s roles
+    (:func:`plan_of`; ``roles`` as there).
+
+    >>> mesh = Mesh(np.arange(8), (2, 4), ("batch", "model"))
+    >>> mesh_axis_spec(mesh, LogicalAxes("mlp", "embed"), {"batch": "dp", "model": "tp"})
+    ('model', None)
+    """
+    dims = plan_of(mesh, roles)
+    names: tuple[Any, ...] = mesh.axis_names or tuple(range(len(mesh.mesh_shape)))
+    name_of = {r: n for r, n in zip(dims.roles, names, strict=True) if r is not None}
+    spec = [*dims.spec(axes), *[None] * len(axes)][: len(axes)]
+    out: list[Any] = []
+    for entry in spec:
+        mapped = tuple(name_of[r] for r in ((entry,) if isinstance(entry, str) else entry or ()))
+        out.append(None if not mapped else mapped[0] if len(mapped) == 1 else mapped)
+    return tuple(out)
+
+
 __all__ = [
     "Mesh",
     "ShardingSpec",
@@ -442,6 +484,8 @@ __all__ = [
     "get_global_mesh",
     "get_partition_spec",
     "mark_sharding",
+    "mesh_axis_spec",
+    "plan_of",
     "resolve_spec",
     "set_global_mesh",
 ]

@@ -6,9 +6,9 @@ stored there, ``[out, in]``). The rule table of :mod:`ttjax.plan` maps the names
 (``vocab``, ``heads``, ``kv_heads``, ``mlp`` -> tp; ``layers`` -> pp; ``embed`` and ``norm`` stay
 whole), so the Megatron plan (q/k/v, gate/up and the LM head split by output, o/down by input,
 the embedding by vocabulary, norms replicated) follows from the names. The TT-NN Llama
-(``sharding.py``, through :func:`tt_mesh_mapper`), the TTML Llama (``train_model.py``), the
-``mark_sharding`` Llama (``spmd.py``, through :func:`mesh_axis_spec`) and the ``ttjax.dist`` Llama
-(``dist_decode.py``, through :func:`shard_spec`) all read these.
+(``sharding.py``, through :func:`ttjax.plan_mesh_mapper`), the TTML Llama (``train_model.py``), the
+``mark_sharding`` Llama (``spmd.py``, through :func:`ttjax.spmd.mesh_axis_spec`) and the
+``ttjax.dist`` Llama (``dist_decode.py``, through :func:`ttjax.dist.shard_spec`) all read these.
 
 >>> weight_axes("model.layers.3.self_attn.k_proj.weight")
 LogicalAxes('kv_heads', 'embed')
@@ -21,13 +21,9 @@ P('tp',)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
 
-import ttjax as ttnn
-from ttjax import dist
 from ttjax.errors import ShardingError
-from ttjax.plan import ROLES, LogicalAxes, ParallelDims
+from ttjax.plan import LogicalAxes
 
 #: Weights outside the decoder layers (``lm_head`` is absent when the embeddings are tied).
 TOP_AXES: dict[str, LogicalAxes] = {
@@ -95,80 +91,6 @@ def split_axis(name: str) -> str:
     return axis
 
 
-def _roles(entry: Any) -> tuple[str, ...]:
-    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
-
-
-def shard_dims(dims: ParallelDims, axes: LogicalAxes) -> list[int | None]:
-    """The tensor dim each mesh axis shards (None: replicated along it), i.e. the placement per
-    mesh axis (TT-NN's ``cluster_axis`` order)."""
-    out: list[int | None] = [None] * len(dims.shape)
-    for d, entry in enumerate(dims.spec(axes)):
-        for role in _roles(entry):
-            out[dims.roles.index(role)] = d
-    return out
-
-
-def tt_mesh_mapper(mesh: ttnn.MeshDevice, dims: ParallelDims, axes: LogicalAxes) -> Any:
-    """TT-NN's mesh mapper for a tensor with ``axes`` under ``dims``.
-
-    ``dims`` either has one axis spanning every device (TT-NN's flat ``ShardTensorToMesh``, in
-    row-major device order) or the mesh's own shape (``ShardTensor2dMesh``, one dim per axis).
-    """
-    per_axis = shard_dims(dims, axes)
-    if all(d is None for d in per_axis):
-        return ttnn.ReplicateTensorToMesh(mesh)
-    shape = tuple(int(s) for s in mesh.shape)
-    if len(dims.shape) == 1 and dims.shape[0] == mesh.get_num_devices():
-        (dim,) = per_axis
-        assert dim is not None
-        return ttnn.ShardTensorToMesh(mesh, dim=dim)
-    if dims.shape == shape and len(shape) == 2:
-        return ttnn.ShardTensor2dMesh(mesh, mesh_shape=shape, dims=per_axis)
-    raise ShardingError(
-        f"tt_mesh_mapper: the plan {dims!r} fits neither all {mesh.get_num_devices()} devices "
-        f"of the mesh in one axis nor its shape {shape}.\n"
-        "fix: give ParallelDims((n_devices,), (role,)) or the mesh's own 2-D shape."
-    )
-
-
-def dims_of_names(
-    shape: Sequence[int], names: Sequence[Any], roles: dict[Any, str] | None = None
-) -> ParallelDims:
-    """The plan of a mesh whose axes carry names: each name is a role, or is mapped to one by
-    ``roles`` (torch-xla's ``("batch", "model")`` -> dp, tp); other names play no role."""
-    roles = roles or {}
-    named = [roles.get(n, n) for n in names]
-    return ParallelDims(
-        tuple(int(s) for s in shape), tuple(r if r in ROLES else None for r in named)
-    )
-
-
-def mesh_axis_spec(dims: ParallelDims, axes: LogicalAxes, names: Sequence[Any]) -> tuple[Any, ...]:
-    """A ``mark_sharding`` spec (one mesh axis name or None per dim) on a mesh whose axis ``i``
-    is called ``names[i]`` and plays ``dims.roles[i]``."""
-    name_of = {r: n for r, n in zip(dims.roles, names, strict=True) if r is not None}
-    spec = list(dims.spec(axes)) + [None] * len(axes)
-    out: list[Any] = []
-    for entry in spec[: len(axes)]:
-        mapped = tuple(name_of[r] for r in _roles(entry))
-        out.append(None if not mapped else mapped[0] if len(mapped) == 1 else mapped)
-    return tuple(out)
-
-
-def shard_spec(dims: ParallelDims, axes: LogicalAxes) -> Any:
-    """The ``ttjax.dist`` layout (``ShardSpec`` over role-named mesh axes, or ``REPLICATED``)."""
-    parts, mesh_axes = [], []
-    for d, entry in enumerate(dims.spec(axes)):
-        roles = _roles(entry)
-        if roles:
-            parts.append(d)
-            mesh_axes.append(roles[0] if len(roles) == 1 else roles)
-    if not parts:
-        return dist.REPLICATED
-    return dist.ShardSpec(partition=tuple(parts), mesh_axes=tuple(mesh_axes))
-
-
 __all__ = [
     "BATCH_AXES",
     "HIDDEN_SHARDED_EMBEDDING_RULES",
@@ -176,12 +98,7 @@ __all__ = [
     "LAYER_AXES",
     "ROPE_AXES",
     "TOP_AXES",
-    "dims_of_names",
     "in_out",
-    "mesh_axis_spec",
-    "shard_dims",
-    "shard_spec",
     "split_axis",
-    "tt_mesh_mapper",
     "weight_axes",
 ]

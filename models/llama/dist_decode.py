@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.llama.axes import KV_CACHE_AXES, ROPE_AXES, dims_of_names, shard_spec, weight_axes
+from models.llama.axes import KV_CACHE_AXES, ROPE_AXES, weight_axes
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.reference import apply_rope
 from ttjax import dist
@@ -31,15 +31,15 @@ LOGITS_AXES = LogicalAxes(None, None, "vocab")
 
 def plan(mesh: dist.Mesh) -> ParallelDims:
     """The roles of ``mesh``'s axes (named by role: ``"tp"``, ``"dp"``, ...)."""
-    return dims_of_names(mesh.shape, mesh.axes)
+    return dist.plan_of(mesh)
 
 
 def layouts(config: LlamaConfig, mesh: dist.Mesh) -> dict[str, Any]:
     """Weight name -> its ShardSpec on ``mesh`` (REPLICATED when not split), from its logical
     axes (RoPE tables: ``ROPE_AXES``)."""
     dims = plan(mesh)
-    out = {k: shard_spec(dims, weight_axes(v)) for k, v in hf_names(config).items()}
-    out["cos"] = out["sin"] = shard_spec(dims, ROPE_AXES)
+    out = {k: dist.shard_spec(dims, weight_axes(v)) for k, v in hf_names(config).items()}
+    out["cos"] = out["sin"] = dist.shard_spec(dims, ROPE_AXES)
     return out
 
 
@@ -85,7 +85,7 @@ def place_weights(
 
 def place_cache(k: list[Any], v: list[Any], mesh: dist.Mesh) -> tuple[list[Any], list[Any]]:
     """Per-layer caches ``[B, n_kv, S, hs]`` split over ``tp`` by KV head."""
-    kv = shard_spec(plan(mesh), KV_CACHE_AXES)
+    kv = dist.shard_spec(plan(mesh), KV_CACHE_AXES)
 
     def put(c: Any) -> jax.Array:
         return dist.tensor(c.shape, layout=kv, mesh=mesh, dtype="fp32", init=np.asarray(c))
@@ -150,10 +150,10 @@ def decode_step(config: LlamaConfig, mesh: dist.Mesh) -> Any:
         logits = jnp.einsum("btc,vc->btv", x, p["head"], preferred_element_type=jnp.float32)
         return logits, new_k, new_v  # [B, 1, V / tp]: the vocab-parallel head's slice
 
-    cache = [shard_spec(plan(mesh), KV_CACHE_AXES)] * c.n_layers
+    cache = [dist.shard_spec(plan(mesh), KV_CACHE_AXES)] * c.n_layers
     return dist.local(
         local,
         mesh=mesh,
         in_layouts=(lay, None, None, cache, cache),
-        out_layouts=(shard_spec(plan(mesh), LOGITS_AXES), cache, cache),
+        out_layouts=(dist.shard_spec(plan(mesh), LOGITS_AXES), cache, cache),
     )

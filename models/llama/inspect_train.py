@@ -5,7 +5,7 @@
 
 The step is the trainer's own (``TrainStep`` over ``LlamaTrain`` with AdamW, blocks under
 ``lax.scan`` with remat), its parameters laid out by their logical axes (``train_model.param_axes``)
-under the plan ``Parallelism(mesh, fsdp_axis=0, tp_axis=1)``. Parameters, optimizer state and
+under the plan ``ParallelismContext.from_axes(mesh, fsdp_axis=0, tp_axis=1)``. Parameters, optimizer state and
 tokens are ``jax.ShapeDtypeStruct``\\ s carrying their shardings: nothing is allocated, XLA
 compiles the program and ``ttjax.inspect`` reads it (collectives, compiled memory).
 
@@ -34,7 +34,7 @@ import ttjax
 from models.llama.config import get_config
 from models.llama.train_model import LlamaTrain, check_heads, param_axes, params_from_weights
 from models.llama.weights import expected_shapes
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.train import OptimizerSettings, TrainState, TrainStep, make_optimizer
 
 
@@ -58,7 +58,9 @@ def abstract_step(
 ) -> tuple[TrainStep, TrainState, Any]:
     """``(step, state, tokens)``: the trainer's step and its abstract, sharded inputs."""
     cfg = get_config(config)
-    par = Parallelism(mesh, ddp_axis=ddp_axis, fsdp_axis=fsdp_axis, tp_axis=tp_axis)
+    par = ParallelismContext.from_axes(
+        mesh, ddp_axis=ddp_axis, fsdp_axis=fsdp_axis, tp_axis=tp_axis
+    )
     check_heads(cfg, par)
     model = LlamaTrain(cfg, remat_policy=remat_policy)
     logical = param_axes(cfg)

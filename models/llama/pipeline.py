@@ -16,8 +16,8 @@ from typing import Any
 from models.llama import train_model
 from models.llama.config import LlamaConfig
 from models.llama.train_model import LlamaTrain
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.parallel import Parallelism
 
 Params = dict[str, Any]
 IO_KEYS = ("tok_emb", "ln_fc", "fc")
@@ -40,11 +40,11 @@ def split_params(params: Params) -> tuple[Params, Params]:
     return {k: params[k] for k in IO_KEYS}, params["blocks"]
 
 
-def io_specs(config: LlamaConfig, par: Parallelism) -> Params:
+def io_specs(config: LlamaConfig, par: ParallelismContext) -> Params:
     specs = train_model.param_specs(config, par)
     return {k: specs[k] for k in IO_KEYS}
 
 
-def block_specs(config: LlamaConfig, par: Parallelism) -> Params:
+def block_specs(config: LlamaConfig, par: ParallelismContext) -> Params:
     """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
     return train_model.block_specs(config, par)

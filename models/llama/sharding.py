@@ -24,8 +24,6 @@ from models.llama.axes import (
     KV_CACHE_AXES,
     ROPE_AXES,
     in_out,
-    shard_dims,
-    tt_mesh_mapper,
     weight_axes,
 )
 from models.llama.config import rope_tables
@@ -108,7 +106,7 @@ class LlamaSharding:
 
     def _mapper(self, axes: LogicalAxes, plan: ParallelDims | None = None) -> Any:
         """The mesh mapper of a tensor with logical ``axes`` under ``plan`` (the model's)."""
-        return tt_mesh_mapper(self.mesh, plan or self.plan, axes)
+        return ttnn.plan_mesh_mapper(self.mesh, plan or self.plan, axes)
 
     def _check_divisible(self) -> None:
         c = self.config
@@ -259,7 +257,7 @@ class LlamaSharding:
             v = self._kv_columns(_t(get("self_attn.v_proj.weight")))
             wqkv = _per_device_columns(q, k, v)
         q_axes, kv_axes = (in_out(weight_axes(p + f"self_attn.{n}_proj.weight")) for n in "qk")
-        if shard_dims(self.plan, q_axes) != shard_dims(self.plan, kv_axes):
+        if ttnn.shard_dims(self.plan, q_axes) != ttnn.shard_dims(self.plan, kv_axes):
             raise ttnn.errors.ShardingError(
                 f"{c.name}: the fused QKV weight needs q ({q_axes!r}) and k/v ({kv_axes!r}) split "
                 f"alike, but {self.plan!r} splits them differently.\n"
@@ -329,7 +327,7 @@ class LlamaSharding:
         mapper = None
         if n > 1:
             axes = KV_CACHE_AXES.prepend(*("layers" for _ in layers))
-            (dim,) = (d for d in shard_dims(self.plan, axes) if d is not None)
+            (dim,) = (d for d in ttnn.shard_dims(self.plan, axes) if d is not None)
             shape[dim] *= n
             mapper = self._mapper(axes)
         if self.abstract:

@@ -23,7 +23,7 @@ from flax import nnx
 
 import ttjax
 import ttjax.spmd as xs
-from models.llama.axes import KV_CACHE_AXES, dims_of_names, mesh_axis_spec, weight_axes
+from models.llama.axes import KV_CACHE_AXES, weight_axes
 from models.llama.reference import LlamaReference
 from models.llama.weights import load_hf_checkpoint
 from ttjax.plan import LogicalAxes, ParallelDims
@@ -60,17 +60,12 @@ def shard_llama_model(model: Any, mesh: xs.Mesh) -> LlamaReference:
 
 def plan(mesh: xs.Mesh) -> ParallelDims:
     """The roles of ``mesh``'s axes (named by role, or ``"batch"`` / ``"model"``)."""
-    return dims_of_names(mesh.mesh_shape, _names(mesh), ROLES)
+    return xs.plan_of(mesh, ROLES)
 
 
 def spec(mesh: xs.Mesh, axes: LogicalAxes) -> tuple[Any, ...]:
     """The ``mark_sharding`` spec of a tensor with logical ``axes`` on ``mesh``."""
-    return mesh_axis_spec(plan(mesh), axes, _names(mesh))
-
-
-def _names(mesh: xs.Mesh) -> tuple[Any, ...]:
-    """Axis names, or indices on an unnamed mesh (whose axes then play no role: replicated)."""
-    return mesh.axis_names or tuple(range(len(mesh.mesh_shape)))
+    return xs.mesh_axis_spec(mesh, axes, ROLES)
 
 
 def batch_spec(mesh: xs.Mesh) -> tuple[Any, ...]:

@@ -28,8 +28,8 @@ from ttjax.ttml.cli import (
     run_cli,
 )
 from ttjax.ttml.config import RunConfig
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import RUNNER_REMAT
-from ttjax.ttml.parallel import Parallelism
 
 
 def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
@@ -57,7 +57,7 @@ def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
     )
 
 
-def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
+def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelParts:
     config = llama_config(run, vocab_size)
     tied = run.model.weight_tying == "enabled"
     params = params_from_weights(config, random_weights(config, seed=run.training.seed))
@@ -71,7 +71,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
     )
     model = LlamaTrain(config, remat_policy=RUNNER_REMAT[run.model.runner_type], tie_weights=tied)
 
-    def stages(p: Parallelism) -> StageParts:
+    def stages(p: ParallelismContext) -> StageParts:
         if tied:
             raise ConfigError(
                 f"{run.path}: Llama's pipeline stages keep an untied LM head "

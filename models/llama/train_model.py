@@ -24,6 +24,7 @@ from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
 from models.llama.weights import expected_shapes
 from ttjax.errors import ConfigError
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import (
     Attention,
     ColumnParallelLinear,
@@ -36,7 +37,6 @@ from ttjax.ttml.modules import (
     stack_blocks,
 )
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.parallel import Parallelism
 
 
 def rotate_half(x: Any) -> Any:
@@ -181,7 +181,7 @@ def param_axes(config: LlamaConfig) -> dict[str, Any]:
     }
 
 
-def check_heads(config: LlamaConfig, par: Parallelism) -> None:
+def check_heads(config: LlamaConfig, par: ParallelismContext) -> None:
     """Whole heads per TP device, with their key/value heads."""
     if par.tp_size > 1 and (config.n_heads % par.tp_size or config.n_kv_heads % par.tp_size):
         raise ConfigError(
@@ -191,13 +191,13 @@ def check_heads(config: LlamaConfig, par: Parallelism) -> None:
         )
 
 
-def block_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
+def block_specs(config: LlamaConfig, par: ParallelismContext) -> dict[str, Any]:
     """PartitionSpecs of one block's parameters (the pipeline stages blocks one by one)."""
     check_heads(config, par)
     return par.specs(block_axes(config))
 
 
-def param_specs(config: LlamaConfig, par: Parallelism) -> dict[str, Any]:
+def param_specs(config: LlamaConfig, par: ParallelismContext) -> dict[str, Any]:
     """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
     check_heads(config, par)
     shapes = jax.eval_shape(

@@ -17,9 +17,9 @@ from typing import Any
 
 from models.nanogpt import weights
 from models.nanogpt.model import GPT, GPTConfig
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import Positions
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.parallel import Parallelism
 
 Params = dict[str, Any]
 IO_KEYS = ("wte", "wpe", "ln_f", "lm_head")  # lm_head: only when the weights are untied
@@ -48,11 +48,11 @@ def join_params(io: Params, blocks: Params) -> Params:
     return {**io, "blocks": blocks}
 
 
-def io_specs(config: GPTConfig, par: Parallelism) -> Params:
+def io_specs(config: GPTConfig, par: ParallelismContext) -> Params:
     specs = weights.param_specs(config, par)
     return {k: specs[k] for k in IO_KEYS if k in specs}
 
 
-def block_specs(config: GPTConfig, par: Parallelism) -> Params:
+def block_specs(config: GPTConfig, par: ParallelismContext) -> Params:
     """PartitionSpecs of one block (the pipeline adds the stage and slot dims)."""
     return weights.block_specs(config, par)

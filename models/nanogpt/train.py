@@ -24,8 +24,8 @@ from ttjax.ttml.cli import (
     run_cli,
 )
 from ttjax.ttml.config import RunConfig
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import RUNNER_REMAT
-from ttjax.ttml.parallel import Parallelism
 
 
 def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
@@ -51,7 +51,7 @@ def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
     )
 
 
-def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
+def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelParts:
     config = gpt_config(run, vocab_size)
     model = GPT(config)
     params = init_params(config, run.training.seed)
@@ -61,7 +61,7 @@ def build(run: RunConfig, par: Parallelism, vocab_size: int) -> ModelParts:
         f"dim {config.n_embd}, vocab {config.vocab_size}, context {config.block_size})"
     )
 
-    def stages(p: Parallelism) -> StageParts:
+    def stages(p: ParallelismContext) -> StageParts:
         return StageParts.from_adapter(pipeline, model, config, p)
 
     check_heads(config, par)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from models.nanogpt.model import GPT, GPTConfig
 from ttjax.errors import ConfigError
 from ttjax.plan import LogicalAxes
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 
 
 def init_params(config: GPTConfig, seed: int) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def param_axes(config: GPTConfig) -> dict[str, Any]:
     return axes
 
 
-def check_heads(config: GPTConfig, par: Parallelism) -> None:
+def check_heads(config: GPTConfig, par: ParallelismContext) -> None:
     """Whole heads per TP device: ``n_head`` must divide by the TP size."""
     if par.tp_size > 1 and config.n_head % par.tp_size:
         raise ConfigError(
@@ -76,13 +76,13 @@ def check_heads(config: GPTConfig, par: Parallelism) -> None:
         )
 
 
-def block_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
+def block_specs(config: GPTConfig, par: ParallelismContext) -> dict[str, Any]:
     """PartitionSpecs of one block's parameters (the pipeline stages blocks one by one)."""
     check_heads(config, par)
     return par.specs(block_axes(config))
 
 
-def param_specs(config: GPTConfig, par: Parallelism) -> dict[str, Any]:
+def param_specs(config: GPTConfig, par: ParallelismContext) -> dict[str, Any]:
     """How each parameter lies on ``par``'s mesh: :func:`param_axes` through the plan's rules."""
     check_heads(config, par)
     shapes = jax.eval_shape(lambda: init_params(config, 0))

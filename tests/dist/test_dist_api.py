@@ -208,3 +208,37 @@ def test_collective_errors_name_axis_and_fix(mesh: dist.Mesh) -> None:
     not_replicated = dist.local(lambda a: a * dist.axis_index("dp"), mesh=mesh)
     with pytest.raises(ShardingError, match=r"not replicated[\s\S]*fix: all_reduce"):
         not_replicated(x)
+
+
+def test_shard_spec_of_logical_axes_places_like_numpy() -> None:
+    """The plan's rule table in Tessera's names: on a role-named (dp, tp) mesh a column-parallel
+    weight [out, in] splits its rows over tp, a (batch, vocab) tensor rows over dp and columns
+    over tp, norms stay REPLICATED; each device holds numpy's block."""
+    from ttjax.plan import LogicalAxes, ParallelDims
+
+    m = dist.Mesh(axes=["dp", "tp"], devices=range(8), shape=(2, 4))
+    dims = dist.plan_of(m)
+    assert dims == ParallelDims((2, 4), ("dp", "tp"))
+    assert dist.plan_of(dist.Mesh(axes=["tp", "x"], devices=range(8), shape=(4, 2))).roles == (
+        "tp",
+        None,
+    )
+    host = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    cases = {  # logical axes -> (layout, device (r, c)'s block)
+        ("mlp", "embed"): (
+            dist.ShardSpec(partition=(0,), mesh_axes=("tp",)),
+            lambda r, c: np.split(host, 4, axis=0)[c],
+        ),
+        ("batch", "vocab"): (
+            dist.ShardSpec(partition=(0, 1), mesh_axes=("dp", "tp")),
+            lambda r, c: np.split(np.split(host, 2, axis=0)[r], 4, axis=1)[c],
+        ),
+        ("embed", None): (dist.REPLICATED, lambda r, c: host),
+    }
+    for names, (want, piece) in cases.items():
+        layout = dist.shard_spec(dims, LogicalAxes(*names))
+        assert layout == want, names
+        x = dist.tensor(host.shape, layout=layout, mesh=m, dtype="fp32", init=host)
+        for dev, block in blocks(x).items():
+            r, c = np.argwhere(m.device_ids == dev)[0]
+            np.testing.assert_array_equal(block, piece(r, c), err_msg=f"{names} device {dev}")

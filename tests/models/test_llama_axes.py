@@ -19,8 +19,6 @@ from models.llama.axes import (
     LAYER_AXES,
     TOP_AXES,
     in_out,
-    shard_dims,
-    tt_mesh_mapper,
     weight_axes,
 )
 from models.llama.config import get_config
@@ -31,8 +29,7 @@ from models.llama.train_model import param_axes, param_specs, params_from_weight
 from models.llama.weights import expected_shapes, random_weights
 from ttjax import dist
 from ttjax.errors import ShardingError
-from ttjax.plan import LogicalAxes, ParallelDims
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 
 CONFIG = get_config("tiny")
 
@@ -113,7 +110,7 @@ def test_four_variants_place_every_weight_alike(shape: tuple[int, int]) -> None:
     got: dict[str, dict[str, dict[tuple[int, int], np.ndarray]]] = {}
 
     # TTML: DDP over rows, TP over columns.
-    par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1)
     specs, params = param_specs(CONFIG, par), params_from_weights(CONFIG, weights)
     ttml: dict[str, dict[tuple[int, int], np.ndarray]] = {}
     devices = np.asarray(par.jax_mesh.devices)
@@ -189,22 +186,6 @@ def test_four_variants_place_every_weight_alike(shape: tuple[int, int]) -> None:
                 np.testing.assert_array_equal(
                     piece, _expected(weights, name, tp, c), err_msg=f"{variant} {name} ({r},{c})"
                 )
-
-
-def test_ttnn_mapper_reads_a_two_axis_plan() -> None:
-    """``tt_mesh_mapper`` on the mesh's own 2-D plan is ``ShardTensor2dMesh``: q_proj ([in, out])
-    splits its columns over tp (mesh axis 1) and is whole along dp (mesh axis 0)."""
-    mesh = mesh_of((2, 4))
-    dims = ParallelDims((2, 4), ("dp", "tp"))
-    axes = in_out(weight_axes("model.layers.0.self_attn.q_proj.weight"))
-    assert shard_dims(dims, axes) == [None, 1]
-    w = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
-    t = ttnn.from_torch(w, device=mesh, mesh_mapper=tt_mesh_mapper(mesh, dims, axes))
-    pieces = [np.asarray(ttnn.to_torch(d)) for d in ttnn.get_device_tensors(t)]
-    for i, p in enumerate(pieces):
-        np.testing.assert_array_equal(p, np.split(w, 4, axis=1)[i % 4])
-    flat = tt_mesh_mapper(mesh, ParallelDims((8,), ("tp",)), LogicalAxes("vocab", "embed"))
-    assert isinstance(flat, ttnn.ShardTensorToMesh) and flat.shard_dim == 0
 
 
 def test_ttnn_hidden_sharded_embedding_is_the_one_override() -> None:

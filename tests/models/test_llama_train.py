@@ -16,9 +16,9 @@ from models.llama.reference import LlamaReference
 from models.llama.train_model import LlamaTrain, param_specs, params_from_weights
 from models.llama.weights import random_weights
 from ttjax.errors import ConfigError
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import RMSNorm
 from ttjax.ttml.ops.loss import cross_entropy_loss
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import unstack_blocks
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
@@ -73,7 +73,7 @@ def test_tp_ddp_losses_equal_single_device():
     data = np.random.default_rng(0).integers(0, CONFIG.vocab_size, (10, 1, 4, 13)).astype(np.int32)
 
     def losses(shape, ddp, tp):
-        par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), ddp, tp)
+        par = ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), ddp, tp)
         specs = param_specs(CONFIG, par)
         step = TrainStep(LlamaTrain(CONFIG).loss, specs, par, make_optimizer(opt))
         state, out = step.init_state(params), []
@@ -97,7 +97,7 @@ def test_tied_head_equals_the_reference_with_lm_head_set_to_the_embedding():
     want = np.asarray(LlamaReference(CONFIG, w).jitted().forward(ids))
     params = params_from_weights(CONFIG, w)
     del params["fc"]
-    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), 0, 1)
+    par = ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), 0, 1)
     specs = {k: v for k, v in param_specs(CONFIG, par).items() if k != "fc"}
     model = LlamaTrain(CONFIG, tie_weights=True)
     fn = jax.jit(

@@ -16,7 +16,7 @@ import ttjax as ttnn
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
 from ttjax.errors import ConfigError
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.stacked import unstack_blocks
 
 CONFIG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
@@ -117,7 +117,7 @@ def test_single_device_matches_gpt2(setup):
 def test_tp_ddp_logits_and_loss_match_gpt2(setup):
     params, ids, logits, loss = setup
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
-    par = Parallelism(mesh, ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1)
     specs = param_specs(CONFIG, par)
     model = GPT(CONFIG)
 
@@ -159,7 +159,9 @@ def test_untied_lm_head_matches_gpt2_untied_on_tp_ddp():
         CONFIG = saved
     with torch.no_grad():
         want = hf(torch.tensor(ids, dtype=torch.long)).logits.numpy()
-    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), ddp_axis=0, tp_axis=1)
+    par = ParallelismContext.from_axes(
+        ttnn.open_mesh_device(ttnn.MeshShape(2, 4)), ddp_axis=0, tp_axis=1
+    )
     model = GPT(config)
     fn = jax.jit(
         jax.shard_map(

@@ -15,8 +15,8 @@ import yaml
 import ttjax as ttnn
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.weights import init_params, param_specs
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.data import CharTokenizer, TokenDataset
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 from ttjax.ttml.trainer import LoopSettings
 
@@ -63,7 +63,7 @@ def train_step(layout: str, opt: OptimizerSettings = OPT, step_clips: bool = Fal
     ``opt.clip_grad_norm_max_norm`` (its norm summed through ``ttjax.numerics``), not the
     optimizer (optax's ``clip_by_global_norm``)."""
     shape, ddp, tp = LAYOUTS[layout]
-    par = Parallelism(mesh(shape), ddp, tp)
+    par = ParallelismContext.from_axes(mesh(shape), ddp, tp)
     return TrainStep(
         GPT(CONFIG).loss,
         param_specs(CONFIG, par),

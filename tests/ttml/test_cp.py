@@ -27,7 +27,7 @@ from ttjax.plan import LogicalAxes, ParallelDims
 from ttjax.ttml import cp
 from ttjax.ttml.cli import model_vocab, pipeline_step
 from ttjax.ttml.config import load_config
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +46,12 @@ LAYOUTS = {
 
 
 @functools.cache
-def _par(layout: str) -> Parallelism:
+def _par(layout: str) -> ParallelismContext:
     shape, axes = LAYOUTS[layout]
-    return Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), **axes)
+    return ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(*shape)), **axes)
 
 
-def _model(name: str, par: Parallelism) -> tuple[object, object, object]:
+def _model(name: str, par: ParallelismContext) -> tuple[object, object, object]:
     """(loss fn, whole parameters, layout) of one tiny model on ``par``."""
     if name == "nanogpt":
         return GPT(GPT_CONFIG).loss, init_params(GPT_CONFIG, 5489), param_axes(GPT_CONFIG)
@@ -237,10 +237,10 @@ def test_cp_with_pp_is_refused_by_the_cli(tmp_path):
     path = tmp_path / "cp_pp.yaml"
     path.write_text(yaml.safe_dump(doc))
     run = load_config(path)
-    par = Parallelism(_par("cp2_tp4").mesh, cp_axis=0, pp_axis=1)
+    par = ParallelismContext.from_axes(_par("cp2_tp4").mesh_device, cp_axis=0, pp_axis=1)
     parts = nanogpt_train.build(run, par, model_vocab(run, par))
     with pytest.raises(ConfigError, match="enable_cp with enable_pp") as e:
-        pipeline_step(run, None, par, parts, OptimizerSettings.from_config(run))
+        pipeline_step(run, par, parts, OptimizerSettings.from_config(run))
     assert "\nfix: set enable_cp: false" in str(e.value)
 
 

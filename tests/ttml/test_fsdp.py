@@ -33,11 +33,10 @@ from models.nanogpt.weights import init_params, param_axes
 from ttjax.errors import ConfigError, ParallelPlanError
 from ttjax.ttml.config import PipelineParallelConfig, load_config
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.train import OptimizerSettings, TrainState, TrainStep, make_optimizer
 
-# name -> (mesh shape, {Parallelism keyword: mesh axis}), TTML's axis order (DDP -> FSDP -> TP).
+# name -> (mesh shape, {ParallelismContext keyword: mesh axis}), TTML's axis order (DDP -> FSDP -> TP).
 LAYOUTS = {
     "single": ((1, 1), {}),
     "ddp8": ((1, 8), {"ddp_axis": 1}),
@@ -53,7 +52,7 @@ WIDE = GPTConfig(vocab_size=256, block_size=SEQ, n_layer=3, n_head=8, n_embd=256
 
 def fsdp_step(layout: str, config: GPTConfig = CONFIG) -> TrainStep:
     shape, axes = LAYOUTS[layout]
-    par = Parallelism(mesh(shape), **axes)
+    par = ParallelismContext.from_axes(mesh(shape), **axes)
     return TrainStep(
         GPT(config).loss,
         param_axes(config),
@@ -110,7 +109,7 @@ def test_ttml_layout_fsdp8_tp4_on_8x4_20_steps(single):
 
 
 def test_embed_dim_must_divide_by_fsdp():
-    par = Parallelism(mesh((1, 8)), fsdp_axis=1)
+    par = ParallelismContext.from_axes(mesh((1, 8)), fsdp_axis=1)
     bad = dataclasses.replace(CONFIG, n_embd=36, n_head=6)
     shapes = jax.eval_shape(lambda: init_params(bad, 0))
     with pytest.raises(
@@ -122,7 +121,7 @@ def test_embed_dim_must_divide_by_fsdp():
 
 
 def test_fsdp_needs_logical_axes():
-    par = Parallelism(mesh((1, 8)), fsdp_axis=1)
+    par = ParallelismContext.from_axes(mesh((1, 8)), fsdp_axis=1)
     specs = par.specs(param_axes(CONFIG))
     with pytest.raises(ConfigError, match="FSDP needs the parameters' logical axes"):
         TrainStep(GPT(CONFIG).loss, specs, par, make_optimizer(OPT))
@@ -334,7 +333,7 @@ def test_llama_fsdp2_tp4_equals_single_device():
     data = np.random.default_rng(0).integers(0, config.vocab_size, (6, 1, 4, 13)).astype(np.int32)
 
     def llama_losses(shape, **axes):
-        par = Parallelism(mesh(shape), **axes)
+        par = ParallelismContext.from_axes(mesh(shape), **axes)
         step = TrainStep(LlamaTrain(config).loss, param_axes(config), par, make_optimizer(opt))
         state, out = step.init_state(weights), []
         for tokens in data:

@@ -14,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 import ttjax as ttnn
 from ttjax.plan import ParallelDims
 from ttjax.ttml import cp
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import (
     Attention,
     ColumnParallelLinear,
@@ -23,14 +24,13 @@ from ttjax.ttml.modules import (
     stack_blocks,
 )
 from ttjax.ttml.ops.ring_attention import load_balance_order
-from ttjax.ttml.parallel import Parallelism
 
 TP = 4
 
 
 @pytest.fixture(scope="module")
-def par() -> Parallelism:
-    return Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(1, TP)), None, 1)
+def par() -> ParallelismContext:
+    return ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(1, TP)), None, 1)
 
 
 def test_defaults_are_ttmls():
@@ -44,7 +44,7 @@ def test_defaults_are_ttmls():
     assert (col["has_bias"].default, col["gather_output"].default) == (True, False)
 
 
-def _run(layer: RowParallelLinear, par: Parallelism, w, b, x, c, x_spec):
+def _run(layer: RowParallelLinear, par: ParallelismContext, w, b, x, c, x_spec):
     """Each device's ``(y, dL/dx, dL/dW_local)`` for ``L = sum(c * layer(x))``."""
     specs = layer.specs(par)
 

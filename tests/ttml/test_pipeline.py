@@ -25,7 +25,7 @@ from models.nanogpt.weights import init_params
 from ttjax.errors import ConfigError
 from ttjax.plan import ParallelDims
 from ttjax.ttml.config import PipelineParallelConfig
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.pipeline import Pipeline, permutes_per_tick
 from ttjax.ttml.pipeline_train import PipelineTrainStep
 
@@ -67,7 +67,7 @@ def _stages(cfg: GPTConfig) -> tuple[Any, Any, Any]:
 
 
 class _MeshDevice:
-    """The attributes ``Parallelism`` reads from a mesh device, over a plain jax Mesh."""
+    """The attributes ``ParallelismContext`` reads from a mesh device, over a plain jax Mesh."""
 
     def __init__(self, mesh: Mesh) -> None:
         self.jax_mesh, self.axis_names, self.shape = mesh, mesh.axis_names, mesh.devices.shape
@@ -109,7 +109,9 @@ def reference(cfg: GPTConfig, steps: int) -> tuple[list[float], list]:
 def _pipeline(cfg, mesh, *, schedule, m, dp=None, tp=None, blocks_per_rank=None) -> Pipeline:
     roles = {r: mesh.axis_names.index(a) for r, a in (("pp", "pp"), ("dp", dp), ("tp", tp)) if a}
     dims = ParallelDims.from_axes(mesh.devices.shape, roles)
-    par = Parallelism(_MeshDevice(mesh), tp_axis=None if tp is None else mesh.axis_names.index(tp))
+    par = ParallelismContext.from_axes(
+        _MeshDevice(mesh), tp_axis=None if tp is None else mesh.axis_names.index(tp)
+    )
     return Pipeline(
         mesh,
         *_stages(cfg),

@@ -26,7 +26,7 @@ from models.nanogpt import pipeline as gpt_pipeline
 from models.nanogpt.model import GPT, GPTConfig
 from models.nanogpt.train import cli
 from models.nanogpt.weights import init_params
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep
 
@@ -36,7 +36,7 @@ OPT = optax.adamw(1e-2, weight_decay=0.01)
 
 
 class _MeshDevice:
-    """The attributes ``Parallelism`` reads from a mesh device, over a plain jax Mesh."""
+    """The attributes ``ParallelismContext`` reads from a mesh device, over a plain jax Mesh."""
 
     def __init__(self, mesh: Mesh) -> None:
         self.jax_mesh, self.axis_names, self.shape = mesh, mesh.axis_names, mesh.devices.shape
@@ -46,7 +46,7 @@ def _pipeline(data_role: str, schedule: str = "1f1b") -> Pipeline:
     """NanoGPT on 2x4: ``data_role`` ("fsdp" or "dp") 2 on axis 0, PP 4 on axis 1."""
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), (data_role, "pp"))
     data = {f"{'ddp' if data_role == 'dp' else 'fsdp'}_axis": 0}
-    par = Parallelism(_MeshDevice(mesh), pp_axis=1, **data)
+    par = ParallelismContext.from_axes(_MeshDevice(mesh), pp_axis=1, **data)
     return Pipeline(
         mesh,
         *gpt_pipeline.stage_functions(GPT(CFG)),

@@ -19,7 +19,7 @@ from models.llama.config import get_config  # noqa: E402
 from models.llama.weights import random_weights  # noqa: E402
 from models.nanogpt import pipeline as nanogpt_pipeline  # noqa: E402
 from models.nanogpt.weights import init_params  # noqa: E402
-from ttjax.ttml.parallel import Parallelism  # noqa: E402
+from ttjax.ttml.context import ParallelismContext  # noqa: E402
 from ttjax.ttml.pipeline import Pipeline  # noqa: E402
 
 GPT_CONFIG = nanogpt_model.GPTConfig(vocab_size=64, block_size=8, n_layer=4, n_head=4, n_embd=32)
@@ -38,7 +38,7 @@ def _model(name: str) -> tuple[object, object, dict, int, int]:
 
 
 class _MeshDevice:
-    """The two attributes ``Parallelism`` reads from a mesh device, over a plain jax Mesh."""
+    """The two attributes ``ParallelismContext`` reads from a mesh device, over a plain jax Mesh."""
 
     def __init__(self, mesh: Mesh) -> None:
         self.jax_mesh, self.axis_names, self.shape = (
@@ -66,7 +66,7 @@ def test_pipeline_step_matches_single_device(name: str, layout: str) -> None:
     mesh = Mesh(
         np.array(jax.devices()[:n]).reshape(shape), tuple(f"m{i}" for i in range(len(shape)))
     )
-    par = Parallelism(
+    par = ParallelismContext.from_axes(
         _MeshDevice(mesh), ddp_axis=ddp, fsdp_axis=fsdp, tp_axis=tp, pp_axis=len(shape) - 1
     )
     adapter, model, params, num_blocks, vocab = _model(name)

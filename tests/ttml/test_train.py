@@ -24,7 +24,7 @@ from models.nanogpt.model import GPT
 from models.nanogpt.weights import param_specs
 from ttjax.errors import ConfigError
 from ttjax.ttml.config import load_config
-from ttjax.ttml.parallel import Parallelism
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.train import (
     OptimizerSettings,
     TrainStep,
@@ -200,7 +200,7 @@ def test_deterministic_clipped_step_leaves_no_sum_to_xla():
 
 
 def test_clip_norm_must_be_positive():
-    par = Parallelism(mesh((1, 1)), None, None)
+    par = ParallelismContext.from_axes(mesh((1, 1)), None, None)
     with pytest.raises(ConfigError, match=r"clip_norm=0.0 must be > 0"):
         TrainStep(
             GPT(CONFIG).loss, param_specs(CONFIG, par), par, make_optimizer(OPT), clip_norm=0.0
@@ -229,7 +229,7 @@ def test_heads_and_vocab_must_divide_tp():
 
     from models.nanogpt.weights import param_specs
 
-    par = Parallelism(mesh((1, 8)), None, 1)
+    par = ParallelismContext.from_axes(mesh((1, 8)), None, 1)
     with pytest.raises(ConfigError, match="n_head=4 must be divisible by the TP size 8"):
         param_specs(CONFIG.__class__(n_head=4, n_embd=32, vocab_size=64), par)
     with pytest.raises(
@@ -326,7 +326,7 @@ def test_bf16_compute_equals_fp32_within_bf16_rounding():
     ~lr_t per step (|m_hat / sqrt(v_hat)| <= 1 for beta1**2 < beta2), so two runs differ by at most
     2 sum(lr_t) (1 + weight decay).
     """
-    par = Parallelism(mesh((1, 1)))
+    par = ParallelismContext.from_axes(mesh((1, 1)))
     steps = {
         dt: TrainStep(
             mixed_precision(GPT(CONFIG).loss, dt),

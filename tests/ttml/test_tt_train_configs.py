@@ -25,9 +25,9 @@ from models.llama import train as llama_train
 from models.nanogpt import train as nanogpt_train
 from ttjax.ttml.cli import VOCAB_LINE, model_vocab, ttml_vocab_size
 from ttjax.ttml.config import load_config
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.data import CharTokenizer, load_corpus
 from ttjax.ttml.errors import TrainingConfigError
-from ttjax.ttml.parallel import Parallelism
 
 HOME = os.environ.get("TT_METAL_HOME")
 CONFIGS = Path(HOME or "/nonexistent") / "tt-train" / "configs"
@@ -129,7 +129,7 @@ def test_shakespeare_yaml_unchanged_vocab():
     run = load_config(CONFIGS / "training_shakespeare_nanogpt.yaml")
     assert run.model.model_type == "gpt2" and run.model.vocab_size == 96
     chars = CharTokenizer.train(load_corpus()).vocab_size
-    par = Parallelism(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
+    par = ParallelismContext.from_axes(ttnn.open_mesh_device(ttnn.MeshShape(1, 1)))
     assert model_vocab(run, par, chars) == -(-chars // 32) * 32 == 128
 
 
@@ -183,8 +183,8 @@ def test_vocab_line_and_a_written_vocab_that_fits_is_kept(tmp_path, monkeypatch,
     for written, tp, want in ((96, 1, 128), (96, 8, 256), (160, 1, 160), (160, 8, 160)):
         doc["transformer_config"]["vocab_size"] = written
         path.write_text(yaml.safe_dump(doc))
-        par = Parallelism(mesh, None, 1 if tp > 1 else None)
+        par = ParallelismContext.from_axes(mesh, None, 1 if tp > 1 else None)
         assert model_vocab(load_config(path), par, chars) == want, (written, tp)
     del doc["transformer_config"]["vocab_size"]  # not written: the tokenizer's, rounded
     path.write_text(yaml.safe_dump(doc))
-    assert model_vocab(load_config(path), Parallelism(mesh, None, 1), chars) == 256
+    assert model_vocab(load_config(path), ParallelismContext.from_axes(mesh, None, 1), chars) == 256

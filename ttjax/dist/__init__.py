@@ -23,6 +23,7 @@ collectives); sums follow ``ttjax.numerics``.
 
 from ttjax.dist import graph, nn, op, schedule
 from ttjax.dist.layout import REPLICATED, ShardSpec, as_dtype, tensor
+from ttjax.dist.logical import plan_of, shard_spec
 from ttjax.dist.mesh import Mesh, balanced_shape
 from ttjax.dist.region import (
     all_gather,
@@ -49,9 +50,11 @@ __all__ = [
     "nn",
     "op",
     "per_replica",
+    "plan_of",
     "recv",
     "reduce_scatter",
     "schedule",
     "send",
+    "shard_spec",
     "tensor",
 ]

@@ -34,7 +34,6 @@ from ttjax.ttml.errors import (
 )
 from ttjax.ttml.mgd import MeshGraphDescriptor, load_mesh_graph_descriptor
 from ttjax.ttml.modules import ColumnParallelLinear, RowParallelLinear, VocabParallelEmbedding
-from ttjax.ttml.parallel import Parallelism
 
 __all__ = [
     "AutoContext",
@@ -47,7 +46,6 @@ __all__ = [
     "MeshGraphDescriptorError",
     "MultihostConfig",
     "OptimizerConfig",
-    "Parallelism",
     "ParallelismConfigError",
     "ParallelismContext",
     "ParallelismContextError",

@@ -26,6 +26,7 @@ import numpy as np
 
 import ttjax
 from ttjax.errors import MeshShapeError
+from ttjax.plan import ParallelDims
 from ttjax.ttml.context import DistributedConfig, ParallelismContext
 from ttjax.ttml.errors import AutoContextError, ParallelismContextError
 from ttjax.ttml.mgd import MeshGraphDescriptor, fitting_meshes, select_mesh_graph_descriptor
@@ -150,15 +151,22 @@ class AutoContext:
 
     # -- parallelism ----------------------------------------------------------------------------
 
-    def initialize_parallelism_context(self, config: DistributedConfig) -> ParallelismContext:
-        """Assign DDP, TP, PP to mesh axes 0, 1, 2 (see ``ttjax.ttml.context``); once per device."""
+    def initialize_parallelism_context(
+        self, config: DistributedConfig | ParallelDims
+    ) -> ParallelismContext:
+        """Assign DDP, TP, PP to mesh axes 0, 1, 2 (see ``ttjax.ttml.context``); once per device.
+
+        ttjax also takes the plan itself (a ``ParallelDims`` of the open mesh's shape, such as
+        ``load_config(...).device.dims``, checked when the config was read), so a run makes its
+        plan once.
+        """
         if self._parallelism is not None:
             raise ParallelismContextError(
                 "ParallelismContext is already initialized.\n"
                 f"fix: initialize it once per open device (now {self._parallelism!r}); "
                 "close_device() drops it."
             )
-        if not isinstance(config, DistributedConfig):
+        if not isinstance(config, (DistributedConfig, ParallelDims)):
             raise ParallelismContextError(
                 f"initialize_parallelism_context takes a DistributedConfig, got {config!r}.\n"
                 "fix: initialize_parallelism_context(DistributedConfig(enable_ddp=True))."

@@ -31,9 +31,9 @@ from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.data import load_dataset
 from ttjax.ttml.errors import TrainingConfigError
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
 from ttjax.ttml.train import (
@@ -58,7 +58,9 @@ class StageParts:
     block_specs: Any
 
     @classmethod
-    def from_adapter(cls, adapter: Any, model: Any, config: Any, par: Parallelism) -> StageParts:
+    def from_adapter(
+        cls, adapter: Any, model: Any, config: Any, par: ParallelismContext
+    ) -> StageParts:
         """The stages of ``model`` as its pipeline adapter module cuts them.
 
         ``adapter`` has ``stage_functions``, ``split_params``, ``io_specs`` and ``block_specs``
@@ -86,10 +88,10 @@ class ModelParts:
     params: Any
     specs: Any
     description: str
-    stages: Callable[[Parallelism], StageParts] | None = None
+    stages: Callable[[ParallelismContext], StageParts] | None = None
 
 
-Build = Callable[[RunConfig, Parallelism, int], ModelParts]
+Build = Callable[[RunConfig, ParallelismContext, int], ModelParts]
 
 
 #: TTML rounds the model's vocabulary up to a tile (32) per TP device (nano_gpt/main.cpp).
@@ -111,7 +113,7 @@ def ttml_vocab_size(tokens: int, tp_size: int = 1) -> int:
     return -(-tokens // step) * step
 
 
-def model_vocab(run: RunConfig, par: Parallelism, tokens: int | None = None) -> int:
+def model_vocab(run: RunConfig, par: ParallelismContext, tokens: int | None = None) -> int:
     """The model's vocabulary, as TTML sets it: the tokenizer's ``tokens`` rounded up by
     :func:`ttml_vocab_size` when the file leaves ``transformer_config.vocab_size`` out or writes
     one too small for the tokens (TTML's YAMLs write a placeholder 96). A written value that
@@ -180,9 +182,9 @@ def bpe_size(run: RunConfig) -> int:
 
 
 def pipeline_step(
-    run: RunConfig, pctx: Any, par: Parallelism, parts: ModelParts, opt: OptimizerSettings
+    run: RunConfig, par: ParallelismContext, parts: ModelParts, opt: OptimizerSettings
 ) -> PipelineTrainStep:
-    """The PP train step of ``run``: stages on the context's PP axis, DDP/TP as configured.
+    """The PP train step of ``run``: stages on the plan's PP axis, DDP/TP as configured.
 
     ``multihost_config.pipeline_parallel_config`` gives the block map and the schedule; without
     it the model's blocks split evenly, one microbatch, GPipe (TTML's behaviour).
@@ -212,8 +214,7 @@ def pipeline_step(
             f"{run.path}: pipeline_parallel_config.num_blocks = {cfg.num_blocks} but the model "
             f"has num_blocks = {run.model.num_blocks}.\nfix: make them equal."
         )
-    pp = pctx.get_pp_axis_name()
-    stages = int(pctx.jax_mesh.shape[pp]) if pp is not None else 1
+    stages = par.get_pp_size()
     if stages > cfg.num_blocks:
         raise ConfigError(
             f"{run.path}: {stages} pipeline stages need at least {stages} blocks; the model has "
@@ -223,7 +224,7 @@ def pipeline_step(
         )
     sp = parts.stages(par)
     pipe = Pipeline.from_context(
-        pctx,
+        par,
         cfg,
         sp.embed,
         sp.block,
@@ -231,7 +232,6 @@ def pipeline_step(
         io_specs=sp.io_specs,
         block_specs=sp.block_specs,
     )
-    pipe.check_batch(run.training.batch_size)
     return PipelineTrainStep(
         pipe,
         make_pp_optimizer(opt, clip=False),
@@ -243,12 +243,12 @@ def pipeline_step(
 
 
 def train_step(
-    run: RunConfig, pctx: Any, par: Parallelism, parts: ModelParts, opt: OptimizerSettings
+    run: RunConfig, par: ParallelismContext, parts: ModelParts, opt: OptimizerSettings
 ) -> BaseTrainStep:
     """The train step of ``run``: pipelined (:func:`pipeline_step`) when ``enable_pp`` is set,
     else plain (:class:`TrainStep` on the model's layout and ``par``'s plan)."""
     if run.device.enable_pp:
-        return pipeline_step(run, pctx, par, parts, opt)
+        return pipeline_step(run, par, parts, opt)
     return TrainStep(
         mixed_precision(parts.loss_fn, run.training.compute_dtype),
         parts.specs,
@@ -351,7 +351,7 @@ def check_writable_dir(folder: str | os.PathLike[str], key: str) -> None:
         ) from None
 
 
-def strategies(par: Parallelism, step: Any) -> str:
+def strategies(par: ParallelismContext, step: Any) -> str:
     """Every strategy in force, for the banner: DDP and TP axes and sizes, and PP's layout."""
     text = par.describe()
     pipe = getattr(step, "pipe", None)
@@ -423,8 +423,9 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
 def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     """Run one training from a TTML YAML file; returns the exit code (errors raise)."""
     args = parse_args(argv, prog)
+    override = parse_mesh_shape(args.mesh_shape) if args.mesh_shape else None
     try:
-        run = load_config(args.config, args.set)
+        run = load_config(args.config, args.set, mesh_shape=override)
     except TTJaxError as e:
         if not args.set:
             raise
@@ -437,8 +438,6 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         )
     t, dev = run.training, run.device
     shape = list(dev.mesh_shape)
-    if args.mesh_shape:
-        shape = parse_mesh_shape(args.mesh_shape)
     last_step = max_steps(run, args.max_steps)
     refuse_ignored_keys(run)
     check_writable_dir(t.checkpoint_dir, "training_config.checkpoint_dir")
@@ -446,11 +445,11 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
     opt = OptimizerSettings.from_config(run)
     ctx = AutoContext.get_instance()
     ctx.set_seed(t.seed)
-    mesh = ctx.open_device(shape, list(dev.device_ids) or None)
+    ctx.open_device(shape, list(dev.device_ids) or None)
     try:
-        pctx = ctx.initialize_parallelism_context(dev.distributed_config())
-        validate_batch(run, pctx)
-        par = Parallelism.from_context(pctx, mesh)
+        # The run's one plan: made and checked when the config was read, held by the context.
+        par = ctx.initialize_parallelism_context(dev.dims)
+        validate_batch(run, par)
         tok_file = tokenizer_file(run)
         if t.tokenizer_type == "bpe" and tok_file is None and jax.process_index() == 0:
             why = f"{t.tokenizer_path!r} not found" if t.tokenizer_path else "no tokenizer_path"
@@ -472,7 +471,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 f"vocab_size {run.model.vocab_size} -> {vocab})"
             )
         parts = build(run, par, vocab)
-        step = train_step(run, pctx, par, parts, opt)
+        step = train_step(run, par, parts, opt)
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,

@@ -21,13 +21,16 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ttjax._userfile import read_user_text
-from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
+from ttjax.errors import ParallelPlanError
+from ttjax.plan import ParallelDims
+from ttjax.ttml.context import DistributedConfig, ParallelismContext, plan_dims
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
 from ttjax.ttml.schedule import SCHEDULES, stage_sizes
 
@@ -308,6 +311,13 @@ class DeviceConfig:
     def total_devices(self) -> int:
         return math.prod(self.mesh_shape)
 
+    @cached_property
+    def dims(self) -> ParallelDims:
+        """The run's parallelism plan: the role of each mesh axis (TTML's axis rule), made and
+        checked once (``load_config`` checks it; the CLI hands this same object to
+        ``initialize_parallelism_context``)."""
+        return plan_dims(self.mesh_shape, self.distributed_config())
+
     def distributed_config(self) -> DistributedConfig:
         """The ``DistributedConfig`` for ``initialize_parallelism_context``."""
         return DistributedConfig(
@@ -493,8 +503,12 @@ def _training(raw: Any, where: str) -> TrainingConfig:
     return dataclasses.replace(base, optimizer=opt)
 
 
-def _device(raw: Any, where: str) -> DeviceConfig:
+def _device(raw: Any, where: str, mesh_shape: Sequence[int] | None = None) -> DeviceConfig:
     dev = _build(DeviceConfig, raw, where)
+    if mesh_shape is not None:
+        shape = _mesh_shape(list(mesh_shape), f"{where}.mesh_shape (given instead of the file's)")
+        where = f"{where} (mesh_shape {list(shape)} given instead of the file's)"
+        dev = dataclasses.replace(dev, mesh_shape=shape)
     n = dev.total_devices()
     if dev.device_ids and (len(dev.device_ids) != n or len(set(dev.device_ids)) != n):
         raise TrainingConfigError(
@@ -502,7 +516,7 @@ def _device(raw: Any, where: str) -> DeviceConfig:
             f"mesh_shape {list(dev.mesh_shape)}.\nfix: give one id per device, or [] for the first {n}."
         )
     try:
-        assign_axes(dev.mesh_shape, dev.distributed_config())
+        dev.dims  # noqa: B018  (the plan, checked here once and kept for the run)
     except ParallelismConfigError as e:
         first, _, rest = str(e).partition("\n")
         raise ParallelismConfigError(f"{first} ({where})\n{rest}") from None
@@ -738,11 +752,18 @@ _SECTIONS = (
 )
 
 
-def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> RunConfig:
+def load_config(
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    *,
+    mesh_shape: Sequence[int] | None = None,
+) -> RunConfig:
     """Read a training YAML file (and the model and multihost files it names) into a ``RunConfig``.
 
     ``overrides`` are ``--set section.key=value`` texts, written into the file's mapping before
     any check (``transformer_config.*`` into the model file when ``model_config`` names one).
+    ``mesh_shape`` replaces ``device_config.mesh_shape`` (the CLI's ``--mesh-shape``) before the
+    parallelism plan is made and checked (``run.device.dims``).
     """
     p = Path(path)
     model_sets = [s for s in overrides if s.startswith("transformer_config.")]
@@ -755,7 +776,7 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
         model_sets = []
     _check_top(data, _SECTIONS, p)
     training = _training(data.get("training_config"), f"{p}: training_config")
-    device = _device(data.get("device_config"), f"{p}: device_config")
+    device = _device(data.get("device_config"), f"{p}: device_config", mesh_shape)
 
     inline = [
         s
@@ -826,7 +847,8 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
 def validate_batch(
     config: RunConfig | TrainingConfig | int, ctx: ParallelismContext | None = None
 ) -> int:
-    """The batch each DDP group gets; raises when ``batch_size`` does not split over the DDP axis.
+    """The batch each data-parallel group gets; raises (TTML's words) when ``batch_size`` does not
+    split over the plan's batch roles (``ParallelDims.check_batch``, the one check).
 
     >>> validate_batch(8, ctx_with_ddp_size_2)
     4
@@ -838,14 +860,16 @@ def validate_batch(
         where, batch = " (training_config.batch_size)", config.batch_size
     else:
         batch = config
-    dp = 1 if ctx is None else ctx.dims.data_parallel_size
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or batch % dp:
+    dims = ParallelDims.from_sizes() if ctx is None else ctx.dims
+    try:
+        return dims.check_batch(batch)
+    except ParallelPlanError:
+        dp = dims.data_parallel_size
         raise TrainingConfigError(
             f"batch_size ({batch!r}) must be divisible by dp_size ({dp}){where}.\n"
-            f"fix: use a batch_size that is a positive multiple of {dp}, the DDP size of mesh "
-            f"{list(ctx.mesh_shape) if ctx else [1, 1]}."
-        )
-    return batch // dp
+            f"fix: use a batch_size that is a positive multiple of {dp}, the data-parallel size "
+            f"of mesh {list(dims.shape) or [1, 1]}."
+        ) from None
 
 
 __all__ = [

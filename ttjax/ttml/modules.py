@@ -34,9 +34,9 @@ from jax import lax
 
 from ttjax.errors import ConfigError
 from ttjax.plan import LogicalAxes, ParallelDims, is_logical
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.ops.distributed import all_gather, all_reduce, broadcast, scatter
 from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
-from ttjax.ttml.parallel import Parallelism
 from ttjax.ttml.stacked import RUNNER_REMAT, check_remat_policy, scan_blocks, stack_blocks
 
 Params = dict[str, Any]
@@ -47,7 +47,7 @@ def _tp() -> str | None:
     return ParallelDims.current().name("tp")
 
 
-def _check_divisible(module: str, what: str, value: int, par: Parallelism) -> None:
+def _check_divisible(module: str, what: str, value: int, par: ParallelismContext) -> None:
     if par.tp_size > 1 and value % par.tp_size:
         raise ConfigError(
             f"{module}: {what} must be divisible by the TP size. {what} = {value}, "
@@ -85,7 +85,7 @@ class ColumnParallelLinear:
         axes = {"weight": LogicalAxes("embed", self.split), "bias": LogicalAxes(self.split)}
         return axes if self.has_bias else {"weight": axes["weight"]}
 
-    def specs(self, par: Parallelism) -> Params:
+    def specs(self, par: ParallelismContext) -> Params:
         _check_divisible("ColumnParallelLinear", "Output features", self.out_features, par)
         return par.specs(self.axes())
 
@@ -122,7 +122,7 @@ class RowParallelLinear:
         axes = {"weight": LogicalAxes(self.split, "embed"), "bias": LogicalAxes("embed")}
         return axes if self.has_bias else {"weight": axes["weight"]}
 
-    def specs(self, par: Parallelism) -> Params:
+    def specs(self, par: ParallelismContext) -> Params:
         _check_divisible("RowParallelLinear", "Input features", self.in_features, par)
         return par.specs(self.axes())
 
@@ -154,7 +154,7 @@ class VocabParallelEmbedding:
     def axes(self) -> dict[str, LogicalAxes]:
         return {"weight": LogicalAxes("vocab", "embed")}
 
-    def specs(self, par: Parallelism) -> Params:
+    def specs(self, par: ParallelismContext) -> Params:
         _check_divisible("VocabParallelEmbedding", "Vocabulary size", self.num_embeddings, par)
         return par.specs(self.axes())
 
@@ -185,7 +185,7 @@ class LayerNorm:
     def axes(self) -> dict[str, LogicalAxes]:
         return {"scale": LogicalAxes("norm"), "bias": LogicalAxes("norm")}
 
-    def specs(self, par: Parallelism) -> Params:
+    def specs(self, par: ParallelismContext) -> Params:
         return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:
@@ -207,7 +207,7 @@ class RMSNorm:
     def axes(self) -> dict[str, LogicalAxes]:
         return {"gamma": LogicalAxes("norm")}
 
-    def specs(self, par: Parallelism) -> Params:
+    def specs(self, par: ParallelismContext) -> Params:
         return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:

@@ -40,9 +40,9 @@ from ttjax.errors import ConfigError, TTJaxError
 from ttjax.plan import LogicalAxes, average_gradients, is_logical, spec_axes
 from ttjax.ttml import cp
 from ttjax.ttml.config import RunConfig
+from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.fsdp import outside_blocks
-from ttjax.ttml.parallel import Parallelism
 
 #: ``loss_fn(params, inputs, targets) -> mean loss`` on one device's shard, inside the step's
 #: ``shard_map``; it names no mesh axis (modules read the plan: ``ParallelDims.current()``).
@@ -450,7 +450,7 @@ class TrainStep(BaseTrainStep):
         self,
         loss_fn: LossFn,
         layout: Any,
-        par: Parallelism,
+        par: ParallelismContext,
         optimizer: optax.GradientTransformation,
         *,
         accum: int = 1,

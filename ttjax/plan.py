@@ -90,6 +90,11 @@ def _path_name(path: Sequence[Any]) -> str:
     return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
 
 
+# The latest plan made for each (shape, roles): inside the step, ParallelDims.current() returns the
+# run's own plan object (its rules included) instead of building another.
+_PLANS: dict[tuple[tuple[int, ...], tuple[str | None, ...]], ParallelDims] = {}
+
+
 @dataclass(frozen=True)
 class ParallelDims:
     """The role (or ``None``) and size of each mesh axis; every parallelism rule is checked here.
@@ -126,6 +131,7 @@ class ParallelDims:
                     f"logical axis rule ({logical!r}, {role!r}) names no role.\n"
                     f"fix: map {logical!r} to one of {', '.join(ROLES)}."
                 )
+        _PLANS[(self.shape, self.roles)] = self  # current() hands back the run's own plan
 
     # -- construction --------------------------------------------------------------------------
 
@@ -212,9 +218,10 @@ class ParallelDims:
         mesh = jax.sharding.get_abstract_mesh()
         manual = set(getattr(mesh, "manual_axes", ()))
         if not manual:
-            return cls((), ())
+            return _PLANS.get(((), ())) or cls((), ())
         roles = tuple(n if n in ROLES and n in manual else None for n in mesh.axis_names)
-        return cls(tuple(int(d) for d in mesh.axis_sizes), roles)
+        shape = tuple(int(d) for d in mesh.axis_sizes)
+        return _PLANS.get((shape, roles)) or cls(shape, roles)
 
     # -- reading -------------------------------------------------------------------------------
 

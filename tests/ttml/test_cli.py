@@ -302,12 +302,6 @@ def test_fsdp_cp_run_with_mesh_shape_makes_one_plan(tmp_path, capsys, monkeypatc
     assert "FSDP 2 over mesh axis 'fsdp', CP 4 over mesh axis 'cp', TP off, PP off" in banner
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the Pipeline re-derives its ParallelDims from axis names (ttjax/ttml/pipeline.py's "
-    "__post_init__): 2 plans per PP run until the Pipeline takes the context's dims",
-)
 def test_pp_run_makes_one_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
     path = _config(tmp_path, "pp_plan", pp=True)

@@ -153,9 +153,12 @@ CASES: list[Case] = [
          f"{DS}/test_moe.py", "decode", "4.53", stops="TypeError: int() argument",
          where="`utils/run_config.py:180` builds a `ttnn.Shape` holding None"),
     Case("deepseek_v3", "LM head, decode", "4x8", f"{DS}/test_lm_head.py", "decode", "4.53"),
-    Case("gpt_oss", "decoder layer: router, attention (sinks, sliding window), norm, MLP", "1x8",
-         f"{GO}/test_modules.py", "mesh_shape0-1-1-", "4.57", stops="'Tile'",
-         where="`experts.py:167` `ttnn.Tile`, then `experts.py:206` `ttnn.sparse_matmul`"),
+    # gpt_oss stores its experts as bfloat4_b; its tests ask 0.88 of the MLP and 0.93 (decode) or
+    # 0.88 (prefill) of the layer: bfloat4_b weights alone take torch's experts to PCC 0.96.
+    Case("gpt_oss", "decoder layer, decode: router, attention (sinks), norm, MLP (sparse experts)",
+         "1x8", f"{GO}/test_modules.py", "mesh_shape0-1-1-", "4.57", bar=0.93),
+    Case("gpt_oss", "decoder layer, prefill 128: attention, norm, MLP (sparse experts)",
+         "1x8", f"{GO}/test_modules.py", "mesh_shape0-1-128-", "4.57", bar=0.88),
     Case("qwen25_vl", "windowed SDPA (vs torch SDPA with a block mask)", "1x8",
          f"{QW}/test_windowed_sdpa.py", "basic-1-", "4.53"),
 ]  # fmt: skip

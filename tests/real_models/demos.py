@@ -160,7 +160,7 @@ CASES: list[Case] = [
          f"{DS}/test_decoder_block.py", "decode-1-32-DecoderBlock2D-None", "4.53", bar=0.9899),
     Case("deepseek_v3", "MoEDecoderBlock2D, decode", "4x8", f"{DS}/test_decoder_block.py",
          "decode-1-32-MoEDecoderBlock2D-None", "4.53", bar=0.9899),
-    Case("deepseek_v3", "MLA 1D, prefill 128 (flash_mla_prefill)", "4x8",
+    Case("deepseek_v3", "MLA 1D prefill 128 (flash_mla_prefill)", "4x8",
          f"{DS}/test_mla.py", "None and prefill-128 and mla1d", "4.53"),
     # PCC 0.98990, 1e-6 under the test's own 0.9899 (bfloat4_b experts; the MoE alone: 0.98999)
     Case("deepseek_v3", "MoEDecoderBlock1D, decode", "4x8", f"{DS}/test_decoder_block.py",

@@ -162,6 +162,10 @@ CASES: list[Case] = [
          "decode-1-32-MoEDecoderBlock2D-None", "4.53", bar=0.9899),
     Case("deepseek_v3", "MLA 1D prefill 128 (flash_mla_prefill)", "4x8",
          f"{DS}/test_mla.py", "None and prefill-128 and mla1d", "4.53"),
+    Case("deepseek_v3", "MLA 2D prefill 128 (flash_mla_prefill)", "4x8",
+         f"{DS}/test_mla.py", "None and prefill-128 and mla2d", "4.53"),
+    Case("deepseek_v3", "DecoderBlock1D (dense MLP) prefill 128", "4x8",
+         f"{DS}/test_decoder_block.py", "prefill-128-1-DecoderBlock1D-None", "4.53", bar=0.9899),
     # PCC 0.98990, 1e-6 under the test's own 0.9899 (bfloat4_b experts; the MoE alone: 0.98999)
     Case("deepseek_v3", "MoEDecoderBlock1D, decode", "4x8", f"{DS}/test_decoder_block.py",
          "decode-1-32-MoEDecoderBlock1D-None", "4.53", stops="AssertionError",

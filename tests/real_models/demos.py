@@ -170,6 +170,8 @@ CASES: list[Case] = [
          f"{DS}/test_decoder_block.py", "prefill-128-1-DecoderBlock2D-None", "4.53", bar=0.9899),
     Case("deepseek_v3", "MoEDecoderBlock1D prefill 128", "4x8", f"{DS}/test_decoder_block.py",
          "prefill-128-1-MoEDecoderBlock1D-None", "4.53"),
+    Case("deepseek_v3", "MoEDecoderBlock2D prefill 128", "4x8", f"{DS}/test_decoder_block.py",
+         "prefill-128-1-MoEDecoderBlock2D-None", "4.53"),
     # PCC 0.98990, 1e-6 under the test's own 0.9899 (bfloat4_b experts; the MoE alone: 0.98999)
     Case("deepseek_v3", "MoEDecoderBlock1D, decode", "4x8", f"{DS}/test_decoder_block.py",
          "decode-1-32-MoEDecoderBlock1D-None", "4.53", stops="AssertionError",

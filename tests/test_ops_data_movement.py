@@ -281,3 +281,12 @@ def test_pad_to_an_output_shape_from_a_start_as_tt_nn():
     check(k, want, exact=True)
     with pytest.raises(ttnn.ShapeMismatchError, match="non-negative"):
         ttnn.pad(x, [1, 2, 8, 12], [0, 1, 0, 0], 0.0)
+
+
+def test_repeat_takes_tt_nns_keyword_and_a_shape():
+    """``ttnn.repeat(x, repeat_dims=ttnn.Shape(...))``, as deepseek_v3's RepeatConfig calls it."""
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 1, 3)
+    t = ttnn.from_torch(x, device=mesh_of((1, 2)))
+    got = ttnn.repeat(t, repeat_dims=ttnn.Shape((2, 1, 3, 1)))
+    for shard in ttnn.get_device_tensors(got):
+        np.testing.assert_array_equal(ttnn.to_torch(shard).numpy(), np.tile(x, (2, 1, 3, 1)))

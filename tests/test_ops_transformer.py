@@ -484,3 +484,24 @@ def test_flash_mla_decode_reads_values_from_the_latent_columns():
     np.testing.assert_allclose(ttnn.to_torch(out).numpy(), want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ttnn.ShapeMismatchError, match="head_dim_v"):
         ttnn.transformer.flash_multi_latent_attention_decode(put(qh), put(kv), 200)
+
+
+def test_flash_mla_prefill_is_causal_attention_with_latent_values():
+    """FlashMLA prefill (deepseek_v3's MLA prefill): k [b, 1, s, dk] is K, its first head_dim_v
+    columns V; causal by default; against numpy."""
+    rng = np.random.default_rng(12)
+    nh, dk, dv, s, sc = 4, 96, 64, 40, 0.1
+    mesh = mesh_of((1, 1))
+    q = rng.standard_normal((1, nh, s, dk)).astype(np.float32)
+    kv = rng.standard_normal((1, 1, s, dk)).astype(np.float32)
+
+    def put(x):
+        return ttnn.from_torch(x, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, device=mesh)
+
+    scores = q[0] @ kv[0, 0].T * sc + np.triu(np.full((s, s), -np.inf), 1)  # [nh, s, s]
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (e / e.sum(-1, keepdims=True)) @ kv[0, 0, :, :dv]
+    out = ttnn.transformer.flash_mla_prefill(put(q), put(kv), head_dim_v=dv, scale=sc)
+    np.testing.assert_allclose(ttnn.to_torch(out).numpy()[0], want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ttnn.ShapeMismatchError, match="head_dim_v"):
+        ttnn.transformer.flash_mla_prefill(put(q), put(kv), 200)

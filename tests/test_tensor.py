@@ -273,3 +273,20 @@ def test_host_tensor_has_no_sharding():
     t = ttnn.from_torch(np.zeros((2, 2), np.float32))
     with pytest.raises(ttnn.errors.ShardingError, match=r"host tensor.*\n.*fix:"):
         _ = t.sharding
+
+
+def test_shape_is_one_value_like_tt_nns():
+    """TT-NN's ``ttnn.Shape`` is a pybind class, not a tuple: config walkers (deepseek_v3's
+    ``run_config``) keep it whole; it still indexes, iterates and equals tuples and lists."""
+    s = ttnn.Shape([1, 8, 1, 1])
+    assert not isinstance(s, (tuple, list))
+    assert s == (1, 8, 1, 1) and s == [1, 8, 1, 1] and list(s) == [1, 8, 1, 1]
+    assert (len(s), s[1], s[-1], s.rank, hash(s) == hash((1, 8, 1, 1))) == (4, 8, 1, 4, True)
+    assert ttnn.Shape([5])[-2] == 1  # stored padded to rank 4 with leading ones
+    assert ttnn.Shape([1, 1, 3, 4]).to_rank(2) == (3, 4) and ttnn.Shape([3]).to_rank(3) == (1, 1, 3)
+    with pytest.raises(ttnn.ShapeMismatchError, match="Can't convert shape rank"):
+        s.to_rank(1)
+    with pytest.raises(ttnn.ShapeTypeError, match="every dim must be an int, got None"):
+        ttnn.Shape([None])
+    with pytest.raises(TypeError):  # the builtin, as TT-NN's binding raises
+        ttnn.Shape([1.5])

@@ -35,6 +35,11 @@ class ShapeMismatchError(TTJaxError, ValueError):
     """Per-device shapes that an op cannot combine."""
 
 
+class ShapeTypeError(ShapeMismatchError, TypeError):
+    """A ``ttnn.Shape`` built from something other than ints (a ``TypeError``, as TT-NN's
+    binding raises for ``ttnn.Shape([None])``)."""
+
+
 class TensorIndexError(ShapeMismatchError, IndexError):
     """An integer index out of a tensor's range (an ``IndexError``, as TT-NN's ``__getitem__``
     raises, so ``for row in tensor`` and ``zip(tensor, ...)`` stop at the end)."""
@@ -117,6 +122,7 @@ __all__ = [
     "MissingDependencyError",
     "ParallelPlanError",
     "ShapeMismatchError",
+    "ShapeTypeError",
     "ShardingError",
     "SubDeviceError",
     "TTJaxError",

@@ -73,6 +73,81 @@ def _coord(c: Any) -> CoreCoord:
     return c if isinstance(c, CoreCoord) else CoreCoord(int(c[0]), int(c[1]))
 
 
+# The tile shapes Tenstorrent hardware supports, each with its face shape (TILE_FACE_HW_CHOICES,
+# tt_metal/api/tt-metalium/tile.hpp).
+TILE_FACE_SHAPES: dict[tuple[int, int], tuple[int, int]] = {
+    (32, 32): (16, 16),
+    (16, 32): (16, 16),
+    (32, 16): (16, 16),
+    (16, 16): (16, 16),
+    (8, 32): (8, 16),
+    (4, 32): (4, 16),
+    (2, 32): (2, 16),
+    (1, 32): (1, 16),
+    (8, 16): (8, 16),
+    (4, 16): (4, 16),
+    (2, 16): (2, 16),
+    (1, 16): (1, 16),
+}
+
+
+class Tile:
+    """TT-NN's ``ttnn.Tile``: a tile's shape (one of the hardware's choices), its face shape and
+    the transpose flags (``Tile::Tile``, tt_metal/impl/data_format/tile.cpp). Ops that take
+    ``output_tile=`` check it against their inputs' tiles.
+
+    >>> ttnn.Tile([16, 32]).face_shape
+    [16, 16]
+    """
+
+    def __init__(self, tile_shape: Sequence[int] = (32, 32), transpose_tile: bool = False) -> None:
+        shape = tuple(int(d) for d in tile_shape)
+        if shape not in TILE_FACE_SHAPES:
+            raise ConfigError(
+                f"ttnn.Tile({list(tile_shape)}): Tile size is not valid for our hardware.\n"
+                f"fix: use one of {[list(k) for k in TILE_FACE_SHAPES]}."
+            )
+        if transpose_tile and shape[0] not in (16, 32):
+            raise ConfigError(
+                f"ttnn.Tile({list(shape)}, transpose_tile=True): Tile height must equal 16 or 32 "
+                "in transpose mode.\nfix: a tile of height 16 or 32, or transpose_tile=False."
+            )
+        face = TILE_FACE_SHAPES[shape]
+        self.tile_shape = list(shape)
+        self.face_shape = list(face)
+        self.num_faces = shape[0] * shape[1] // (face[0] * face[1])
+        self.partial_face = int(shape[0] < 32)
+        self.narrow_tile = int(shape[1] < 32)
+        self.transpose_within_face = bool(transpose_tile)
+        self.transpose_of_faces = bool(transpose_tile)
+
+    def get_tile_shape(self) -> list[int]:
+        return list(self.tile_shape)
+
+    def __eq__(self, other: object) -> bool:  # Tile::operator==: tile and face shapes
+        if not isinstance(other, Tile):
+            return NotImplemented
+        return self.tile_shape == other.tile_shape and self.face_shape == other.face_shape
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.tile_shape), tuple(self.face_shape)))
+
+    def __repr__(self) -> str:
+        return f"Tile with shape: [{self.tile_shape[0]}, {self.tile_shape[1]}]"
+
+
+def as_tile(op: str, tile: Any) -> Tile:
+    """``tile`` (a :class:`Tile` or a ``[height, width]`` list, as TT-NN's binding converts it)
+    as a Tile."""
+    if isinstance(tile, Tile):
+        return tile
+    if isinstance(tile, (list, tuple)) and len(tile) == 2:
+        return Tile(tile)
+    raise ConfigError(
+        f"ttnn.{op}: output_tile={tile!r} is not a ttnn.Tile.\nfix: e.g. ttnn.Tile([32, 32])."
+    )
+
+
 @dataclass(frozen=True)
 class CoreGrid:
     """A worker grid of ``y`` rows by ``x`` columns (``num_cores = x * y``)."""

@@ -14,7 +14,7 @@ Shape([2])
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -27,6 +27,8 @@ from ttjax.errors import (
     DeallocatedTensorError,
     DeviceClosedError,
     MeshMismatchError,
+    ShapeMismatchError,
+    ShapeTypeError,
     ShardingError,
     TTJaxError,
 )
@@ -35,39 +37,83 @@ from ttjax.mesh import MeshCoordinate, MeshCoordinateRange, MeshDevice, MeshShap
 from ttjax.placements import Placement, PlacementReplicate, placements_str
 
 
-class Shape(tuple):
-    """TT-NN's ``ttnn.Shape``: a tuple of ints that prints as ``Shape([1, 1, 32, 32])``."""
+class Shape(Sequence[int]):
+    """TT-NN's ``ttnn.Shape``: a sequence of ints that prints as ``Shape([1, 1, 32, 32])``.
 
-    def __new__(cls, dims: Iterable[int] = ()) -> Shape:
-        return super().__new__(cls, (int(d) for d in dims))
+    Like TT-NN's (a pybind class, ttnn/cpp/ttnn-pybind/types.cpp), it is neither a tuple nor a
+    list: code that walks configs treats it as one value (deepseek_v3's ``run_config`` merges
+    tuples element-wise but keeps a Shape whole). It indexes, iterates, compares equal to tuples
+    and lists of the same ints, and slices (to a tuple) as model code uses it.
+
+    >>> Shape([1, 32]) == (1, 32), isinstance(Shape([1, 32]), tuple)
+    (True, False)
+    """
+
+    __slots__ = ("_dims",)
+
+    def __init__(self, dims: Iterable[int] = ()) -> None:
+        dims = tuple(dims)
+        bad = [d for d in dims if isinstance(d, bool) or not isinstance(d, (int, np.integer))]
+        if bad:  # pybind's SmallVector<uint32_t> conversion refuses None, floats, ...
+            raise ShapeTypeError(
+                f"ttnn.Shape({list(dims)}): every dim must be an int, got {bad[0]!r}.\n"
+                "fix: pass a list or tuple of ints."
+            )
+        self._dims = tuple(int(d) for d in dims)
 
     def __repr__(self) -> str:
-        return f"Shape({list(self)})"
+        return f"Shape({list(self._dims)})"
 
     __str__ = __repr__
 
     @property
     def rank(self) -> int:
-        return len(self)
+        return len(self._dims)
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dims)
 
     def __getitem__(self, index: Any) -> Any:
         # TT-NN's Shape is stored padded to rank 4 with leading ones: Shape([n])[-2] is 1.
-        if isinstance(index, int) and -4 <= index < -len(self):
+        if isinstance(index, (int, np.integer)) and -4 <= index < -len(self._dims):
             return 1
-        return tuple.__getitem__(self, index)
+        return self._dims[index]
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, list):
-            other = tuple(other)
-        return tuple.__eq__(self, other)
+        if isinstance(other, (Shape, list, tuple)):
+            return self._dims == tuple(other)
+        return NotImplemented
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
-    __hash__ = tuple.__hash__
+    def __hash__(self) -> int:
+        return hash(self._dims)
+
+    def __add__(self, other: Sequence[int]) -> tuple[int, ...]:
+        return self._dims + tuple(other)
+
+    def __radd__(self, other: Sequence[int]) -> tuple[int, ...]:
+        return tuple(other) + self._dims
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Shape, (self._dims,))
 
     def with_tile_padding(self) -> Shape:
-        return Shape(tile_padded(self))
+        return Shape(tile_padded(self._dims))
+
+    def to_rank(self, new_rank: int) -> Shape:
+        """TT-NN's ``Shape.to_rank``: leading ones added, or leading ones dropped."""
+        extra = len(self._dims) - new_rank
+        if extra > 0 and any(d != 1 for d in self._dims[:extra]):
+            raise ShapeMismatchError(
+                f"{self!r}.to_rank({new_rank}): Can't convert shape rank (dims {list(self._dims[:extra])}"
+                " would be dropped).\nfix: a rank that keeps every dim above 1."
+            )
+        return Shape((1,) * max(-extra, 0) + self._dims[max(extra, 0) :])
 
 
 def tile_padded(shape: Sequence[int]) -> tuple[int, ...]:

@@ -48,6 +48,7 @@ from ttjax.ops.matmul import (
     bmm,
     linear,
     matmul,
+    sparse_matmul,
 )
 from ttjax.ops.memory import (
     deallocate,
@@ -259,6 +260,7 @@ __all__ = [
     "softmax",
     "softmax_in_place",
     "softplus",
+    "sparse_matmul",
     "split",
     "split_heads",
     "sqrt",

@@ -459,14 +459,15 @@ def chunk(input_tensor: Tensor, chunks: int, dim: int = 0, **kwargs: Any) -> tup
 
 def repeat(
     input_tensor: Tensor,
-    repetition_vector: Sequence[int],
+    repeat_dims: Sequence[int],
     *,
     memory_config: Any = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Tile each device's tensor ``repetition_vector[d]`` times along every dim ``d``."""
+    """Tile each device's tensor ``repeat_dims[d]`` times along every dim ``d`` (a list, tuple
+    or ``ttnn.Shape``; the keyword is TT-NN's binding's, ``repeat_dims``)."""
     check_hw_kwargs("repeat", kwargs)
-    reps = tuple(int(r) for r in repetition_vector)
+    reps = tuple(int(r) for r in repeat_dims)
     return run_op(
         "repeat",
         lambda x: jnp.tile(x, reps),

@@ -12,16 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 
 from ttjax import kernels
-from ttjax._dispatch import run_op
+from ttjax._dispatch import capture_active, run_op
 from ttjax._matmul_specs import check_matmul_program_config, matmul_output_memory_config
-from ttjax.enums import DataType, Layout, UnaryOpType, UnaryWithParam
-from ttjax.errors import ShapeMismatchError
-from ttjax.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
+from ttjax.enums import TILE_SIZE, DataType, Layout, UnaryOpType, UnaryWithParam
+from ttjax.errors import ConfigError, LayoutError, ShapeMismatchError
+from ttjax.hardware import (
+    DRAM_MEMORY_CONFIG,
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MemoryConfig,
+    as_tile,
+)
 from ttjax.ops._common import check_dtype, check_hw_kwargs, write_output
 from ttjax.ops.activations import chain_fn, parse_activation
-from ttjax.tensor import Tensor, tile_padded
+from ttjax.tensor import Tensor, host_blocks, is_traced, tile_padded
 
 
 def _out_config(
@@ -333,3 +339,153 @@ def attn_matmul_from_cache(
         num_tokens=num_tokens,
         transpose_hw=transpose_hw,
     )
+
+
+def _sparse_layout(
+    sa: tuple[int, ...], sb: tuple[int, ...], a_sparse: bool, b_sparse: bool
+) -> tuple[int, int, tuple[int, ...]]:
+    """``(batchA, batchB, output shape)`` of a sparse matmul, as TT-NN computes them: the output
+    keeps A's batch dims unless both inputs are sparse, and B's unless only A is
+    (``compute_sparse_matmul_output_shape``, ttnn/cpp/ttnn/operations/matmul/device/matmul_op.cpp);
+    the kernel loops batchA x batchB (``sparse_matmul_multi_core_reuse_mcast_1d_optimized``:
+    batchA is 1 when both are sparse, A's batch / B's batch when only A is, A's batch otherwise)."""
+    bat_a = int(np.prod(sa[:-2], dtype=np.int64)) if len(sa) > 2 else 1
+    bat_b = int(np.prod(sb[:-2], dtype=np.int64)) if len(sb) > 2 else 1
+    a_dims = () if (a_sparse and b_sparse) or len(sa) <= 2 else sa[:-2]
+    b_dims = () if (a_sparse and not b_sparse) or len(sb) <= 2 else sb[:-2]
+    out = (*a_dims, *b_dims, sa[-2], sb[-1])
+    if a_sparse and b_sparse:
+        return 1, bat_b, out
+    if a_sparse:
+        return bat_a // bat_b, bat_b, out
+    return bat_a, bat_b, out
+
+
+def sparse_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    sparsity: Tensor,
+    nnz: int | None = None,
+    is_input_a_sparse: bool = False,
+    is_input_b_sparse: bool = True,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+    core_grid: Any = None,
+    output_tile: Any = None,
+    optional_output_tensor: Tensor | None = None,
+    global_cb: Any = None,
+    sub_device_id: Any = None,
+) -> Tensor:
+    """TT-NN's expert matmul: the batched products whose ``sparsity`` entry is non-zero.
+
+    ``sparsity`` holds batchA x batchB entries (a row of batchB per A batch; only zero vs non-zero
+    counts, as TT-NN's kernels test the bfloat16 bits against 0). Only B sparse (the default):
+    ``out[a..., b..., :, :] = A[a] @ B[b]``; both sparse: ``out[b] = A[b] @ B[b]``; only A:
+    ``out[a, b] = A[a, b] @ B[b]`` with A's batch dims kept. Skipped blocks are zeros (TT-NN
+    leaves them unwritten). ``nnz`` is how many entries are non-zero on each device; TT-NN's
+    compute kernel runs exactly that many products, so a wrong count is an error here.
+
+    >>> w = ttnn.from_torch(torch.ones(1, 4, 32, 16), device=mesh, layout=ttnn.TILE_LAYOUT)
+    >>> s = ttnn.from_torch(torch.tensor([[[[0.5, 0.0, 0.0, 0.5]]]]), device=mesh)
+    >>> ttnn.sparse_matmul(ttnn.to_layout(x, ttnn.TILE_LAYOUT), w, sparsity=s, nnz=2).shape
+    Shape([1, 1, 1, 4, 32, 16])
+    """
+    op = "sparse_matmul"
+    out_dtype = check_dtype(op, dtype)
+    for name, t in (("input_tensor_a", input_tensor_a), ("input_tensor_b", input_tensor_b)):
+        if isinstance(t, Tensor) and t._spec.layout is not Layout.TILE:
+            raise LayoutError(
+                f"ttnn.{op}: {name} is in {t._spec.layout!r}; TT-NN's sparse matmul reads tiles."
+                "\nfix: ttnn.to_layout(t, ttnn.TILE_LAYOUT) first."
+            )
+    if isinstance(sparsity, Tensor) and sparsity._spec.layout is not Layout.ROW_MAJOR:
+        raise LayoutError(
+            f"ttnn.{op}: sparsity is in {sparsity._spec.layout!r}; TT-NN reads it a row per page."
+            "\nfix: ttnn.to_layout(sparsity, ttnn.ROW_MAJOR_LAYOUT) first."
+        )
+    if program_config is not None and not isinstance(
+        program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig
+    ):
+        raise ConfigError(
+            f"ttnn.{op}: Unsupported program config {type(program_config).__name__} (TT-NN runs "
+            "the sparse matmul with the 1D multicast kernel only).\nfix: pass a "
+            "ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig, or program_config=None."
+        )
+    if output_tile is not None:
+        tile = as_tile(op, output_tile)
+        if tile.tile_shape != [TILE_SIZE, TILE_SIZE]:  # get_output_tile, matmul_op.cpp
+            raise ConfigError(
+                f"ttnn.{op}: output_tile {tile.tile_shape}: the override output tile height must "
+                f"equal the in0 tile height ({TILE_SIZE}) and its width the in1 tile width "
+                f"({TILE_SIZE}) for an interleaved output.\nfix: output_tile=ttnn.Tile([32, 32])."
+            )
+    sa, sb = tuple(input_tensor_a._shape), tuple(input_tensor_b._shape)
+    a_sp, b_sp = bool(is_input_a_sparse), bool(is_input_b_sparse)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(
+            f"ttnn.{op}: {rule} (a {list(sa)}, b {list(sb)}, sparsity "
+            f"{list(sparsity._shape)}).\nfix: {fix}"
+        )
+
+    if len(sa) < 2 or len(sb) < 2 or tile_padded(sa)[-1] != tile_padded(sb)[-2] or sa[-1] != sb[-2]:
+        raise fail("Dimension K of A (its last dim) and B's rows must match", "transpose or pad")
+    bat_a, bat_b, out_shape = _sparse_layout(sa, sb, a_sp, b_sp)
+    full_a = int(np.prod(sa[:-2], dtype=np.int64)) if len(sa) > 2 else 1
+    if (a_sp and b_sp and full_a != bat_b) or (a_sp and not b_sp and full_a % bat_b):
+        raise fail(
+            "with A sparse, A's batch dims must hold B's batch (a block of A per expert)",
+            "give A and B the same batch dims",
+        )
+    batch = bat_a * bat_b
+    if int(np.prod(sparsity._shape, dtype=np.int64)) != batch:
+        raise fail(
+            f"sparsity.logical_volume() must be equal to the product of all batch dimensions "
+            f"({batch})",
+            f"give sparsity {bat_a} row(s) of {bat_b} entries",
+        )
+    if sparsity._shape[-1] != bat_b:
+        raise fail(
+            f"each sparsity row (a page) must hold B's {bat_b} batch entries",
+            f"reshape sparsity to [..., {bat_a}, {bat_b}]",
+        )
+    if nnz is not None and not 0 < int(nnz) <= batch:
+        raise fail(
+            f"nnz ({nnz}) must be greater than 0 and at most the length of all batch dimensions "
+            f"({batch})",
+            "pass the number of non-zero sparsity entries (or nnz=None to count them)",
+        )
+    if nnz is not None and not is_traced(sparsity) and not capture_active():
+        counts = np.count_nonzero(host_blocks(sparsity).reshape(-1, batch), axis=1)
+        if (counts != int(nnz)).any():
+            raise fail(
+                f"nnz={nnz} but the sparsity tensor has {sorted(set(counts.tolist()))} non-zero "
+                "entries per device (TT-NN's compute kernel would run nnz products and wait for "
+                "the rest)",
+                "pass nnz equal to each device's count of non-zero entries, or nnz=None",
+            )
+
+    def fn(a: Any, b: Any, s: Any) -> Any:
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        b3 = b.reshape(bat_b, k, n)
+        if a_sp and b_sp:
+            y = _mm(a.reshape(bat_b, m, k), b3, False, False)  # [B, M, N]
+        elif a_sp:
+            y = _mm(a.reshape(bat_a, bat_b, m, k), b3[None], False, False)  # [A, B, M, N]
+        else:
+            y = _mm(a.reshape(bat_a, 1, m, k), b3[None], False, False)  # [A, B, M, N]
+        keep = (s.reshape(y.shape[:-2]) != 0)[..., None, None]
+        return jnp.where(keep, y, jnp.zeros((), y.dtype)).reshape(out_shape)
+
+    out = run_op(
+        op,
+        fn,
+        [input_tensor_a, input_tensor_b, sparsity],
+        static=(a_sp, b_sp, bat_a, bat_b, out_shape),
+        out_dtype=out_dtype or input_tensor_a._dtype,
+        memory_config=DRAM_MEMORY_CONFIG if memory_config is None else memory_config,
+    )
+    return write_output(out, optional_output_tensor)

@@ -49,7 +49,8 @@ def _check_index(op: str, name: str, value: int, size: int, what: str) -> int:
 
 
 def _attend(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
-    """q [b, h, s, d], k/v [b, kv, t, d]: grouped-query attention, float32 scores and softmax.
+    """q [b, h, s, d], k [b, kv, t, d], v [b, kv, t, dv]: grouped-query attention, float32 scores
+    and softmax; out [b, h, s, dv].
 
     Query heads are grouped per KV head ([b, kv, h/kv, s, d]) instead of repeating K and V, so a
     decode step reads the cache once: attention is bandwidth-bound there.
@@ -69,7 +70,7 @@ def _attend(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
         scores = scores + mask
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     out = jnp.einsum("bkgst,bktd->bkgsd", probs, v, preferred_element_type=jnp.float32)
-    return jnp.reshape(out, (b, h, s, d)).astype(q.dtype)
+    return jnp.reshape(out, (b, h, s, v.shape[-1])).astype(q.dtype)  # MLA: V narrower than K
 
 
 def scaled_dot_product_attention(
@@ -539,6 +540,41 @@ def flash_multi_latent_attention_decode(
         attention_sink=attention_sink,
         scale=scale,
         sliding_window_size=sliding_window_size,
+    )
+
+
+def flash_mla_prefill(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    head_dim_v: int,
+    *,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = True,
+    scale: float | None = None,
+    memory_config: Any = None,
+    program_config: Any = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """Multi-latent attention for prefill (TT-NN's ``flash_mla_prefill``, sdpa with ``use_mla``:
+    ttnn/cpp/ttnn/operations/transformer/sdpa/sdpa.cpp): q [b, nh, s, dk] over k [b, nkv, s, dk]
+    that is also V in its first ``head_dim_v`` columns; out [b, nh, s, head_dim_v]. Otherwise as
+    :func:`scaled_dot_product_attention` (causal by default, ``attn_mask`` added to the scores).
+
+    >>> q = ttnn.from_torch(torch.rand(1, 4, 32, 64), device=mesh, layout=ttnn.TILE_LAYOUT)
+    >>> kv = ttnn.from_torch(torch.rand(1, 1, 32, 64), device=mesh, layout=ttnn.TILE_LAYOUT)
+    >>> ttnn.transformer.flash_mla_prefill(q, kv, head_dim_v=32).shape
+    Shape([1, 4, 32, 32])
+    """
+    v = _latent_values("flash_mla_prefill", input_tensor_k, head_dim_v)
+    return scaled_dot_product_attention(
+        input_tensor_q,
+        input_tensor_k,
+        v,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        program_config=program_config,
+        memory_config=memory_config,
     )
 
 

@@ -20,9 +20,11 @@ divides by the data-parallel sizes, a sharded dimension divides by its roles' si
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -49,6 +51,10 @@ LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("layers", "pp"),
     ("experts", "ep"),
 )
+
+#: Megatron sequence parallelism's one rule (:meth:`ParallelDims.with_sequence_parallel`): between
+#: the TP pairs, the activations' sequence dimension splits over tp (``ttjax.ttml.sp``).
+SEQUENCE_PARALLEL_RULE: tuple[str, str] = ("activation_seq", "tp")
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,11 @@ class LogicalAxes:
 def is_logical(x: Any) -> bool:
     """``is_leaf`` for pytrees of :class:`LogicalAxes`."""
     return isinstance(x, LogicalAxes)
+
+
+_BOUND: contextvars.ContextVar[ParallelDims | None] = contextvars.ContextVar(
+    "ttjax.plan bound plan", default=None
+)
 
 
 def _path_name(path: Sequence[Any]) -> str:
@@ -214,7 +225,43 @@ class ParallelDims:
         if not manual:
             return cls((), ())
         roles = tuple(n if n in ROLES and n in manual else None for n in mesh.axis_names)
-        return cls(tuple(int(d) for d in mesh.axis_sizes), roles)
+        bound = _BOUND.get()  # rules that name activations only (SP's) come with the step
+        rules = LOGICAL_AXIS_RULES if bound is None else bound.rules
+        return cls(tuple(int(d) for d in mesh.axis_sizes), roles, rules)
+
+    def with_sequence_parallel(self) -> ParallelDims:
+        """This plan with :data:`SEQUENCE_PARALLEL_RULE` (Megatron SP), which needs a tp axis.
+
+        >>> ParallelDims.from_sizes(dp=2, tp=4).with_sequence_parallel().sequence_parallel
+        True
+        """
+        if self.axis("tp") is None:
+            raise ParallelPlanError(
+                f"sequence parallelism splits the activations over the tp axis, but {self!r} "
+                "has none.\nfix: enable tensor parallelism too (device_config.enable_tp: true), "
+                "or set enable_sp: false."
+            )
+        if SEQUENCE_PARALLEL_RULE in self.rules:
+            return self
+        return replace(self, rules=(*self.rules, SEQUENCE_PARALLEL_RULE))
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Whether the plan splits the activations' sequence between the TP pairs (SP)."""
+        return SEQUENCE_PARALLEL_RULE in self.rules
+
+    @contextmanager
+    def bind(self) -> Iterator[ParallelDims]:
+        """Make this plan's rules the ones :meth:`current` reads while a step is traced.
+
+        The mesh carries the roles and sizes, not rules that name activations only (SP's):
+        the train step binds its plan around the model's forward.
+        """
+        token = _BOUND.set(self)
+        try:
+            yield self
+        finally:
+            _BOUND.reset(token)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -358,7 +405,8 @@ class ParallelDims:
         return ", ".join(f"{name}={n}" for name, n in zip(self.axis_names, self.shape, strict=True))
 
     def __repr__(self) -> str:
-        return f"ParallelDims({self.sizes()})"
+        sp = ", sequence parallel" if self.sequence_parallel else ""
+        return f"ParallelDims({self.sizes()}{sp})"
 
 
 def sharded_dim(spec: P, axis: str) -> int | None:
@@ -422,6 +470,7 @@ def gather_sharded(tree: Any, specs: Any, axis: str | None) -> Any:
 __all__ = [
     "LOGICAL_AXIS_RULES",
     "ROLES",
+    "SEQUENCE_PARALLEL_RULE",
     "LogicalAxes",
     "ParallelDims",
     "average_gradients",

@@ -27,7 +27,8 @@ from typing import Any
 import yaml
 
 from ttjax._userfile import read_user_text
-from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes
+from ttjax.ttml import sp
+from ttjax.ttml.context import DistributedConfig, ParallelismContext, assign_axes, plan_dims
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
 from ttjax.ttml.schedule import SCHEDULES, stage_sizes
 
@@ -304,6 +305,8 @@ class DeviceConfig:
     enable_pp: bool = _f(False, _bool)
     enable_fsdp: bool = _f(False, _bool)
     enable_cp: bool = _f(False, _bool)
+    # Megatron sequence parallelism over the TP axis (ttjax.ttml.sp); not a mesh axis of its own.
+    enable_sp: bool = _f(False, _bool)
 
     def total_devices(self) -> int:
         return math.prod(self.mesh_shape)
@@ -316,6 +319,7 @@ class DeviceConfig:
             enable_pp=self.enable_pp,
             enable_cp=self.enable_cp,
             enable_fsdp=self.enable_fsdp,
+            enable_sp=self.enable_sp,
         )
 
 
@@ -500,6 +504,12 @@ def _device(raw: Any, where: str) -> DeviceConfig:
         raise TrainingConfigError(
             f"{where}.device_ids = {list(dev.device_ids)} must list {n} distinct ids for "
             f"mesh_shape {list(dev.mesh_shape)}.\nfix: give one id per device, or [] for the first {n}."
+        )
+    if dev.enable_sp and not dev.enable_tp:
+        raise ParallelismConfigError(
+            f"{where}.enable_sp = true but enable_tp is false: sequence parallelism splits the "
+            "sequence over the TP axis, between tensor-parallel layers.\nfix: set enable_tp: "
+            "true (with a TP axis in mesh_shape), or enable_sp: false."
         )
     try:
         assign_axes(dev.mesh_shape, dev.distributed_config())
@@ -811,6 +821,10 @@ def load_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> 
             "(training_config.use_clip_grad_norm is true and multihost_config.enabled is true).\n"
             "fix: set use_clip_grad_norm: false, or disable multihost_config."
         )
+    if device.enable_sp:  # each sequence splits over TP between the TP layers
+        dims = plan_dims(device.mesh_shape, device.distributed_config())
+        where = f"{p}: transformer_config.max_sequence_length: "
+        sp.check_seq_len(model.max_sequence_length, dims, where)
     return RunConfig(
         path=str(p),
         training=dataclasses.replace(training, transformer_config=None),

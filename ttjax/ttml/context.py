@@ -36,8 +36,11 @@ class DistributedConfig:
 
     Mesh axes are given out in the order DDP -> FSDP -> CP -> TP -> PP.
 
+    ``enable_sp`` (ttjax's, Megatron sequence parallelism) takes no mesh axis: it splits the
+    sequence over the TP axis between the tensor-parallel layers (``ttjax.ttml.sp``).
+
     >>> DistributedConfig(enable_ddp=True, enable_tp=True)
-    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False, enable_cp=False, enable_fsdp=False)
+    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False, enable_cp=False, enable_fsdp=False, enable_sp=False)
     """
 
     enable_ddp: bool = False
@@ -45,10 +48,11 @@ class DistributedConfig:
     enable_pp: bool = False
     enable_cp: bool = False
     enable_fsdp: bool = False
+    enable_sp: bool = False
 
     def enabled(self) -> tuple[str, ...]:
-        """The enabled strategies in axis order, e.g. ``('ddp', 'tp')``."""
-        for name in _ROLE:
+        """The enabled strategies in axis order, e.g. ``('ddp', 'tp')`` (SP takes no axis)."""
+        for name in (*_ROLE, "sp"):
             value = getattr(self, f"enable_{name}")
             if not isinstance(value, bool):
                 raise ParallelismConfigError(
@@ -62,9 +66,10 @@ def plan_dims(mesh_shape: Sequence[int], config: DistributedConfig) -> ParallelD
     """The role of each mesh axis (TTML's rule, checked in :class:`ttjax.plan.ParallelDims`).
 
     Raises ``ParallelismConfigError`` with TTML's words when the count does not fit the mesh.
+    ``enable_sp`` adds sequence parallelism's rule to the plan (it needs ``enable_tp``).
     """
     try:
-        return ParallelDims.from_flags(mesh_shape, [_ROLE[n] for n in config.enabled()])
+        dims = ParallelDims.from_flags(mesh_shape, [_ROLE[n] for n in config.enabled()])
     except ParallelPlanError:
         shape, on = [int(d) for d in mesh_shape], config.enabled()
         flags = ", ".join(f"{n}={getattr(config, 'enable_' + n)}" for n in _ROLE)
@@ -74,6 +79,12 @@ def plan_dims(mesh_shape: Sequence[int], config: DistributedConfig) -> ParallelD
             f"fix: enable {len(shape)} of DDP, FSDP, CP, TP, PP (they take mesh axes in that "
             "order), or use a line mesh such as [1, N] with exactly one of them."
         ) from None
+    if not config.enable_sp:
+        return dims
+    try:
+        return dims.with_sequence_parallel()
+    except ParallelPlanError as e:
+        raise ParallelismConfigError(f"DistributedConfig(enable_sp=True): {e}") from None
 
 
 def assign_axes(mesh_shape: Sequence[int], config: DistributedConfig) -> dict[str, int]:
@@ -95,19 +106,24 @@ class ParallelismContext:
     mesh_device: Any = field(repr=False, compare=False)
     mesh_shape: tuple[int, ...]
     axes: dict[str, int]
+    sequence_parallel: bool = False
 
     @classmethod
     def create(cls, mesh_device: ttjax.MeshDevice, config: DistributedConfig) -> ParallelismContext:
         shape = tuple(mesh_device.shape)
-        return cls(mesh_device=mesh_device, mesh_shape=shape, axes=assign_axes(shape, config))
+        dims = plan_dims(shape, config)
+        back = {role: name for name, role in _ROLE.items()}
+        axes = {back[r]: a for a, r in enumerate(dims.roles) if r is not None}
+        return cls(mesh_device, shape, axes, dims.sequence_parallel)
 
     @cached_property
     def dims(self) -> ParallelDims:
-        """The plan: the role of each mesh axis."""
+        """The plan: the role of each mesh axis (and SP's rule when enabled)."""
         roles: list[str | None] = [None] * len(self.mesh_shape)
         for name, axis in self.axes.items():
             roles[axis] = _ROLE[name]
-        return ParallelDims(self.mesh_shape, tuple(roles))
+        dims = ParallelDims(self.mesh_shape, tuple(roles))
+        return dims.with_sequence_parallel() if self.sequence_parallel else dims
 
     # -- TTML names -----------------------------------------------------------------------------
 
@@ -164,6 +180,10 @@ class ParallelismContext:
 
     def is_fsdp_enabled(self) -> bool:
         return "fsdp" in self.axes
+
+    def is_sp_enabled(self) -> bool:
+        """Whether sequence parallelism splits the sequence over the TP axis."""
+        return self.sequence_parallel
 
     # -- JAX interop ----------------------------------------------------------------------------
 

@@ -45,11 +45,14 @@ class Parallelism:
     cp_axis: int | None = None
     pp_axis: int | None = None
     ep_axis: int | None = None
+    sequence_parallel: bool = False  # Megatron SP over the TP axis (ttjax.ttml.sp)
     dims: ParallelDims = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         axes = {role: getattr(self, kw) for role, kw in _KEYWORDS.items()}
         dims = ParallelDims.from_axes(tuple(self.mesh.shape), axes, "Parallelism")
+        if self.sequence_parallel:
+            dims = dims.with_sequence_parallel()
         object.__setattr__(self, "dims", dims)
 
     @classmethod
@@ -59,13 +62,13 @@ class Parallelism:
             kw: getattr(ctx, f"get_{kw.split('_')[0]}_axis", lambda: None)()
             for kw in _KEYWORDS.values()
         }
-        return cls(mesh, **axes)
+        return cls(mesh, **axes, sequence_parallel=getattr(ctx, "sequence_parallel", False))
 
     @classmethod
     def from_dims(cls, mesh: ttjax.MeshDevice, dims: ParallelDims) -> Parallelism:
         """The plan ``dims`` (roles per mesh axis) on ``mesh``."""
         axes = {_KEYWORDS[r]: a for a, r in enumerate(dims.roles) if r is not None}
-        return cls(mesh, **axes)
+        return cls(mesh, **axes, sequence_parallel=dims.sequence_parallel)
 
     # -- the mesh, named by role ---------------------------------------------------------------
 
@@ -126,6 +129,8 @@ class Parallelism:
                 parts.append(f"{label} {self.dims.shape[axis]} over mesh axis {role!r}")
             elif role in ("dp", "tp"):
                 parts.append(f"{label} off")
+        if self.dims.sequence_parallel:
+            parts.append("SP over mesh axis 'tp'")
         return ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -38,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
 from ttjax.plan import LogicalAxes, average_gradients, is_logical, spec_axes
-from ttjax.ttml import cp
+from ttjax.ttml import cp, sp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.fsdp import outside_blocks
@@ -512,7 +512,8 @@ class TrainStep(BaseTrainStep):
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
         if self.logical is not None:  # stacked blocks are gathered one by one in the model's scan
             params = self.par.dims.gather(params, outside_blocks(self.logical))
-        return self.loss_fn(params, inputs, targets)
+        with self.par.dims.bind():  # the plan's rules (SP's) for the modules, as they trace
+            return self.loss_fn(params, inputs, targets)
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
@@ -561,6 +562,7 @@ class TrainStep(BaseTrainStep):
             )
         self.par.dims.check_batch(shape[1], "TrainStep: ")
         cp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
+        sp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
     def param_shardings_of(self, params: Any) -> Any:

@@ -3,9 +3,9 @@
 The model names no mesh axis; the modules read the plan where they run. Q/K/V, gate and up are
 column-parallel, O and down row-parallel, the embedding and the LM head (untied unless
 ``tie_weights``) vocab-parallel; grouped-query heads are split with their key/value heads.
-``Attention`` applies RoPE at each token's global position and runs as a ring under CP; ``Stack``
-scans the blocks (stacked on a leading ``[n_layers]`` axis) under ``jax.checkpoint``
-(``remat_policy``) and gathers one block at a time under FSDP. Shared by the trainer
+``Attention`` applies RoPE (the :meth:`LlamaTrain.rope` hook) at each token's global position;
+``Stack`` scans the blocks (stacked on a leading ``[n_layers]`` axis) under ``jax.checkpoint``
+(``remat_policy``). Shared by the trainer
 (``models/llama/train.py``) and its pipeline adapter (``models/llama/pipeline.py``).
 """
 
@@ -111,7 +111,7 @@ class LlamaTrain:
 
     @property
     def blocks(self) -> Stack:
-        """The ``n_layers`` blocks, scanned (FSDP gathers one at a time)."""
+        """The ``n_layers`` blocks, scanned."""
         return Stack(self.block, self.layers, self.remat_policy)
 
     @property

@@ -1,12 +1,11 @@
 """NanoGPT: a GPT-2 style decoder (learned positions, tied embeddings by default), like karpathy's model.py.
 
-The compute only, and no parallelism: the model names no mesh axis. It composes TTML's modules,
-which read the plan where they run (inside the train step's ``shard_map``): under TP each
+The compute only: the model names no mesh axis and picks no strategy. It composes TTML's
+modules, which apply the plan where they run (inside the train step's ``shard_map``): each
 attention block and each MLP is a Megatron pair (``ColumnParallelLinear`` then
-``RowParallelLinear``) and the vocabulary is split for the embedding and the tied LM head;
-``Attention`` becomes ring attention under CP and ``Positions`` gives each token's global
-position; ``Stack`` scans the blocks and, under FSDP, gathers one block at a time. Called
-outside ``shard_map``, it is the whole model on one device.
+``RowParallelLinear``), the embedding doubles as the tied LM head, ``Attention`` and
+``Positions`` handle a split sequence, ``Stack`` scans the blocks. Called outside
+``shard_map``, it is the whole model on one device.
 
 >>> model = GPT(GPTConfig(vocab_size=512, block_size=64, n_layer=4, n_head=4, n_embd=128))
 >>> loss = model.loss(params, idx, targets)
@@ -92,7 +91,7 @@ class Block:
         }
 
     def attn(self, p: dict[str, Any], x: Any) -> Any:
-        """Causal self-attention (ring attention when the plan splits the sequence)."""
+        """Causal self-attention."""
         m, hs = self.layers, self.config.n_embd // self.config.n_head
         B, T, _ = x.shape
         qkv = m["c_attn"](p["c_attn"], x)  # [B, T, local heads * 3 * hs]
@@ -135,7 +134,7 @@ class GPT:
 
     @property
     def blocks(self) -> Stack:
-        """The ``n_layer`` blocks, scanned (FSDP gathers one at a time)."""
+        """The ``n_layer`` blocks, scanned."""
         return Stack(self.block, self.block.layers, self.config.remat_policy)
 
     def __call__(self, params: dict[str, Any], idx: Any) -> Any:

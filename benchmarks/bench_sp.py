@@ -21,7 +21,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
 
 import ttjax as ttnn
 from benchmarks._harness import RESULTS, Row, compare
@@ -33,7 +32,7 @@ from models.nanogpt.weights import init_params
 from models.nanogpt.weights import param_axes as gpt_axes
 from ttjax.inspect import ProgramReport, inspect
 from ttjax.ttml.parallel import Parallelism
-from ttjax.ttml.train import OptimizerSettings, TrainState, TrainStep, make_optimizer
+from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
 MIB = 2**20
 #: name -> (model, batch, seq): small configs whose activations outweigh their weights.
@@ -87,17 +86,7 @@ def compiled_step(
     par = Parallelism(mesh, ddp_axis=0, tp_axis=1, sequence_parallel=sp)
     loss, logical, shapes = _model(kind, config)
     step = TrainStep(loss, logical, par, make_optimizer(OptimizerSettings()))
-    par.specs(logical, shapes)  # every split dimension divides, or a ParallelPlanError
-    shardings = step.state_shardings(shapes)
-    state = jax.eval_shape(
-        lambda p: TrainState(jnp.zeros((), jnp.int32), p, step.optimizer.init(p)), shapes
-    )
-    state = jax.tree.map(
-        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
-    )
-    tokens = jax.ShapeDtypeStruct(
-        (1, batch, seq + 1), jnp.int32, sharding=NamedSharding(step.mesh, step.batch_spec)
-    )
+    state, tokens = step.abstract_inputs(shapes, batch, seq)
     name = f"{kind} {'TP+SP' if sp else 'TP'}"
     return inspect(step._step, state, tokens, mesh=step.mesh, name=name)
 

@@ -18,6 +18,7 @@ from _tiny import YAML_MODEL
 from jax.sharding import PartitionSpec as P
 
 import ttjax
+from benchmarks import bench_sp
 from models.llama.config import get_config
 from models.llama.train_model import LlamaTrain, params_from_weights
 from models.llama.train_model import param_axes as llama_axes
@@ -445,3 +446,24 @@ def test_shipped_sp_config_trains_through_the_cli_as_tp_alone(tmp_path, capsys):
     assert "SP over mesh axis 'tp'" in banner, banner
     tp_run = summaries["training_nanogpt_tp_ddp.yaml"][1]
     np.testing.assert_allclose(sp_run["final_loss"], tp_run["final_loss"], rtol=1e-5)
+
+
+@pytest.mark.slow  # four compiles of a whole AdamW step
+def test_sp_lowers_activation_memory_per_device_not_the_weights():
+    """``ttjax.inspect`` on the compiled step (``benchmarks/bench_sp.py``, abstract inputs from
+    ``TrainStep.abstract_inputs``): XLA's temporaries per device fall under SP, the resident
+    weights and AdamW state do not move; SP reduce-scatters where TP alone all-reduces."""
+    configs = {
+        "nanogpt": (
+            "nanogpt",
+            GPTConfig(vocab_size=256, block_size=128, n_layer=2, n_embd=64),
+            8,
+            128,
+        ),
+        "llama": ("llama", LLAMA_CONFIG.with_(max_seq_len=128), 8, 128),
+    }
+    for row in bench_sp.memory_rows(_ttnn_mesh(), configs):
+        assert row["ratio"] < 0.9, row
+        assert row["sp_resident_bytes"] == row["resident_bytes"], row
+        assert row["sp_collectives"]["reduce-scatter"] > row["tp_collectives"]["reduce-scatter"]
+        assert row["sp_collectives"]["all-reduce"] < row["tp_collectives"]["all-reduce"]

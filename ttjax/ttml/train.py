@@ -575,6 +575,28 @@ class TrainStep(BaseTrainStep):
             self.par.specs(self.logical, params)  # every split dimension divides, or raise
         return jax.device_put(params, self.param_shardings)
 
+    def abstract_inputs(self, params: Any, batch: int, seq: int) -> tuple[TrainState, Any]:
+        """``(state, tokens)`` of one step as sharded ``jax.ShapeDtypeStruct``\\ s (nothing is
+        allocated), for whole parameters ``params`` (arrays or shapes): what ``ttjax.inspect``
+        compiles the step on, at any size.
+
+        >>> state, tokens = step.abstract_inputs(jax.eval_shape(init), batch=8, seq=2048)
+        >>> report = ttjax.inspect.inspect(step._step, state, tokens, mesh=step.mesh)
+        """
+        if self.logical is not None:
+            self.par.specs(self.logical, params)  # every split dimension divides, or raise
+        self.par.dims.check_batch(batch, "TrainStep.abstract_inputs: ")
+        shardings = self.state_shardings(params)
+        state = jax.eval_shape(
+            lambda p: TrainState(jnp.zeros((), jnp.int32), p, self.optimizer.init(p)), params
+        )
+        state = jax.tree_util.tree_map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
+        )
+        shape = (self.accum, batch, seq + 1)
+        sharding = NamedSharding(self.mesh, self.batch_spec)
+        return state, jax.ShapeDtypeStruct(shape, jnp.int32, sharding=sharding)
+
 
 __all__ = [
     "BaseTrainStep",

@@ -290,7 +290,7 @@ def layer_axes(layers: Mapping[str, Any]) -> dict[str, Any]:
     return {name: layer.axes() for name, layer in layers.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity (``layers`` is a dict): jax.jit(stack)
 class Stack:
     """Blocks stacked on a leading ``[n_layer]`` axis, run as one traced ``block`` under
     ``lax.scan`` (``ttjax.ttml.stacked``), each inside ``jax.checkpoint`` by ``remat_policy``.

@@ -109,12 +109,6 @@ def _region(axis: str) -> Iterator[_Region]:
         _REGION.reset(token)
 
 
-def region_axis() -> str | None:
-    """The SP axis while the blocks are traced under SP (what the modules ask), else None."""
-    region = _REGION.get()
-    return None if region is None else region.axis
-
-
 def over_blocks(run: Callable[[Any], Any], x: Any, dims: ParallelDims | None = None) -> Any:
     """``run(x)`` (the layer scan) on this device's slice of the sequence of ``x``
     ``[..., seq, embed]`` when the plan splits it (SP), gathered again after; else ``run(x)``.
@@ -244,7 +238,6 @@ __all__ = [
     "merged",
     "over_blocks",
     "refuse_gathered_output",
-    "region_axis",
     "row_input",
     "row_output",
     "sequence_axis",

@@ -23,6 +23,7 @@ SUITES = {
     "numerics": ("benchmarks.bench_numerics", (2, 4)),
     "pipeline": ("benchmarks.bench_pipeline", (1, 4)),
     "cp": ("benchmarks.bench_cp", (1, 8)),
+    "sp": ("benchmarks.bench_sp", (2, 4)),
     "compile": ("benchmarks.bench_compile", (2, 4)),
     "fsdp": ("benchmarks.bench_fsdp", (1, 8)),
     "torch": ("benchmarks.bench_torch", None),

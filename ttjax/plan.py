@@ -20,9 +20,11 @@ divides by the data-parallel sizes, a sharded dimension divides by its roles' si
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
@@ -49,6 +51,10 @@ LOGICAL_AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("layers", "pp"),
     ("experts", "ep"),
 )
+
+#: Megatron sequence parallelism's one rule (:meth:`ParallelDims.with_sequence_parallel`): between
+#: the TP pairs, the activations' sequence dimension splits over tp (``ttjax.ttml.sp``).
+SEQUENCE_PARALLEL_RULE: tuple[str, str] = ("activation_seq", "tp")
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,17 @@ def is_logical(x: Any) -> bool:
     return isinstance(x, LogicalAxes)
 
 
+_BOUND: contextvars.ContextVar[ParallelDims | None] = contextvars.ContextVar(
+    "ttjax.plan bound plan", default=None
+)
+
+
 def _path_name(path: Sequence[Any]) -> str:
     return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
 
 
-# The latest plan made for each (shape, roles): inside the step, ParallelDims.current() returns the
-# run's own plan object (its rules included) instead of building another.
+# The latest plan made with the default rules for each (shape, roles): inside the step,
+# ParallelDims.current() returns the run's own plan object instead of building another.
 _PLANS: dict[tuple[tuple[int, ...], tuple[str | None, ...]], ParallelDims] = {}
 
 
@@ -131,7 +142,8 @@ class ParallelDims:
                     f"logical axis rule ({logical!r}, {role!r}) names no role.\n"
                     f"fix: map {logical!r} to one of {', '.join(ROLES)}."
                 )
-        _PLANS[(self.shape, self.roles)] = self  # current() hands back the run's own plan
+        if self.rules == LOGICAL_AXIS_RULES:  # current() hands back the run's own plan
+            _PLANS[(self.shape, self.roles)] = self
 
     # -- construction --------------------------------------------------------------------------
 
@@ -221,7 +233,46 @@ class ParallelDims:
             return _PLANS.get(((), ())) or cls((), ())
         roles = tuple(n if n in ROLES and n in manual else None for n in mesh.axis_names)
         shape = tuple(int(d) for d in mesh.axis_sizes)
-        return _PLANS.get((shape, roles)) or cls(shape, roles)
+        bound = _BOUND.get()  # rules that name activations only (SP's) come with the step
+        if bound is not None and (bound.shape, bound.roles) == (shape, roles):
+            return bound
+        if bound is None and (shape, roles) in _PLANS:
+            return _PLANS[(shape, roles)]
+        return cls(shape, roles, LOGICAL_AXIS_RULES if bound is None else bound.rules)
+
+    def with_sequence_parallel(self) -> ParallelDims:
+        """This plan with :data:`SEQUENCE_PARALLEL_RULE` (Megatron SP), which needs a tp axis.
+
+        >>> ParallelDims.from_sizes(dp=2, tp=4).with_sequence_parallel().sequence_parallel
+        True
+        """
+        if self.axis("tp") is None:
+            raise ParallelPlanError(
+                f"sequence parallelism splits the activations over the tp axis, but {self!r} "
+                "has none.\nfix: enable tensor parallelism too (device_config.enable_tp: true), "
+                "or set enable_sp: false."
+            )
+        if SEQUENCE_PARALLEL_RULE in self.rules:
+            return self
+        return replace(self, rules=(*self.rules, SEQUENCE_PARALLEL_RULE))
+
+    @property
+    def sequence_parallel(self) -> bool:
+        """Whether the plan splits the activations' sequence between the TP pairs (SP)."""
+        return SEQUENCE_PARALLEL_RULE in self.rules
+
+    @contextmanager
+    def bind(self) -> Iterator[ParallelDims]:
+        """Make this plan's rules the ones :meth:`current` reads while a step is traced.
+
+        The mesh carries the roles and sizes, not rules that name activations only (SP's):
+        the train step binds its plan around the model's forward.
+        """
+        token = _BOUND.set(self)
+        try:
+            yield self
+        finally:
+            _BOUND.reset(token)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -365,7 +416,8 @@ class ParallelDims:
         return ", ".join(f"{name}={n}" for name, n in zip(self.axis_names, self.shape, strict=True))
 
     def __repr__(self) -> str:
-        return f"ParallelDims({self.sizes()})"
+        sp = ", sequence parallel" if self.sequence_parallel else ""
+        return f"ParallelDims({self.sizes()}{sp})"
 
 
 def sharded_dim(spec: P, axis: str) -> int | None:
@@ -429,6 +481,7 @@ def gather_sharded(tree: Any, specs: Any, axis: str | None) -> Any:
 __all__ = [
     "LOGICAL_AXIS_RULES",
     "ROLES",
+    "SEQUENCE_PARALLEL_RULE",
     "LogicalAxes",
     "ParallelDims",
     "average_gradients",

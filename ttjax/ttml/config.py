@@ -30,6 +30,7 @@ import yaml
 from ttjax._userfile import read_user_text
 from ttjax.errors import ParallelPlanError
 from ttjax.plan import ParallelDims
+from ttjax.ttml import sp
 from ttjax.ttml.context import DistributedConfig, ParallelismContext, plan_dims
 from ttjax.ttml.errors import ParallelismConfigError, TrainingConfigError
 from ttjax.ttml.schedule import SCHEDULES, stage_sizes
@@ -307,6 +308,8 @@ class DeviceConfig:
     enable_pp: bool = _f(False, _bool)
     enable_fsdp: bool = _f(False, _bool)
     enable_cp: bool = _f(False, _bool)
+    # Megatron sequence parallelism over the TP axis (ttjax.ttml.sp); not a mesh axis of its own.
+    enable_sp: bool = _f(False, _bool)
 
     def total_devices(self) -> int:
         return math.prod(self.mesh_shape)
@@ -326,6 +329,7 @@ class DeviceConfig:
             enable_pp=self.enable_pp,
             enable_cp=self.enable_cp,
             enable_fsdp=self.enable_fsdp,
+            enable_sp=self.enable_sp,
         )
 
 
@@ -514,6 +518,12 @@ def _device(raw: Any, where: str, mesh_shape: Sequence[int] | None = None) -> De
         raise TrainingConfigError(
             f"{where}.device_ids = {list(dev.device_ids)} must list {n} distinct ids for "
             f"mesh_shape {list(dev.mesh_shape)}.\nfix: give one id per device, or [] for the first {n}."
+        )
+    if dev.enable_sp and not dev.enable_tp:
+        raise ParallelismConfigError(
+            f"{where}.enable_sp = true but enable_tp is false: sequence parallelism splits the "
+            "sequence over the TP axis, between tensor-parallel layers.\nfix: set enable_tp: "
+            "true (with a TP axis in mesh_shape), or enable_sp: false."
         )
     try:
         dev.dims  # noqa: B018  (the plan, checked here once and kept for the run)
@@ -832,6 +842,9 @@ def load_config(
             "(training_config.use_clip_grad_norm is true and multihost_config.enabled is true).\n"
             "fix: set use_clip_grad_norm: false, or disable multihost_config."
         )
+    if device.enable_sp:  # each sequence splits over TP between the TP layers
+        where = f"{p}: transformer_config.max_sequence_length: "
+        sp.check_seq_len(model.max_sequence_length, device.dims, where)
     return RunConfig(
         path=str(p),
         training=dataclasses.replace(training, transformer_config=None),

@@ -54,8 +54,11 @@ class DistributedConfig:
 
     Mesh axes are given out in the order DDP -> FSDP -> CP -> TP -> PP.
 
+    ``enable_sp`` (ttjax's, Megatron sequence parallelism) takes no mesh axis: it splits the
+    sequence over the TP axis between the tensor-parallel layers (``ttjax.ttml.sp``).
+
     >>> DistributedConfig(enable_ddp=True, enable_tp=True)
-    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False, enable_cp=False, enable_fsdp=False)
+    DistributedConfig(enable_ddp=True, enable_tp=True, enable_pp=False, enable_cp=False, enable_fsdp=False, enable_sp=False)
     """
 
     enable_ddp: bool = False
@@ -63,10 +66,11 @@ class DistributedConfig:
     enable_pp: bool = False
     enable_cp: bool = False
     enable_fsdp: bool = False
+    enable_sp: bool = False
 
     def enabled(self) -> tuple[str, ...]:
-        """The enabled strategies in axis order, e.g. ``('ddp', 'tp')``."""
-        for name in _FLAGS:
+        """The enabled strategies in axis order, e.g. ``('ddp', 'tp')`` (SP takes no axis)."""
+        for name in (*_FLAGS, "sp"):
             value = getattr(self, f"enable_{name}")
             if not isinstance(value, bool):
                 raise ParallelismConfigError(
@@ -81,9 +85,10 @@ def plan_dims(mesh_shape: Sequence[int], config: DistributedConfig) -> ParallelD
     :meth:`ttjax.plan.ParallelDims.from_flags`): how a run's config is validated, once.
 
     Raises ``ParallelismConfigError`` with TTML's words when the count does not fit the mesh.
+    ``enable_sp`` adds sequence parallelism's rule to the plan (it needs ``enable_tp``).
     """
     try:
-        return ParallelDims.from_flags(mesh_shape, [ROLE_OF[n] for n in config.enabled()])
+        dims = ParallelDims.from_flags(mesh_shape, [ROLE_OF[n] for n in config.enabled()])
     except ParallelPlanError:
         shape, on = [int(d) for d in mesh_shape], config.enabled()
         flags = ", ".join(f"{n}={getattr(config, 'enable_' + n)}" for n in ROLE_OF if n in _FLAGS)
@@ -93,6 +98,12 @@ def plan_dims(mesh_shape: Sequence[int], config: DistributedConfig) -> ParallelD
             f"fix: enable {len(shape)} of DDP, FSDP, CP, TP, PP (they take mesh axes in that "
             "order), or use a line mesh such as [1, N] with exactly one of them."
         ) from None
+    if not config.enable_sp:
+        return dims
+    try:
+        return dims.with_sequence_parallel()
+    except ParallelPlanError as e:
+        raise ParallelismConfigError(f"DistributedConfig(enable_sp=True): {e}") from None
 
 
 def assign_axes(mesh_shape: Sequence[int], config: DistributedConfig) -> dict[str, int]:
@@ -142,13 +153,16 @@ class ParallelismContext:
         cp_axis: int | None = None,
         pp_axis: int | None = None,
         ep_axis: int | None = None,
+        sequence_parallel: bool = False,
     ) -> ParallelismContext:
         """Each strategy on a given mesh axis (None: off), any order: ``from_axes(mesh, ddp_axis=0,
-        tp_axis=1)``; roles must take distinct axes of the mesh."""
+        tp_axis=1)``; roles must take distinct axes of the mesh. ``sequence_parallel``: Megatron
+        SP over the TP axis (:mod:`ttjax.ttml.sp`)."""
         given = dict(ddp=ddp_axis, tp=tp_axis, fsdp=fsdp_axis, cp=cp_axis, pp=pp_axis, ep=ep_axis)
         axes = {ROLE_OF[n]: given[n] for n in ROLE_OF}
         shape = tuple(int(d) for d in mesh_device.shape)
-        return cls(mesh_device, ParallelDims.from_axes(shape, axes, "ParallelismContext"))
+        dims = ParallelDims.from_axes(shape, axes, "ParallelismContext")
+        return cls(mesh_device, dims.with_sequence_parallel() if sequence_parallel else dims)
 
     # -- the plan ------------------------------------------------------------------------------
 
@@ -226,6 +240,10 @@ class ParallelismContext:
     def is_fsdp_enabled(self) -> bool:
         return self._axis("fsdp") is not None
 
+    def is_sp_enabled(self) -> bool:
+        """Whether sequence parallelism splits the sequence over the TP axis."""
+        return self.dims.sequence_parallel
+
     def get_ddp_axis_name(self) -> str | None:
         """JAX axis name of the DDP axis (``'dp'``), None when DDP is off."""
         return self._axis_name("ddp")
@@ -280,6 +298,8 @@ class ParallelismContext:
                 parts.append(f"{name.upper()} {self.dims.shape[axis]} over mesh axis {role!r}")
             elif axis is None and name in ("ddp", "tp"):
                 parts.append(f"{name.upper()} off")
+        if self.dims.sequence_parallel:
+            parts.append("SP over mesh axis 'tp'")
         return ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -34,8 +34,9 @@ from jax import lax
 
 from ttjax.errors import ConfigError
 from ttjax.plan import LogicalAxes, ParallelDims, is_logical
+from ttjax.ttml import sp
 from ttjax.ttml.context import ParallelismContext
-from ttjax.ttml.ops.distributed import all_gather, all_reduce, broadcast, scatter
+from ttjax.ttml.ops.distributed import all_gather, all_reduce, broadcast
 from ttjax.ttml.ops.ring_attention import local_positions, ring_attention
 from ttjax.ttml.stacked import RUNNER_REMAT, check_remat_policy, scan_blocks, stack_blocks
 
@@ -91,10 +92,13 @@ class ColumnParallelLinear:
 
     def __call__(self, params: Params, x: Any) -> Any:
         tp = _tp()
-        y = broadcast(x, tp) @ params["weight"]
+        y = sp.column_input(x, tp) @ params["weight"]
         if "bias" in params:
             y = y + params["bias"]
-        return all_gather(y, -1, tp) if self.gather_output else y
+        if self.gather_output:
+            sp.refuse_gathered_output("ColumnParallelLinear")
+            return all_gather(y, -1, tp)
+        return sp.column_output(y)
 
 
 @dataclass(frozen=True)
@@ -128,11 +132,10 @@ class RowParallelLinear:
 
     def __call__(self, params: Params, x: Any) -> Any:
         tp = _tp()
-        if not self.input_is_parallel:
-            x = scatter(x, -1, tp)
-        y = all_reduce(x @ params["weight"], tp)
+        x = sp.row_input(x, tp, self.input_is_parallel)
+        y = sp.row_output(x @ params["weight"], tp)
         if "bias" in params:
-            y = y + params["bias"]
+            y = y + sp.shared(params["bias"])
         return y
 
 
@@ -189,6 +192,7 @@ class LayerNorm:
         return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:
+        params = sp.shared(params)  # under SP each device normalises its own tokens
         mu = jnp.mean(x, -1, keepdims=True)
         var = jnp.mean(jnp.square(x - mu), -1, keepdims=True)
         return (x - mu) * lax.rsqrt(var + self.eps) * params["scale"] + params["bias"]
@@ -211,6 +215,7 @@ class RMSNorm:
         return par.specs(self.axes())
 
     def __call__(self, params: Params, x: Any) -> Any:
+        params = sp.shared(params)  # under SP each device normalises its own tokens
         ms = jnp.mean(jnp.square(x), -1, keepdims=True)
         return x * lax.rsqrt(ms + self.eps) * params["gamma"]
 
@@ -264,6 +269,7 @@ class Attention:
     scale: float | None = None
 
     def __call__(self, q: Any, k: Any, v: Any) -> Any:
+        q, k, v = sp.heads(q, k, v)  # SP: the whole sequence, unfolded
         B, T, H, D = q.shape
         if self.rope is not None:
             pos = Positions()(T)
@@ -276,7 +282,7 @@ class Attention:
             y = jax.nn.dot_product_attention(
                 q, k, v, scale=scale, is_causal=self.causal, implementation=self.implementation
             )
-        return y.reshape(B, T, H * D)
+        return sp.merged(y.reshape(B, T, H * D))
 
 
 def layer_axes(layers: Mapping[str, Any]) -> dict[str, Any]:
@@ -316,7 +322,9 @@ class Stack:
         dims = ParallelDims.current()
         logical = self.block_axes()
         gather = (lambda p: dims.gather(p, logical)) if dims.active("fsdp") else None
-        return scan_blocks(self.block, stacked, x, self.remat_policy, gather)
+        return sp.over_blocks(
+            lambda h: scan_blocks(self.block, stacked, h, self.remat_policy, gather), x, dims
+        )
 
 
 __all__ = [

@@ -173,6 +173,12 @@ class Pipeline:
                 f"pipeline: the plan {self.dims!r} splits the sequence (cp), but pipeline "
                 "stages take whole sequences.\nfix: drop cp from the plan, or pp."
             )
+        if self.dims.sequence_parallel:
+            raise ConfigError(
+                f"pipeline: the plan {self.dims!r} splits the blocks' sequence over tp (sequence "
+                "parallelism), but pipeline stages run their blocks outside the layer scan that "
+                "SP splits.\nfix: set device_config.enable_sp: false, or enable_pp: false."
+            )
         if self.schedule not in SCHEDULES:
             raise ConfigError(
                 f"pipeline: schedule={self.schedule!r} is not a known schedule (allowed: "

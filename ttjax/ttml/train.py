@@ -38,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 import ttjax
 from ttjax.errors import ConfigError, TTJaxError
 from ttjax.plan import LogicalAxes, average_gradients, is_logical, spec_axes
-from ttjax.ttml import cp
+from ttjax.ttml import cp, sp
 from ttjax.ttml.config import RunConfig
 from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.errors import TrainingConfigError
@@ -512,7 +512,8 @@ class TrainStep(BaseTrainStep):
         """This device's loss on one micro-batch; FSDP-sharded parameters are gathered first."""
         if self.logical is not None:  # stacked blocks are gathered one by one in the model's scan
             params = self.par.dims.gather(params, outside_blocks(self.logical))
-        return self.loss_fn(params, inputs, targets)
+        with self.par.dims.bind():  # the plan's rules (SP's) for the modules, as they trace
+            return self.loss_fn(params, inputs, targets)
 
     def _mean(self, x: Any) -> Any:
         """The mean of ``x`` over every data-splitting role (the loss of the whole batch)."""
@@ -561,6 +562,7 @@ class TrainStep(BaseTrainStep):
             )
         self.par.dims.check_batch(shape[1], "TrainStep: ")
         cp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
+        sp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
 
     def param_shardings_of(self, params: Any) -> Any:
@@ -572,6 +574,28 @@ class TrainStep(BaseTrainStep):
         if self.logical is not None:
             self.par.specs(self.logical, params)  # every split dimension divides, or raise
         return jax.device_put(params, self.param_shardings)
+
+    def abstract_inputs(self, params: Any, batch: int, seq: int) -> tuple[TrainState, Any]:
+        """``(state, tokens)`` of one step as sharded ``jax.ShapeDtypeStruct``\\ s (nothing is
+        allocated), for whole parameters ``params`` (arrays or shapes): what ``ttjax.inspect``
+        compiles the step on, at any size.
+
+        >>> state, tokens = step.abstract_inputs(jax.eval_shape(init), batch=8, seq=2048)
+        >>> report = ttjax.inspect.inspect(step._step, state, tokens, mesh=step.mesh)
+        """
+        if self.logical is not None:
+            self.par.specs(self.logical, params)  # every split dimension divides, or raise
+        self.par.dims.check_batch(batch, "TrainStep.abstract_inputs: ")
+        shardings = self.state_shardings(params)
+        state = jax.eval_shape(
+            lambda p: TrainState(jnp.zeros((), jnp.int32), p, self.optimizer.init(p)), params
+        )
+        state = jax.tree_util.tree_map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
+        )
+        shape = (self.accum, batch, seq + 1)
+        sharding = NamedSharding(self.mesh, self.batch_spec)
+        return state, jax.ShapeDtypeStruct(shape, jnp.int32, sharding=sharding)
 
 
 __all__ = [

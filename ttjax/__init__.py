@@ -10,7 +10,7 @@ devices by default), on a GPU host, or across hosts, giving TT-NN's answers:
 >>> y = ttnn.all_gather(ttnn.gelu(x), dim=3)
 
 Layers, bottom to top (each module imports only from layers below it; ``make lint`` checks this
-with the import-linter contract in ``pyproject.toml``, and README.md's Architecture section
+with the import-linter contract in ``pyproject.toml``, and docs/architecture.md
 explains it):
 
 1. ``errors``, ``enums``, ``placements``: the vocabulary; ``_policy`` (thread-local modes).

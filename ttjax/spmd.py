@@ -13,7 +13,7 @@ Entries of a partition spec are mesh-axis names, integer mesh-axis indices, ``No
 has exactly one entry per tensor dim, and a mesh built without ``axis_names`` takes indices only.
 A dim that does not divide by its mesh axes is sharded unevenly inside ``jax.jit`` (XLA pads the
 shards and keeps the logical shape, as torch-xla does); a concrete array must divide, because a
-``jax.Array`` cannot hold uneven shards (README: divergences). On a concrete array
+``jax.Array`` cannot hold uneven shards (docs/limits.md). On a concrete array
 ``mark_sharding`` places it (``NamedSharding``) and returns it; inside ``jax.jit`` it constrains
 it (``with_sharding_constraint``). It also takes ttjax mesh tensors (returned with the matching
 TT-NN placements), Flax ``nnx`` variables (updated in place, like torch-xla's in-place

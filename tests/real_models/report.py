@@ -21,7 +21,7 @@ from tests.real_models import harness, mixtral
 
 
 def _cases() -> list[tuple[str, int, Callable[[harness.Setup], float]]]:
-    """(module, layers its ModelArgs needs, runner) in the order of the README table."""
+    """(module, layers its ModelArgs needs, runner) in the order of docs/tt_metal.md's table."""
     h = harness
     return [
         ("rmsnorm + distributed_norm, prefill", 1, lambda s: h.run_rmsnorm(s, "prefill")),
@@ -115,7 +115,7 @@ def run(meshes: list[str], only: str | None = None) -> list[tuple[str, str, str]
                 continue
             if mesh_name == "8x4" and layers == "chunked":
                 # 2 x 2048 tokens over 32 virtual devices: on 2 CPU cores XLA's CPU collectives
-                # miss their 40 s rendezvous and abort the process (README)
+                # miss their 40 s rendezvous and abort the process (docs/tt_metal.md)
                 rows.append((name, mesh_name, "not run (XLA CPU rendezvous timeout)"))
                 continue
             if no_reference and (name, layers, fn) in [*tt_transformers, *wide]:

@@ -131,7 +131,7 @@ _CHUNKED: dict[str, harness.Setup] = {}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mesh_name", ["1x8", "2x4"])  # 8x4: not measured (see README)
+@pytest.mark.parametrize("mesh_name", ["1x8", "2x4"])  # 8x4: not measured (see docs/tt_metal.md)
 def test_model_generator_chunked_prefill(
     ttnn_bound: Any, mesh_name: str, request: pytest.FixtureRequest
 ) -> None:

@@ -148,7 +148,9 @@ def test_the_op_table_lists_every_op_with_its_per_device_semantics():
         semantics = row.rsplit("|", 2)[-2].strip()
         assert semantics, f"ttnn.{name} has no docstring"
     expanded = hooks.on_page_markdown("<!-- ttjax:ops matmul -->")
-    assert expanded == "::: ttjax.bmm\n\n::: ttjax.linear\n\n::: ttjax.matmul"
+    assert expanded == (
+        "::: ttjax.bmm\n\n::: ttjax.linear\n\n::: ttjax.matmul\n\n::: ttjax.sparse_matmul"
+    )
 
 
 @pytest.mark.slow

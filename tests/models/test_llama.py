@@ -55,6 +55,7 @@ def test_generation_matches_reference(weights, prompt, shape, mode, trace):
     _check_against_reference(result, weights)
 
 
+@pytest.mark.slow  # `make test-all`: keeps `make test` under 10 minutes (`make demo` runs it too)
 def test_hybrid_galaxy_with_trace_matches_reference(weights, prompt):
     galaxy = mesh_of((8, 4))
     gen = Generator.build(CONFIG, weights, galaxy, mode="hybrid", submesh=(2, 4), batch=len(prompt))

@@ -234,6 +234,7 @@ def test_blocks_are_gathered_one_at_a_time_in_forward_and_backward():
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # `make test-all`: keeps `make test` under 10 minutes
 def test_deterministic_losses_are_bitwise_reproducible(single):
     with ttjax.numerics("deterministic"):
         first, step = run(fsdp_step("fsdp8"), 3), fsdp_step("fsdp8")

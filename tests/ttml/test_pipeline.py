@@ -241,6 +241,7 @@ def test_1f1b_ddp2_pp4_sums_in_device_order_under_deterministic(fast_reference) 
     _assert_same_step(pipe, runs[0], loss, grads)
 
 
+@pytest.mark.slow  # `make test-all`: keeps `make test` under 10 minutes
 def test_1f1b_ddp2_pp4_clipped_step_under_deterministic(fast_reference) -> None:
     """The pipelined step's gradient norm and clipping (``clip_norm``) go through
     ``ttjax.numerics`` too: under the deterministic policy the whole compiled step has no sum left

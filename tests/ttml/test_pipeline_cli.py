@@ -68,6 +68,7 @@ def _run(tmp: Path, config: Path, devices: int, monkeypatch, *extra: str) -> lis
     return [r["loss"] for r in log["steps"]]
 
 
+@pytest.mark.slow  # `make test-all`: keeps `make test` under 10 minutes (the pipeline's equality runs in test_pipeline.py)
 def test_cli_pp_losses_equal_single_device(tmp_path, monkeypatch):
     single = _run(tmp_path, _config(tmp_path, "single", pp=False, steps=2), 1, monkeypatch)
     pp = _run(tmp_path, _config(tmp_path, "pp", pp=True, steps=2), 8, monkeypatch)

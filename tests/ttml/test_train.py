@@ -169,6 +169,7 @@ def test_step_clipping_equals_optax_clip_by_global_norm():
     assert jax.tree.structure(clipping.init(p)) == jax.tree.structure(stepped.init(p))
 
 
+@pytest.mark.slow  # `make test-all`: keeps `make test` under 10 minutes (test_step_clipping_equals_optax_clip_by_global_norm stays)
 def test_clipped_gradients_equal_optax_on_one_device():
     """The clipped gradients themselves (Adam's update hides a common scale): TP+DDP 2x4 under
     the deterministic policy, norm by ``step.grad_norm``, equal optax's ``clip_by_global_norm``

@@ -420,7 +420,7 @@ def avg_pool2d(
     the padded input (``count_include_pad``) or its real elements, or ``divisor_override``, as
     PyTorch's (ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp).
 
-    >>> y = ttnn.avg_pool2d(x, 1, 64, 64, 1152, [4, 4], [4, 4], [0, 0])  # x: [1, 1, 4096, 1152]
+    >>> y = ttnn.avg_pool2d(x, 1, 4, 8, 32, [2, 2], [2, 2], [0, 0])  # x per device: [1, 1, 4*8, 32]
     """
     op = "avg_pool2d"
     n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))

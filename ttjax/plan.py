@@ -101,11 +101,6 @@ def _path_name(path: Sequence[Any]) -> str:
     return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
 
 
-# The latest plan made with the default rules for each (shape, roles): inside the step,
-# ParallelDims.current() returns the run's own plan object instead of building another.
-_PLANS: dict[tuple[tuple[int, ...], tuple[str | None, ...]], ParallelDims] = {}
-
-
 @dataclass(frozen=True)
 class ParallelDims:
     """The role (or ``None``) and size of each mesh axis; every parallelism rule is checked here.
@@ -142,8 +137,6 @@ class ParallelDims:
                     f"logical axis rule ({logical!r}, {role!r}) names no role.\n"
                     f"fix: map {logical!r} to one of {', '.join(ROLES)}."
                 )
-        if self.rules == LOGICAL_AXIS_RULES:  # current() hands back the run's own plan
-            _PLANS[(self.shape, self.roles)] = self
 
     # -- construction --------------------------------------------------------------------------
 
@@ -222,7 +215,8 @@ class ParallelDims:
         Inside the step the mesh is the plan: each manual mesh axis named by a role (``tp``,
         ``cp``, ...) plays that role, with its size. Outside ``shard_map``, or for axes named
         otherwise, nothing splits (every role has size 1), so the same model code runs whole on
-        one device. What modules read instead of taking a mesh axis name.
+        one device. What modules read instead of taking a mesh axis name. A step that
+        :meth:`bind` s its plan gets that plan object back (its rules included), not a copy.
 
         >>> ParallelDims.current()
         ParallelDims()
@@ -230,14 +224,12 @@ class ParallelDims:
         mesh = jax.sharding.get_abstract_mesh()
         manual = set(getattr(mesh, "manual_axes", ()))
         if not manual:
-            return _PLANS.get(((), ())) or cls((), ())
+            return _UNSPLIT
         roles = tuple(n if n in ROLES and n in manual else None for n in mesh.axis_names)
         shape = tuple(int(d) for d in mesh.axis_sizes)
-        bound = _BOUND.get()  # rules that name activations only (SP's) come with the step
+        bound = _BOUND.get()  # the step's own plan, with rules that name activations (SP's)
         if bound is not None and (bound.shape, bound.roles) == (shape, roles):
             return bound
-        if bound is None and (shape, roles) in _PLANS:
-            return _PLANS[(shape, roles)]
         return cls(shape, roles, LOGICAL_AXIS_RULES if bound is None else bound.rules)
 
     def with_sequence_parallel(self) -> ParallelDims:
@@ -418,6 +410,9 @@ class ParallelDims:
     def __repr__(self) -> str:
         sp = ", sequence parallel" if self.sequence_parallel else ""
         return f"ParallelDims({self.sizes()}{sp})"
+
+
+_UNSPLIT = ParallelDims((), ())  # current() outside shard_map: nothing splits
 
 
 def sharded_dim(spec: P, axis: str) -> int | None:

@@ -420,7 +420,8 @@ class Pipeline:
             out_specs=out_specs,
             check_vma=False,
         )
-        return fn(io, blocks, tokens, targets)
+        with self.dims.bind():  # the modules traced inside read this plan (ParallelDims.current)
+            return fn(io, blocks, tokens, targets)
 
     def _block_fn(self, specs: Params) -> Callable[[Params, Any], Any]:
         """``block`` on one device's block shard: under FSDP it gathers the block first and is

@@ -84,13 +84,21 @@ def test_missing_name_says_which_and_how_to_fix(ttnn) -> None:
 
 def test_refused_name_says_why(ttnn) -> None:
     """A name refused on purpose (NOT_PROVIDED) says why, not "yet"; none of them resolves."""
-    with pytest.raises(AttributeError, match="convolution / pooling") as e:
-        ttnn.conv2d  # noqa: B018
+    with pytest.raises(AttributeError, match="image family") as e:
+        ttnn.conv_transpose2d  # noqa: B018
     assert "yet" not in str(e.value)
     for name in ttjax.compat.NOT_PROVIDED:
         module, _, attr = name.rpartition(".")
         with pytest.raises(AttributeError, match="on TT-NN itself"):
             getattr(importlib.import_module(module), attr)
+
+
+def test_the_conv_family_resolves_to_ttjax_conv(ttnn) -> None:
+    """CNN model code's most used names (conv2d and its configs, the pools) are ttjax.conv's."""
+    for name in ("conv2d", "Conv2dConfig", "Conv2dDRAMSliceWidth", "max_pool2d",
+                 "Conv2dL1FullSliceConfig", "get_conv_output_dim", "prepare_conv_weights"):  # fmt: skip
+        assert getattr(ttnn, name) is getattr(ttjax.conv, name)
+        assert f"ttnn.{name}" not in ttjax.compat.NOT_PROVIDED
 
 
 def test_names_page_is_current_and_lists_every_name() -> None:
@@ -101,7 +109,7 @@ def test_names_page_is_current_and_lists_every_name() -> None:
         "docs/ttnn_api.md is stale: run "
         "python -c 'import ttjax.compat as c; c.write_names_page()' in the repository root"
     )
-    for name in ("`open_mesh_device`", "`all_gather_async`", "`ttnn.conv2d`"):
+    for name in ("`open_mesh_device`", "`all_gather_async`", "`conv2d`", "`ttnn.conv_transpose2d`"):
         assert name in page
 
 

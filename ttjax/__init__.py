@@ -25,6 +25,7 @@ explains it):
 6. ``ops``, ``trace``, ``distribute`` (mappers/composers), ``transforms``.
 7. ``ccl``, ``convert`` (host <-> mesh), ``abstract``.
 8. ``inspect``, ``visualize``, ``model_preprocessing``, ``experimental``, ``transformer``,
+   ``conv`` (TT-NN's convolution and pooling family, which places host weights on the mesh),
    ``_tensor_methods`` (attaches ``Tensor``'s operators and conversion methods), ``ccl_async``
    (the ``experimental.*_async`` collectives).
 9. frontends and training built on the public API (``ttjax.ttml``, ``ttjax.spmd``, ...).
@@ -68,6 +69,24 @@ from ttjax.cluster import (  # noqa: E402
     GetNumAvailableDevices,
     GetNumPCIeDevices,
     get_arch_name,
+)
+from ttjax.conv import (  # noqa: E402
+    Conv1dConfig,
+    Conv2dConfig,
+    Conv2dDRAMSliceHeight,
+    Conv2dDRAMSliceWidth,
+    Conv2dL1Full,
+    Conv2dL1FullSliceConfig,
+    Conv2dSliceConfig,
+    adaptive_avg_pool2d,
+    adaptive_max_pool2d,
+    conv1d,
+    conv2d,
+    get_conv_output_dim,
+    global_avg_pool2d,
+    max_pool2d,
+    prepare_conv_bias,
+    prepare_conv_weights,
 )
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
@@ -497,4 +516,20 @@ __all__ = [
     "record_event",
     "wait_for_event",
     *_ops.__all__,
+    "Conv1dConfig",
+    "Conv2dConfig",
+    "Conv2dDRAMSliceHeight",
+    "Conv2dDRAMSliceWidth",
+    "Conv2dL1Full",
+    "Conv2dL1FullSliceConfig",
+    "Conv2dSliceConfig",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "conv1d",
+    "conv2d",
+    "get_conv_output_dim",
+    "global_avg_pool2d",
+    "max_pool2d",
+    "prepare_conv_bias",
+    "prepare_conv_weights",
 ]

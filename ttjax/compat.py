@@ -91,34 +91,18 @@ TORCH_XLA_MODULES: dict[str, Alias] = {
 # TT-NN names ttjax does not provide on purpose, and why (the binding's AttributeError says so, and
 # docs/ttnn_api.md lists them). Everything else missing is "not yet".
 _CNN = (
-    "TT-NN's convolution / pooling / image family: ttjax covers the multi-device LLM and "
-    "training programming model; of tt-metal's multi-device LLM demos only gemma3's SigLIP patch "
-    "embedding calls it (conv2d)"
+    "the rest of TT-NN's image family (ttjax provides conv1d, conv2d, their configs and the 2-D "
+    "pools): ttjax covers the multi-device LLM and training programming model, and none of "
+    "tt-metal's multi-device LLM demos calls these"
 )
 _PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
 NOT_PROVIDED: dict[str, str] = {
     **{
         f"ttnn.{name}": _CNN
         for name in (
-            "conv1d",
-            "conv2d",
             "conv_transpose2d",
-            "Conv1dConfig",
-            "Conv2dConfig",
             "Conv3dConfig",
-            "Conv2dSliceConfig",
-            "Conv2dDRAMSliceHeight",
-            "Conv2dDRAMSliceWidth",
-            "Conv2dL1Full",
-            "Conv2dL1FullSliceConfig",
-            "get_conv_output_dim",
-            "prepare_conv_weights",
-            "prepare_conv_bias",
             "convert_conv_weight_tensor_to_tiled_layout",
-            "max_pool2d",
-            "global_avg_pool2d",
-            "adaptive_avg_pool2d",
-            "adaptive_max_pool2d",
             "upsample",
             "fold",
             "grid_sample",

@@ -1,0 +1,1124 @@
+"""TT-NN's convolution and pooling family (``ttnn.conv2d``, ``ttnn.conv1d``, ``ttnn.max_pool2d``,
+``ttnn.global_avg_pool2d``, ``ttnn.adaptive_avg_pool2d``, ...), per device, with TT-NN's names.
+
+TT-NN's conv takes an NHWC input (often flattened to ``[1, 1, N*H*W, C]``), torch-layout
+``[out, in / groups, kh, kw]`` weights on host (prepared on the fly, or once by
+:func:`prepare_conv_weights`) and a ``[1, 1, 1, out]`` bias, and returns ``[1, 1, N*OH*OW, out]``
+(ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp). Each device convolves its own tensor with
+``jax.lax.conv_general_dilated`` through the one op path, so a batch split over the mesh is a
+data-parallel conv. :class:`Conv2dConfig` and :class:`Conv2dSliceConfig` are plain structs with
+TT-NN's field names, read when the op runs; slicing and sharding choices change no values.
+
+>>> img = ttnn.from_torch(torch.rand(1, 8, 8, 3), device=mesh)  # NHWC, on every device
+>>> w = ttnn.from_torch(torch.rand(4, 3, 3, 3))  # torch's OIHW weight, on host
+>>> out, [oh, ow] = ttnn.conv2d(input_tensor=img, weight_tensor=w, device=mesh, in_channels=3,
+...     out_channels=4, batch_size=1, input_height=8, input_width=8, kernel_size=(3, 3),
+...     padding=(1, 1), return_output_dim=True)
+>>> out.shape, (oh, ow)
+(Shape([1, 1, 64, 4]), (8, 8))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ttjax._dispatch import run_op
+from ttjax.convert import to_device
+from ttjax.enums import DataType, Layout, StorageType, UnaryWithParam
+from ttjax.errors import ConfigError, LayoutError, ShapeMismatchError, TTJaxError
+from ttjax.hardware import (
+    DRAM_MEMORY_CONFIG,
+    L1_MEMORY_CONFIG,
+    BufferType,
+    MemoryConfig,
+    TensorMemoryLayout,
+)
+from ttjax.mesh import MeshDevice
+from ttjax.ops import reshape, typecast
+from ttjax.ops.activations import parse_activation, unary_fn
+from ttjax.ops.reduction import avg_pool2d
+from ttjax.placements import LOCAL, REPLICATE, Placement, PlacementShard
+from ttjax.tensor import Tensor, host_blocks
+
+# ---------------------------------------------------------------------------------------------
+# Configs: plain structs, read when the op runs (TT-NN's conv2d_pybind.cpp)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(kw_only=True)
+class Conv2dConfig:
+    """TT-NN's ``ttnn.Conv2dConfig``: device and implementation flags of conv1d/conv2d, keyword
+    only, with TT-NN's defaults (device/conv2d_op.hpp). Built freely; checked by the op that reads
+    it. ``weights_dtype`` quantizes the prepared weights (``ttnn.bfloat8_b``); ``activation`` is
+    fused on the output; ``output_layout`` is the output's layout. The rest pick shards, blocks
+    and buffers on a Tenstorrent chip and change no values here.
+
+    >>> relu = ttnn.UnaryWithParam(ttnn.UnaryOpType.RELU)
+    >>> ttnn.Conv2dConfig(weights_dtype=ttnn.bfloat8_b, activation=relu).output_layout
+    Layout::TILE
+    """
+
+    weights_dtype: DataType | None = None
+    activation: Any = None
+    deallocate_activation: bool = False
+    reallocate_halo_output: bool = True
+    config_tensors_in_dram: bool = False
+    act_block_h_override: int = 0
+    act_block_w_div: int = 1
+    reshard_if_not_optimal: bool = False
+    override_sharding_config: bool = False
+    shard_layout: TensorMemoryLayout | None = None
+    core_grid: Any = None
+    transpose_shards: bool = False
+    output_layout: Layout = Layout.TILE
+    enable_act_double_buffer: bool = False
+    enable_weights_double_buffer: bool = False
+    full_inner_dim: bool = False
+    in_place: bool = False
+    enable_kernel_stride_folding: bool | None = None
+    enable_activation_reuse: bool = False
+    force_split_reader: bool | None = None
+
+
+Conv1dConfig = Conv2dConfig  # TT-NN: ``using Conv1dConfig = Conv2dConfig`` (conv1d.hpp)
+
+
+class Conv2dSliceConfig:
+    """TT-NN's ``ttnn.Conv2dSliceConfig(slice_type=, num_slices=)``: how a DRAM conv is cut into
+    slices along the output's height or width (``num_slices`` 0: TT-NN picks). Slicing changes
+    no values; ``L1Full`` runs the conv on L1 (its output stays in L1)."""
+
+    class SliceTypeEnum(enum.Enum):
+        DRAMSliceHeight = 0
+        DRAMSliceWidth = 1
+        L1Full = 2
+
+    def __init__(self, *, slice_type: SliceTypeEnum, num_slices: int = 0) -> None:
+        self.slice_type = slice_type
+        self.num_slices = num_slices
+
+    def __repr__(self) -> str:
+        return f"Conv2dSliceConfig(slice_type={self.slice_type}, num_slices={self.num_slices})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Conv2dSliceConfig) and (
+            (other.slice_type, other.num_slices) == (self.slice_type, self.num_slices)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.slice_type, self.num_slices))
+
+
+Conv2dDRAMSliceHeight = Conv2dSliceConfig.SliceTypeEnum.DRAMSliceHeight
+Conv2dDRAMSliceWidth = Conv2dSliceConfig.SliceTypeEnum.DRAMSliceWidth
+Conv2dL1Full = Conv2dSliceConfig.SliceTypeEnum.L1Full
+Conv2dL1FullSliceConfig = Conv2dSliceConfig(slice_type=Conv2dL1Full)
+
+
+def get_conv_output_dim(
+    input: int, window: int, stride: int = 1, pad: int = 0, dilation: int = 1
+) -> int:
+    """TT-NN's ``ttnn.get_conv_output_dim``: a conv's output size along one dim (``pad`` on each
+    side), ``(input + 2 pad - dilation (window - 1) - 1) // stride + 1``.
+
+    >>> ttnn.get_conv_output_dim(224, 7, stride=2, pad=3)
+    112
+    """
+    return (input + (2 * pad) - dilation * (window - 1) - 1) // stride + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks (TT-NN's messages where it has one)
+# ---------------------------------------------------------------------------------------------
+
+
+def _pair(op: str, name: str, value: Any, sizes: tuple[int, ...] = (2,)) -> tuple[int, ...]:
+    seq = (value, value) if isinstance(value, (int, np.integer)) and 2 in sizes else value
+    try:
+        out = tuple(int(v) for v in seq)
+    except (TypeError, ValueError):
+        out = ()
+    if len(out) not in sizes or any(v < 0 for v in out):
+        forms = " or ".join(f"{n} non-negative ints" for n in sizes)
+        raise ConfigError(
+            f"ttnn.{op}: {name}={value!r} is not {forms}.\n"
+            f"fix: pass {name} as a list of {forms} (TT-NN's binding takes std::array)."
+        )
+    return out
+
+
+def _pads4(op: str, padding: Any) -> tuple[int, int, int, int]:
+    """TT-NN's ``get_pair_n4_padding``: (h, w) -> (top, bottom, left, right)."""
+    p = _pair(op, "padding", padding, (2, 4))
+    if len(p) == 2:
+        return (p[0], p[0], p[1], p[1])
+    return (p[0], p[1], p[2], p[3])
+
+
+def _positive(op: str, **values: int) -> None:
+    for name, v in values.items():
+        if int(v) <= 0:
+            raise ConfigError(
+                f"ttnn.{op}: {name}={v} must be greater than 0.\nfix: pass the real {name}."
+            )
+
+
+def _config_activation(op: str, value: Any) -> UnaryWithParam | None:
+    """Conv2dConfig.activation: a ``UnaryWithParam`` or what TT-NN's binding converts to one
+    (a ``UnaryOpType`` or an ``(op, number)`` pair; ttnn-pybind/activation.cpp). A string is
+    refused, as that binding refuses it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.activation={value!r} is a string; TT-NN's Conv2dConfig "
+            "takes a UnaryWithParam.\nfix: activation=ttnn.UnaryWithParam(ttnn.UnaryOpType."
+            f"{value.upper()})."
+        )
+    return parse_activation(op, value)
+
+
+def _check_config(op: str, config: Any) -> Conv2dConfig:
+    if config is None:
+        return Conv2dConfig()
+    if not isinstance(config, Conv2dConfig):
+        raise ConfigError(
+            f"ttnn.{op}: conv_config={config!r} is not a ttnn.Conv2dConfig.\n"
+            "fix: build it with ttnn.Conv2dConfig(...)."
+        )
+    c = config
+    if c.weights_dtype is not None and not isinstance(c.weights_dtype, DataType):
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.weights_dtype={c.weights_dtype!r} is not a ttnn DataType."
+            "\nfix: e.g. weights_dtype=ttnn.bfloat16 or ttnn.bfloat8_b."
+        )
+    if not isinstance(c.output_layout, Layout):
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.output_layout={c.output_layout!r} is not a ttnn Layout.\n"
+            "fix: ttnn.TILE_LAYOUT or ttnn.ROW_MAJOR_LAYOUT."
+        )
+    if c.shard_layout is not None and c.shard_layout not in (
+        TensorMemoryLayout.HEIGHT_SHARDED,
+        TensorMemoryLayout.WIDTH_SHARDED,
+        TensorMemoryLayout.BLOCK_SHARDED,
+    ):
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.shard_layout={c.shard_layout!r}: conv shards its input "
+            "by height, width or block.\nfix: ttnn.TensorMemoryLayout.HEIGHT_SHARDED, "
+            "WIDTH_SHARDED or BLOCK_SHARDED (or None: the op picks)."
+        )
+    if c.override_sharding_config and (c.core_grid is None or c.shard_layout is None):
+        missing = "core_grid" if c.core_grid is None else "shard_layout"
+        raise ConfigError(
+            f"ttnn.{op}: If override_sharding_config is set, {missing} must be set as well.\n"
+            f"fix: set Conv2dConfig.{missing}, or leave override_sharding_config False."
+        )
+    if int(c.act_block_h_override) % 32 != 0:
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.act_block_h_override={c.act_block_h_override} must be a "
+            "multiple of 32 (a tile's height).\nfix: 0 (the largest block) or a multiple of 32."
+        )
+    if int(c.act_block_w_div) < 1:
+        raise ConfigError(
+            f"ttnn.{op}: Conv2dConfig.act_block_w_div={c.act_block_w_div} must be at least 1.\n"
+            "fix: 1 (no reduction) or a divisor of the activation block width."
+        )
+    _config_activation(op, c.activation)
+    return c
+
+
+def _check_slice_config(op: str, slice_config: Any, out_hw: tuple[int, int]) -> None:
+    """Conv2dSliceConfig, as conv2d_DRAM and determine_conv2d_slice_config check it."""
+    if slice_config is None:
+        return
+    if not isinstance(slice_config, Conv2dSliceConfig) or not isinstance(
+        slice_config.slice_type, Conv2dSliceConfig.SliceTypeEnum
+    ):
+        raise ConfigError(
+            f"ttnn.{op}: slice_config={slice_config!r} is not a ttnn.Conv2dSliceConfig.\n"
+            "fix: ttnn.Conv2dSliceConfig(slice_type=ttnn.Conv2dDRAMSliceWidth, num_slices=4) "
+            "or ttnn.Conv2dL1FullSliceConfig."
+        )
+    if slice_config.slice_type is Conv2dL1Full:
+        return
+    n = int(slice_config.num_slices)
+    dim = out_hw[0] if slice_config.slice_type is Conv2dDRAMSliceHeight else out_hw[1]
+    if n < 0 or (n > dim and dim > 1):
+        raise ConfigError(
+            f"ttnn.{op}:  Number of slices {n} should be less or equal than the dimension being "
+            f"sliced {dim} in Conv2D DRAM Slicing\nfix: num_slices between 1 and {dim} (0: the "
+            "op picks)."
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights and bias
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_prepared(t: Tensor) -> bool:
+    """TT-NN's ``is_valid_device_conv_weights`` shape: a device ``[1, 1, rows, >= out]`` tile tensor
+    (anything else on device is pulled back and prepared again)."""
+    s = t._shape
+    return (
+        t._storage is StorageType.DEVICE
+        and t._layout is Layout.TILE
+        and len(s) == 4
+        and s[:2] == (1, 1)
+    )
+
+
+def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
+    """OIHW weights -> TT-NN's weight matrix ``[1, 1, kh*kw*in, out]`` (rows in (kh, kw, in) order,
+    to_weight_tile_layout), groups spread block-diagonally over the full input channels as
+    ``convert_conv_weight_tensor_to_grouped_layout`` does (prepare_conv2d_weights.cpp)."""
+    oc, icg, kh, kw = w.shape
+    if groups > 1:
+        full = np.zeros((oc, icg * groups, kh, kw), w.dtype)
+        per = oc // groups
+        for g in range(groups):
+            full[g * per : (g + 1) * per, g * icg : (g + 1) * icg] = w[g * per : (g + 1) * per]
+        w = full
+    return np.ascontiguousarray(np.transpose(w, (2, 3, 1, 0)).reshape(1, 1, -1, oc))
+
+
+def _check_host_weight(
+    op: str, w: Tensor, out_channels: int, in_channels: int, groups: int, k: tuple[int, int]
+) -> None:
+    if w._layout is not Layout.ROW_MAJOR:
+        raise LayoutError(
+            f"ttnn.{op}: Host conv weights layout should be in row_major layout (got "
+            f"{w._layout!r}).\nfix: ttnn.from_torch(weight) without layout=ttnn.TILE_LAYOUT."
+        )
+    if len(w._shape) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Host conv weights should be 4D tensor (got {list(w._shape)}).\n"
+            "fix: pass torch's [out_channels, in_channels / groups, kernel_h, kernel_w] weight."
+        )
+    want = (out_channels, in_channels // groups, k[0], k[1])
+    if tuple(w._shape) != want:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: weight shape {list(w._shape)} does not match out_channels="
+            f"{out_channels}, in_channels={in_channels}, groups={groups}, kernel_size={list(k)}: "
+            f"expected {list(want)} (torch's OIHW).\nfix: pass the torch Conv2d weight as it is."
+        )
+
+
+def _host_array(t: Tensor) -> np.ndarray:
+    if t._mesh is None:
+        return np.asarray(t._data)
+    return np.asarray(host_blocks(t)).reshape((-1, *t._shape))[0]
+
+
+def _prepare_weight(
+    op: str, w: Tensor, device: MeshDevice, groups: int, wdtype: DataType | None
+) -> Tensor:
+    matrix = _weight_matrix(_host_array(w).astype(np.float32), groups)
+    host = Tensor(
+        matrix, w._spec.replace(mesh=None, placements=(), shape=matrix.shape, layout=Layout.TILE)
+    )
+    dev = to_device(host, device)
+    dtype = wdtype if wdtype is not None else w._dtype
+    return typecast(dev, dtype) if dtype is not dev._dtype else dev
+
+
+def _prepare_bias(
+    op: str, b: Tensor, device: MeshDevice, out_channels: int, wdtype: DataType | None
+) -> Tensor:
+    s = tuple(b._shape)
+    if len(s) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Host conv bias should be 4D tensor (got {list(s)}).\n"
+            "fix: reshape the bias to [1, 1, 1, out_channels]."
+        )
+    if b._layout is not Layout.ROW_MAJOR:
+        raise LayoutError(
+            f"ttnn.{op}: Host conv bias layout should be in row_major layout (got {b._layout!r})."
+            "\nfix: ttnn.from_torch(bias) without layout=ttnn.TILE_LAYOUT."
+        )
+    if s[:3] != (1, 1, 1) or s[3] != out_channels:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Host conv bias shape is not correct: {list(s)}; Bias must have the same "
+            f"length as output channels ({out_channels}).\nfix: reshape the bias to "
+            f"[1, 1, 1, {out_channels}]."
+        )
+    arr = _host_array(b).astype(np.float32)
+    host = Tensor(
+        arr, b._spec.replace(mesh=None, placements=(), shape=arr.shape, layout=Layout.TILE)
+    )
+    dev = to_device(host, device)
+    dtype = wdtype if wdtype is not None else b._dtype
+    return typecast(dev, dtype) if dtype is not dev._dtype else dev
+
+
+def _check_device(op: str, device: Any) -> MeshDevice:
+    if not isinstance(device, MeshDevice):
+        raise TTJaxError(
+            f"ttnn.{op}: device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
+            "ttnn.open_mesh_device(...) (TT-NN's conv takes device=)."
+        )
+    return device
+
+
+# ---------------------------------------------------------------------------------------------
+# prepare_conv_weights / prepare_conv_bias
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_conv_weights(
+    *,
+    weight_tensor: Tensor,
+    input_memory_config: MemoryConfig,
+    input_layout: Layout,
+    weights_format: str,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_height: int,
+    input_width: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    has_bias: bool,
+    groups: int,
+    device: MeshDevice,
+    input_dtype: DataType,
+    output_dtype: DataType | None = None,
+    conv_config: Conv2dConfig | None = None,
+    compute_config: Any = None,
+    slice_config: Conv2dSliceConfig | None = None,
+) -> Tensor:
+    """TT-NN's ``ttnn.prepare_conv_weights``: torch's OIHW host weight, once, as the device weight
+    matrix conv2d reads (``[1, 1, kh*kw*in_channels, out_channels]`` tile layout, rows in
+    (kh, kw, in) order, groups block-diagonal; ``conv_config.weights_dtype`` when set). Pass the
+    result to :func:`conv2d` as ``weight_tensor`` on every call.
+
+    >>> w = ttnn.from_torch(torch.rand(8, 3, 3, 3))
+    >>> w_dev = ttnn.prepare_conv_weights(weight_tensor=w,
+    ...     input_memory_config=ttnn.DRAM_MEMORY_CONFIG, input_layout=ttnn.ROW_MAJOR_LAYOUT,
+    ...     weights_format="OIHW", in_channels=3, out_channels=8, batch_size=1, input_height=8,
+    ...     input_width=8, kernel_size=[3, 3], stride=[1, 1], padding=[1, 1], dilation=[1, 1],
+    ...     has_bias=False, groups=1, device=mesh, input_dtype=ttnn.bfloat16)
+    >>> w_dev.shape
+    Shape([1, 1, 27, 8])
+    """
+    op = "prepare_conv_weights"
+    _check_device(op, device)
+    if weights_format != "OIHW":
+        raise ConfigError(
+            f"ttnn.{op}: weights_format={weights_format!r}: Conv2D weights format must be OIHW."
+            '\nfix: weights_format="OIHW" with torch\'s [out, in / groups, kh, kw] weight.'
+        )
+    if weight_tensor._storage is StorageType.DEVICE:
+        raise TTJaxError(
+            f"ttnn.{op}: Host conv weights should be placed on host (got a device tensor).\n"
+            "fix: pass ttnn.from_torch(weight) without device=."
+        )
+    config = _check_config(op, conv_config)
+    _check_groups(op, in_channels, out_channels, groups)
+    k = _pair(op, "kernel_size", kernel_size)
+    _check_host_weight(op, weight_tensor, out_channels, in_channels, groups, (k[0], k[1]))
+    return _prepare_weight(op, weight_tensor, device, groups, config.weights_dtype)
+
+
+def prepare_conv_bias(
+    *,
+    bias_tensor: Tensor,
+    input_memory_config: MemoryConfig,
+    input_layout: Layout,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_height: int,
+    input_width: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    device: MeshDevice,
+    input_dtype: DataType,
+    output_dtype: DataType | None = None,
+    conv_config: Conv2dConfig | None = None,
+    compute_config: Any = None,
+    slice_config: Conv2dSliceConfig | None = None,
+) -> Tensor:
+    """TT-NN's ``ttnn.prepare_conv_bias``: a ``[1, 1, 1, out_channels]`` host bias, once, as the
+    device bias conv2d reads (tile layout; ``conv_config.weights_dtype`` when set)."""
+    op = "prepare_conv_bias"
+    _check_device(op, device)
+    if bias_tensor._storage is StorageType.DEVICE:
+        raise TTJaxError(
+            f"ttnn.{op}: conv bias should be placed on host (got a device tensor).\n"
+            "fix: pass ttnn.from_torch(bias.reshape(1, 1, 1, -1)) without device=."
+        )
+    config = _check_config(op, conv_config)
+    return _prepare_bias(op, bias_tensor, device, out_channels, config.weights_dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# conv2d / conv1d
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_groups(op: str, in_channels: int, out_channels: int, groups: int) -> None:
+    _positive(op, in_channels=in_channels, out_channels=out_channels, groups=groups)
+    if in_channels % groups or out_channels % groups:
+        raise ConfigError(
+            f"ttnn.{op}: in_channels={in_channels} and out_channels={out_channels} must both be "
+            f"divisible by groups={groups}.\nfix: pass the groups of the torch Conv2d."
+        )
+
+
+def _conv_rule(
+    tensors: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]
+) -> list[tuple[Placement, ...]]:
+    """Per mesh axis: replicated everywhere -> Replicate; the input split (its batch) with the
+    weights replicated -> the output split along its flattened N*OH*OW rows; else Local."""
+    x, rest = tensors[0], tensors[1:]
+    out: list[Placement] = []
+    for i, p in enumerate(x._placements):
+        others = all(t._placements[i].is_replicate() for t in rest)
+        if p.is_replicate() and others:
+            out.append(REPLICATE)
+        elif p.is_shard() and others:
+            out.append(PlacementShard(2))
+        else:
+            out.append(LOCAL)
+    return [tuple(out)]
+
+
+def _input_nhwc(op: str, x: Tensor, n: int, h: int, w: int, c: int) -> None:
+    s = tuple(x._shape)
+    if len(s) != 4 or s[-1] < c or math.prod(s[:3]) != n * h * w:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input per-device shape {list(s)} does not hold batch_size={n}, "
+            f"input_height={h}, input_width={w}, in_channels={c}; TT-NN takes [N, H, W, C] or "
+            "[1, 1, N*H*W, C] (C may be padded past in_channels).\nfix: permute the NCHW tensor "
+            "to NHWC (and reshape it to [1, 1, N*H*W, C]); with the batch split over the mesh, "
+            "batch_size is each device's batch."
+        )
+
+
+def _out_memory_config(x: Tensor, slice_config: Any, memory_config: Any) -> MemoryConfig:
+    """conv2d.cpp's routing: a slice config other than L1Full, or an input not in L1, runs
+    conv2d_DRAM (output DRAM interleaved; a given memory_config is ignored there, as TT-NN warns);
+    otherwise conv2d_L1 (the given memory_config, else L1; TT-NN picks an L1 shard spec there,
+    ttjax reports L1 interleaved)."""
+    l1_full = slice_config is not None and slice_config.slice_type is Conv2dL1Full
+    in_l1 = x._storage is StorageType.DEVICE and x._spec.memory_config.buffer_type is BufferType.L1
+    dram = (slice_config is not None and not l1_full) or (slice_config is None and not in_l1)
+    if dram:
+        return DRAM_MEMORY_CONFIG
+    return memory_config if memory_config is not None else L1_MEMORY_CONFIG
+
+
+def conv2d(
+    *,
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    device: MeshDevice,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_height: int,
+    input_width: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+    dtype: DataType | None = None,
+    bias_tensor: Tensor | None = None,
+    conv_config: Conv2dConfig | None = None,
+    compute_config: Any = None,
+    memory_config: MemoryConfig | None = None,
+    slice_config: Conv2dSliceConfig | None = None,
+    return_output_dim: bool = False,
+    return_weights_and_bias: bool = False,
+) -> Any:
+    """TT-NN's ``ttnn.conv2d`` (keyword arguments only, as its binding): each device convolves its
+    NHWC input (``[N, H, W, C]`` or ``[1, 1, N*H*W, C]``) with the weights, giving
+    ``[1, 1, N*OH*OW, out_channels]`` in ``dtype`` (the input's when None) and
+    ``conv_config.output_layout`` (tile by default; a 1x1 stride-1 conv, a matmul in TT-NN, gives
+    tile). ``padding`` is (h, w) or (top, bottom, left, right). Weights are torch's OIHW on host
+    (prepared here) or :func:`prepare_conv_weights`' result; the bias is ``[1, 1, 1, out]``.
+    Returns the output, plus ``(out_h, out_w)`` with ``return_output_dim`` and the device
+    ``(weight, bias)`` with ``return_weights_and_bias``, in that order, as TT-NN does.
+
+    >>> img = ttnn.from_torch(torch.rand(1, 1, 64, 3), device=mesh)  # [1, 1, N*H*W, C]
+    >>> w = ttnn.from_torch(torch.rand(8, 3, 3, 3))
+    >>> y = ttnn.conv2d(input_tensor=img, weight_tensor=w, device=mesh, in_channels=3,
+    ...     out_channels=8, batch_size=1, input_height=8, input_width=8, kernel_size=(3, 3))
+    >>> y.shape
+    Shape([1, 1, 36, 8])
+    """
+    return _conv2d(
+        "conv2d",
+        input_tensor,
+        weight_tensor,
+        device,
+        in_channels,
+        out_channels,
+        batch_size,
+        input_height,
+        input_width,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        groups,
+        dtype,
+        bias_tensor,
+        conv_config,
+        memory_config,
+        slice_config,
+        return_output_dim,
+        return_weights_and_bias,
+    )
+
+
+def _conv2d(
+    op: str,
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    device: MeshDevice,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_height: int,
+    input_width: int,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+    dtype: DataType | None,
+    bias_tensor: Tensor | None,
+    conv_config: Conv2dConfig | None,
+    memory_config: MemoryConfig | None,
+    slice_config: Conv2dSliceConfig | None,
+    return_output_dim: bool,
+    return_weights_and_bias: bool,
+) -> Any:
+    mesh = _check_device(op, device)
+    config = _check_config(op, conv_config)
+    ic, oc, g = int(in_channels), int(out_channels), int(groups)
+    n, h, w = int(batch_size), int(input_height), int(input_width)
+    _check_groups(op, ic, oc, g)
+    _positive(op, batch_size=n, input_height=h, input_width=w)
+    kh, kw = _pair(op, "kernel_size", kernel_size)
+    sh, sw = _pair(op, "stride", stride)
+    dh, dw = _pair(op, "dilation", dilation)
+    _positive(op, kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw)
+    pads = _pads4(op, padding)
+    oh = (h + pads[0] + pads[1] - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pads[2] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: the {h}x{w} input padded by {list(pads)} is smaller than the "
+            f"{kh}x{kw} kernel dilated by {dh}x{dw}.\nfix: check input_height/input_width, "
+            "kernel_size, padding and dilation."
+        )
+    _check_slice_config(op, slice_config, (oh, ow))
+    out_dtype = dtype if dtype is not None else input_tensor._dtype
+    if not isinstance(out_dtype, DataType):
+        raise ConfigError(
+            f"ttnn.{op}: dtype={dtype!r} is not a ttnn DataType.\nfix: e.g. dtype=ttnn.bfloat16."
+        )
+    mm_conv = (kh, kw, sh, sw, dh, dw) == (1, 1, 1, 1, 1, 1) and pads == (0, 0, 0, 0)
+    mm_conv = mm_conv and config.shard_layout is not TensorMemoryLayout.WIDTH_SHARDED
+    out_layout = Layout.TILE if mm_conv else config.output_layout
+    if out_layout is Layout.ROW_MAJOR and out_dtype is DataType.BFLOAT8_B:
+        raise LayoutError(
+            f"ttnn.{op}: Conv output can't be in Row Major if output dtype is BFloat8_B.\n"
+            "fix: Conv2dConfig(output_layout=ttnn.TILE_LAYOUT) or dtype=ttnn.bfloat16."
+        )
+    if config.enable_kernel_stride_folding:
+        _check_folding(op, input_tensor, (kh, kw), (sh, sw), pads, h, w)
+    act = _config_activation(op, config.activation)
+
+    x = input_tensor
+    if x._storage is not StorageType.DEVICE:
+        x = to_device(x, mesh)
+    elif x._mesh is not None and not x._mesh.same_mesh(mesh):
+        raise TTJaxError(
+            f"ttnn.{op}: the input lives on {x._mesh!r}, not device={mesh!r}.\n"
+            "fix: pass the mesh the input was placed on."
+        )
+    _input_nhwc(op, x, n, h, w, ic)
+
+    wt = weight_tensor
+    prepared = _is_prepared(wt)
+    if prepared:
+        rows = kh * kw * ic
+        if wt._shape[2] != rows or wt._shape[3] < oc:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: the device weight {list(wt._shape)} is not a prepared weight of "
+                f"kernel {kh}x{kw}, in_channels={ic}, out_channels={oc} (expected "
+                f"[1, 1, {rows}, >= {oc}]).\nfix: pass torch's OIHW weight on host, or "
+                "ttnn.prepare_conv_weights' result for these sizes."
+            )
+    else:
+        if wt._storage is StorageType.DEVICE:
+            wt = Tensor(
+                _host_array(wt),
+                wt._spec.replace(mesh=None, placements=(), storage=StorageType.HOST),
+            )
+        _check_host_weight(op, wt, oc, ic, g, (kh, kw))
+        wt = _prepare_weight(op, wt, mesh, g, config.weights_dtype)
+    bt = bias_tensor
+    if bt is not None and bt._storage is not StorageType.DEVICE:
+        bt = _prepare_bias(op, bt, mesh, oc, config.weights_dtype)
+    elif bt is not None and (bt._shape[-1] < oc):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Bias must have the same length as output channels ({oc}); the device "
+            f"bias is {list(bt._shape)}.\nfix: pass the [1, 1, 1, {oc}] bias on host."
+        )
+
+    fn: Callable[[Any], Any] | None = unary_fn(op, act) if act is not None else None
+    spatial = ((pads[0], pads[1]), (pads[2], pads[3]))
+
+    def local(xa: Any, wa: Any, *ba: Any) -> Any:
+        xf = jnp.reshape(xa.astype(jnp.float32), (n, h, w, xa.shape[-1]))[..., :ic]
+        wf = jnp.reshape(wa.astype(jnp.float32), (kh, kw, ic, wa.shape[-1]))[..., :oc]
+        y = jax.lax.conv_general_dilated(
+            xf,
+            wf,
+            (sh, sw),
+            spatial,
+            rhs_dilation=(dh, dw),
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            precision=jax.lax.Precision.HIGHEST,
+        )
+        if ba:
+            y = y + jnp.reshape(ba[0].astype(jnp.float32), (-1,))[:oc]
+        if fn is not None:
+            y = fn(y)
+        return jnp.reshape(y, (1, 1, n * oh * ow, oc)).astype(xa.dtype)
+
+    tensors = [x, wt] + ([bt] if bt is not None else [])
+    out = run_op(
+        op,
+        local,
+        tensors,
+        static=(n, h, w, ic, oc, kh, kw, sh, sw, dh, dw, pads, act),
+        out_dtype=out_dtype,
+        out_layout=out_layout,
+        placement_rule=_conv_rule,
+        memory_config=_out_memory_config(x, slice_config, memory_config),
+    )
+    if config.deallocate_activation and input_tensor._storage is StorageType.DEVICE:
+        input_tensor.deallocate(True)
+    result: tuple[Any, ...] = (out,)
+    if return_output_dim:
+        result += ((oh, ow) if op == "conv2d" else oh,)
+    if return_weights_and_bias:
+        result += ((wt, bt),)
+    return result[0] if len(result) == 1 else result
+
+
+def _check_folding(
+    op: str,
+    x: Tensor,
+    k: tuple[int, int],
+    s: tuple[int, int],
+    pads: tuple[int, ...],
+    h: int,
+    w: int,
+) -> None:
+    """Conv2dConfig.enable_kernel_stride_folding's rules (conv2d_utils.cpp, fold_input_tensor)."""
+    fix = "\nfix: leave enable_kernel_stride_folding unset."
+    if x._storage is StorageType.DEVICE and x._spec.memory_config.buffer_type is BufferType.L1:
+        raise ConfigError(
+            f"ttnn.{op}: Conv2D kernel stride folding: Input tensor must not be in L1 memory for folding{fix}"
+        )
+    if x._dtype is DataType.BFLOAT8_B:
+        raise ConfigError(
+            f"ttnn.{op}: Conv2D kernel stride folding: Currently doesn't support BFLOAT8_B{fix}"
+        )
+    if s[0] > k[0] or s[1] > k[1]:
+        raise ConfigError(
+            f"ttnn.{op}: Conv2D kernel stride folding: Stride must be less than or equal to kernel size{fix}"
+        )
+    for what, size, st in (
+        ("height", h + pads[0] + pads[1], s[0]),
+        ("width", w + pads[2] + pads[3], s[1]),
+    ):
+        if size % st:
+            raise ConfigError(
+                f"ttnn.{op}: Padded input {what} ({size}) must be divisible by stride ({st}) for "
+                f"kernel stride folding.{fix}"
+            )
+
+
+def conv1d(
+    *,
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    device: MeshDevice,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_length: int,
+    kernel_size: int,
+    stride: int = 1,
+    padding: int | Sequence[int] = 0,
+    dilation: int = 1,
+    groups: int = 1,
+    dtype: DataType | None = None,
+    bias_tensor: Tensor | None = None,
+    conv_config: Conv2dConfig | None = None,
+    compute_config: Any = None,
+    memory_config: MemoryConfig | None = None,
+    return_output_dim: bool = False,
+    return_weights_and_bias: bool = False,
+) -> Any:
+    """TT-NN's ``ttnn.conv1d``: conv2d over ``[N, L, 1, C]`` with a ``(k, 1)`` kernel, as TT-NN runs
+    it (conv1d.cpp): the input ``[N, L, C]`` (or 4-D), weights torch's ``[out, in / groups, k]``
+    made 4-D ``[out, in / groups, k, 1]``, ``padding`` one int or (left, right). Returns
+    ``[1, 1, N*OL, out]``, plus the output length and (weight, bias) when asked.
+
+    >>> seq = ttnn.from_torch(torch.rand(1, 16, 4), device=mesh)  # [N, L, C]
+    >>> w = ttnn.from_torch(torch.rand(8, 4, 3, 1))
+    >>> y = ttnn.conv1d(input_tensor=seq, weight_tensor=w, device=mesh, in_channels=4,
+    ...     out_channels=8, batch_size=1, input_length=16, kernel_size=3, padding=1)
+    >>> y.shape
+    Shape([1, 1, 16, 8])
+    """
+    op = "conv1d"
+    if len(input_tensor._shape) < 4:  # TT-NN: [N, L, C] -> [N, L, 1, C]
+        input_tensor = reshape(
+            input_tensor, (int(batch_size), int(input_length), 1, int(in_channels))
+        )
+    if isinstance(padding, (int, np.integer)):
+        pads: Any = (int(padding), 0)
+    else:
+        lr = _pair(op, "padding", padding)
+        pads = (lr[0], lr[1], 0, 0)
+    return _conv2d(
+        op,
+        input_tensor,
+        weight_tensor,
+        device,
+        in_channels,
+        out_channels,
+        batch_size,
+        input_length,
+        1,
+        (int(kernel_size), 1),
+        (int(stride), 1),
+        pads,
+        (int(dilation), 1),
+        groups,
+        dtype,
+        bias_tensor,
+        conv_config,
+        memory_config,
+        Conv2dL1FullSliceConfig,
+        return_output_dim,
+        return_weights_and_bias,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooling
+# ---------------------------------------------------------------------------------------------
+
+
+def _pool_out(size: int, lo: int, hi: int, k: int, s: int, d: int, ceil_mode: bool) -> int:
+    """The pooled size (TT-NN's SlidingWindowConfig::get_output_shape follows PyTorch): floor or
+    ceil of (size + pads - d (k - 1) - 1) / s, plus 1; in ceil mode the last window starts inside
+    the input or its leading pad."""
+    span = size + lo + hi - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + lo:
+        out -= 1
+    return out
+
+
+def _pool_input(op: str, x: Tensor, n: int, h: int, w: int, c: int) -> None:
+    """pool_utils.cpp's validate_input_params: [1, 1, N*H*W, C] or [N, H, W, C]."""
+    _positive(op, batch_size=n, input_h=h, input_w=w, channels=c)
+    s = tuple(x._shape)
+    flat = len(s) == 4 and s == (1, 1, n * h * w, c)
+    nhwc = len(s) == 4 and s == (n, h, w, c) and not x._dtype.is_block_float
+    if not (flat or nhwc):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Input tensor shape {list(s)} does not match expected shape. For block "
+            f"format inputs (bfloat8_b/bfloat4_b) only flattened format (1, 1, {n * h * w}, {c}) "
+            f"is supported. Unflattened format ({n}, {h}, {w}, {c}) is not supported for block "
+            "format inputs.\nfix: permute the NCHW tensor to NHWC and reshape it to "
+            "[1, 1, N*H*W, C] (per device)."
+        )
+
+
+def max_pool2d(
+    input_tensor: Tensor,
+    batch_size: int,
+    input_h: int,
+    input_w: int,
+    channels: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool = False,
+    *,
+    memory_config: MemoryConfig | None = None,
+    applied_shard_scheme: TensorMemoryLayout | None = None,
+    in_place_halo: bool = False,
+    deallocate_input: bool = False,
+    reallocate_halo_output: bool = True,
+    return_indices: bool = False,
+    dtype: DataType = DataType.BFLOAT16,
+    output_layout: Layout = Layout.ROW_MAJOR,
+) -> Any:
+    """TT-NN's ``ttnn.max_pool2d`` over each device's ``[1, 1, N*H*W, C]`` (or ``[N, H, W, C]``)
+    tensor, giving ``[1, 1, N*OH*OW, C]`` (row-major bfloat16 unless ``output_layout``/``dtype``
+    say otherwise). Padding is -inf, ``padding`` (h, w) or (top, bottom, left, right), with
+    dilation and ceil mode as PyTorch's (ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp).
+    ``return_indices`` adds the uint16 index ``h * W + w`` of each max in its image.
+
+    >>> ttnn.max_pool2d(x, 1, 4, 8, 32, [2, 2], [2, 2], [0, 0], [1, 1]).shape  # x: [1, 1, 4*8, 32]
+    Shape([1, 1, 8, 32])
+    """
+    op = "max_pool2d"
+    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
+    _pool_input(op, input_tensor, n, h, w, c)
+    kh, kw = _pair(op, "kernel_size", kernel_size)
+    sh, sw = _pair(op, "stride", stride)
+    dh, dw = _pair(op, "dilation", dilation)
+    for name, v in (("Kernel size", (kh, kw)), ("Stride", (sh, sw)), ("Dilation", (dh, dw))):
+        if min(v) <= 0:
+            raise ConfigError(
+                f"ttnn.{op}: Pool2D: {name} must be greater than 0 in both dimensions, got "
+                f"({v[0]}, {v[1]})\nfix: pass positive values."
+            )
+    pads = _pads4(op, padding)
+    if dtype not in (DataType.BFLOAT16, DataType.BFLOAT8_B, DataType.BFLOAT4_B):
+        raise ConfigError(
+            f"ttnn.{op}: Currently only BFLOAT16, BFLOAT8_B, and BFLOAT4_B output data formats "
+            f"are supported (got {dtype!r}).\nfix: dtype=ttnn.bfloat16."
+        )
+    if dtype.is_block_float and output_layout is Layout.ROW_MAJOR:
+        raise LayoutError(
+            f"ttnn.{op}: BFLOAT8_B/BFLOAT4_B output data format is not supported with ROW_MAJOR "
+            "layout\nfix: output_layout=ttnn.TILE_LAYOUT."
+        )
+    if applied_shard_scheme is not None and input_tensor._spec.memory_config.is_sharded():
+        raise ConfigError(
+            f"ttnn.{op}: A sharding scheme should not be specified for a sharded input tensor.\n"
+            "fix: leave applied_shard_scheme None."
+        )
+    cm = bool(ceil_mode)
+    oh = _pool_out(h, pads[0], pads[1], kh, sh, dh, cm)
+    ow = _pool_out(w, pads[2], pads[3], kw, sw, dw, cm)
+    extra_h = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + pads[0] + pads[1]))
+    extra_w = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + pads[2] + pads[3]))
+    window = (1, kh, kw, 1)
+    strides = (1, sh, sw, 1)
+    wdil = (1, dh, dw, 1)
+    padding4 = ((0, 0), (pads[0], pads[1] + extra_h), (pads[2], pads[3] + extra_w), (0, 0))
+    idx = bool(return_indices)
+
+    def local(x: Any) -> Any:
+        xf = jnp.reshape(x.astype(jnp.float32), (n, h, w, c))
+        y = jax.lax.reduce_window(
+            xf, -jnp.inf, jax.lax.max, window, strides, padding4, window_dilation=wdil
+        )
+        out = jnp.reshape(y, (1, 1, n * oh * ow, c)).astype(x.dtype)
+        if not idx:
+            return out
+        # the first position of the max in each window, as an index h * W + w of the image
+        pos = jnp.broadcast_to(jnp.arange(h * w, dtype=jnp.float32).reshape(1, h, w, 1), xf.shape)
+        big = float(h * w)
+
+        def pick(a: Any, b: Any) -> Any:
+            (va, ia), (vb, ib) = a, b
+            take_b = (vb > va) | ((vb == va) & (ib < ia))
+            return jnp.where(take_b, vb, va), jnp.where(take_b, ib, ia)
+
+        _, i = jax.lax.reduce_window(
+            (xf, pos),
+            (jnp.float32(-jnp.inf), jnp.float32(big)),
+            pick,
+            window,
+            strides,
+            padding4,
+            window_dilation=wdil,
+        )
+        return out, jnp.reshape(i, (1, 1, n * oh * ow, c)).astype(jnp.uint16)
+
+    return run_op(
+        op,
+        local,
+        [input_tensor],
+        static=(n, h, w, c, kh, kw, sh, sw, dh, dw, pads, oh, ow, idx),
+        out_dtype=(dtype, DataType.UINT16) if idx else dtype,
+        out_layout=output_layout,
+        memory_config=memory_config,
+    )
+
+
+def global_avg_pool2d(
+    input_tensor: Tensor,
+    *,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+) -> Tensor:
+    """TT-NN's ``ttnn.global_avg_pool2d``: each device's ``[N, H, W, C]`` tensor averaged over its
+    two middle dims, giving ``[N, 1, 1, C]`` (global_avg_pool.cpp views it as
+    ``[N, 1, H*W, C]`` and sums the rows times 1 / (H*W)). The output keeps the input's dtype, as
+    TT-NN's kernel does (its ``dtype`` is not passed on).
+
+    >>> ttnn.global_avg_pool2d(x).shape  # x per device: [1, 1, 32, 32] read as [N, H, W, C]
+    Shape([1, 1, 1, 32])
+    """
+    op = "global_avg_pool2d"
+    s = tuple(input_tensor._shape)
+    if len(s) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input per-device shape {list(s)}; TT-NN takes [N, H, W, C].\n"
+            "fix: reshape the input to 4-D NHWC."
+        )
+
+    def local(x: Any) -> Any:
+        return jnp.mean(x.astype(jnp.float32), axis=(1, 2), keepdims=True).astype(x.dtype)
+
+    return run_op(op, local, [input_tensor], memory_config=memory_config)
+
+
+def _adaptive_windows(size: int, out: int) -> list[int]:
+    """PyTorch's adaptive window sizes along one dim (floor start, ceil end)."""
+    return [((i + 1) * size + out - 1) // out - (i * size) // out for i in range(out)]
+
+
+def _adaptive_params(
+    op: str, h: int, w: int, oh: int, ow: int
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    """TT-NN's adaptive pool as one uniform pool (experimental/adaptive_pool/adaptive_pool_utils.cpp):
+    uniform windows give kernel ceil(in / out) and stride in / out; a pattern whose middle windows
+    agree and whose border ones are no larger is padded to the middle size, stride middle - 1;
+    anything else is refused, as TT-NN refuses it."""
+    params = []
+    for size, out, dim in ((h, oh, "Height"), (w, ow, "Width")):
+        ks = _adaptive_windows(size, out)
+        middle = ks[1:-1]
+        uniform_mid = len(set(middle)) <= 1
+        borders_ok = len(ks) <= 2 or (ks[0] <= ks[1] and ks[-1] <= ks[1])
+        if not (uniform_mid and borders_ok):
+            raise ConfigError(
+                f"ttnn.{op}: Adaptive pooling configuration not supported. {dim} kernel pattern "
+                f"[{','.join(map(str, ks))}] - "
+                + ("middle elements not uniform, " if not uniform_mid else "")
+                + (
+                    "border elements larger than middle (padding won't help), "
+                    if not borders_ok
+                    else ""
+                )
+                + f"\nfix: an output size that divides the input ({size}) evenly."
+            )
+        if len(set(ks)) == 1:
+            params.append((-(-size // out), size // out, 0, 0))
+            continue
+        mid = ks[1] if len(ks) >= 3 else -(-size // out)
+        lo = mid - ks[0] if len(ks) >= 3 and ks[0] < mid else 0
+        hi = mid - ks[-1] if len(ks) >= 3 and ks[-1] < mid else 0
+        stride = mid - 1 if (lo or hi) else size // out
+        if (size + lo + hi - mid) // max(stride, 1) + 1 != out:
+            params.append((-(-size // out), size // out, 0, 0))
+        else:
+            params.append((mid, stride, lo, hi))
+    (khh, shh, th, bh), (kww, sww, lw, rw) = params
+    return (khh, kww), (shh, sww), (th, bh, lw, rw)
+
+
+def adaptive_avg_pool2d(
+    input_tensor: Tensor,
+    batch_size: int,
+    input_h: int,
+    input_w: int,
+    channels: int,
+    output_size: Sequence[int],
+    *,
+    memory_config: MemoryConfig | None = None,
+    applied_shard_scheme: TensorMemoryLayout | None = None,
+    compute_kernel_config: Any = None,
+    in_place_halo: bool = False,
+    deallocate_input: bool = False,
+    reallocate_output: bool = True,
+) -> Tensor:
+    """TT-NN's ``ttnn.adaptive_avg_pool2d``: one :func:`ttjax.avg_pool2d` whose kernel, stride and
+    padding TT-NN derives from the input and output sizes (padding not counted), so the windows
+    are PyTorch's where TT-NN's rule reaches them; sizes it cannot reach are refused as TT-NN
+    refuses them.
+
+    >>> ttnn.adaptive_avg_pool2d(x, 1, 4, 8, 32, [2, 2]).shape  # x per device: [1, 1, 4*8, 32]
+    Shape([1, 1, 4, 32])
+    """
+    op = "adaptive_avg_pool2d"
+    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
+    oh, ow = _pair(op, "output_size", output_size)
+    _positive(op, output_h=oh, output_w=ow)
+    k, s, p = _adaptive_params(op, h, w, oh, ow)
+    return avg_pool2d(
+        input_tensor, n, h, w, c, list(k), list(s), list(p), False, False, None,
+        memory_config=memory_config,
+    )  # fmt: skip
+
+
+def adaptive_max_pool2d(
+    input_tensor: Tensor,
+    batch_size: int,
+    input_h: int,
+    input_w: int,
+    channels: int,
+    output_size: Sequence[int],
+    *,
+    memory_config: MemoryConfig | None = None,
+    applied_shard_scheme: TensorMemoryLayout | None = None,
+    in_place_halo: bool = False,
+    deallocate_input: bool = False,
+    reallocate_output: bool = True,
+) -> Tensor:
+    """TT-NN's ``ttnn.adaptive_max_pool2d``: one :func:`max_pool2d` with the kernel, stride and
+    padding of :func:`adaptive_avg_pool2d`'s rule (padding is -inf, so it never wins)."""
+    op = "adaptive_max_pool2d"
+    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
+    oh, ow = _pair(op, "output_size", output_size)
+    _positive(op, output_h=oh, output_w=ow)
+    k, s, p = _adaptive_params(op, h, w, oh, ow)
+    out: Tensor = max_pool2d(
+        input_tensor, n, h, w, c, list(k), list(s), list(p), [1, 1], memory_config=memory_config
+    )
+    return out
+
+
+__all__ = [
+    "Conv1dConfig",
+    "Conv2dConfig",
+    "Conv2dDRAMSliceHeight",
+    "Conv2dDRAMSliceWidth",
+    "Conv2dL1Full",
+    "Conv2dL1FullSliceConfig",
+    "Conv2dSliceConfig",
+    "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "conv1d",
+    "conv2d",
+    "get_conv_output_dim",
+    "global_avg_pool2d",
+    "max_pool2d",
+    "prepare_conv_bias",
+    "prepare_conv_weights",
+]

@@ -278,3 +278,17 @@ def test_global_and_adaptive_pools_match_torch():
     _same_on_every_device(m, _nhwc_flat(want).numpy(), tol=0)
     with pytest.raises(ttnn.ConfigError, match="Adaptive pooling configuration not supported"):
         ttnn.adaptive_avg_pool2d(flat, 2, 5, 7, 8, [3, 5])  # width 7 -> 5: windows 2,2,3,2,2
+
+
+@pytest.mark.parametrize("mode, scale", [("nearest", 2), ("nearest", (2, 3)), ("bilinear", (2, 2))])
+def test_upsample_matches_torch(mode, scale):
+    mesh = mesh_of((1, 2))
+    x = _rand(2, 8, 3, 5).to(torch.bfloat16).float()
+    t = ttnn.from_torch(x.permute(0, 2, 3, 1), dtype=ttnn.bfloat16, device=mesh)
+    y = ttnn.upsample(t, scale, mode=mode)
+    sf = (scale, scale) if isinstance(scale, int) else scale
+    want = F.interpolate(x, scale_factor=sf, mode=mode).permute(0, 2, 3, 1)
+    assert y.shape == tuple(want.shape)
+    _same_on_every_device(y, want.to(torch.bfloat16).float().numpy(), tol=1e-2)
+    with pytest.raises(ttnn.ConfigError, match="only supports bilinear or nearest"):
+        ttnn.upsample(t, 2, mode="bicubic")

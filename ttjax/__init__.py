@@ -87,6 +87,7 @@ from ttjax.conv import (  # noqa: E402
     max_pool2d,
     prepare_conv_bias,
     prepare_conv_weights,
+    upsample,
 )
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
@@ -532,4 +533,5 @@ __all__ = [
     "max_pool2d",
     "prepare_conv_bias",
     "prepare_conv_weights",
+    "upsample",
 ]

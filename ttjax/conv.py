@@ -1104,6 +1104,57 @@ def adaptive_max_pool2d(
     return out
 
 
+def upsample(
+    input_tensor: Tensor,
+    scale_factor: int | Sequence[int],
+    *,
+    mode: str = "nearest",
+    memory_config: MemoryConfig | None = None,
+    compute_kernel_config: Any = None,
+) -> Tensor:
+    """TT-NN's ``ttnn.upsample``: each device's ``[N, H, W, C]`` tensor scaled by an integer
+    ``scale_factor`` (one int, or (h, w)) to ``[N, H*sh, W*sw, C]``, ``"nearest"`` (every pixel
+    repeated) or ``"bilinear"`` (PyTorch's ``align_corners=False``; bfloat16 row-major input, as
+    TT-NN's kernel takes) (ttnn/cpp/ttnn/operations/pool/upsample).
+
+    >>> ttnn.upsample(x, 2).shape  # x per device: [1, 1, 32, 32] read as [N, H, W, C]
+    Shape([1, 2, 64, 32])
+    """
+    op = "upsample"
+    sh, sw = _pair(op, "scale_factor", scale_factor)
+    _positive(op, scale_h=sh, scale_w=sw)
+    if mode not in ("nearest", "bilinear"):
+        raise ConfigError(
+            f"ttnn.{op}: mode={mode!r}: Upsample only supports bilinear or nearest mode\n"
+            'fix: mode="nearest" or mode="bilinear".'
+        )
+    if input_tensor._layout is Layout.TILE and mode != "nearest":
+        raise LayoutError(
+            f"ttnn.{op}: Only nearest upsample mode is supported for tiled inputs\n"
+            'fix: ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT) first, or mode="nearest".'
+        )
+    if mode == "bilinear" and input_tensor._dtype is not DataType.BFLOAT16:
+        raise ConfigError(
+            f"ttnn.{op}: Bilinear upsample requires BFLOAT16 input (got "
+            f"{input_tensor._dtype!r})\nfix: ttnn.typecast(x, ttnn.bfloat16) first."
+        )
+    s = tuple(input_tensor._shape)
+    if len(s) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input per-device shape {list(s)}; TT-NN takes [N, H, W, C].\n"
+            "fix: reshape the input to 4-D NHWC."
+        )
+
+    def local(x: Any) -> Any:
+        n, h, w, c = x.shape
+        if mode == "nearest":
+            return jnp.repeat(jnp.repeat(x, sh, axis=1), sw, axis=2)
+        y = jax.image.resize(x.astype(jnp.float32), (n, h * sh, w * sw, c), "linear")
+        return y.astype(x.dtype)
+
+    return run_op(op, local, [input_tensor], static=(sh, sw, mode), memory_config=memory_config)
+
+
 __all__ = [
     "Conv1dConfig",
     "Conv2dConfig",
@@ -1121,4 +1172,5 @@ __all__ = [
     "max_pool2d",
     "prepare_conv_bias",
     "prepare_conv_weights",
+    "upsample",
 ]

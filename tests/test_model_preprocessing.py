@@ -352,3 +352,26 @@ def test_importing_ttjax_does_not_import_torch():
     code = "import sys, ttjax; assert 'torch' not in sys.modules, 'torch was imported'"
     env = {"TTJAX_NUM_DEVICES": "2", "JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fold_batch_norm2d_into_conv2d_is_the_conv_then_the_norm(bias):
+    torch = pytest.importorskip("torch")
+    from ttjax.model_preprocessing import fold_batch_norm2d_into_conv2d
+
+    torch.manual_seed(4)
+    conv, bn = torch.nn.Conv2d(3, 5, 3, bias=bias), torch.nn.BatchNorm2d(5)
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.normal_()
+        bn.bias.normal_()
+    bn.eval()
+    x = torch.randn(2, 3, 6, 6)
+    w, b = fold_batch_norm2d_into_conv2d(conv, bn)
+    with torch.no_grad():
+        np.testing.assert_allclose(
+            torch.nn.functional.conv2d(x, w, b).numpy(), bn(conv(x)).numpy(), rtol=1e-4, atol=1e-5
+        )
+    with pytest.raises(ttnn.TTJaxError, match="track_running_stats=True"):
+        fold_batch_norm2d_into_conv2d(conv, torch.nn.BatchNorm2d(5, track_running_stats=False))

@@ -115,7 +115,6 @@ NOT_PROVIDED: dict[str, str] = {
             "determine_expected_group_norm_sharded_config_and_grid_size",
             "dram_group_norm_params_from_torch",
             "experimental.conv3d",
-            "model_preprocessing.fold_batch_norm2d_into_conv2d",
         )
     },
     **{

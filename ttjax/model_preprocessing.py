@@ -203,6 +203,28 @@ def preprocess_layernorm_parameter(
     return _host_tensor(_row(parameter), dtype=dtype, layout=layout)
 
 
+def fold_batch_norm2d_into_conv2d(conv: Any, bn: Any) -> tuple[Any, Any]:
+    """TT-NN's ``fold_batch_norm2d_into_conv2d``: the (weight, bias) of a torch ``Conv2d``
+    followed by an eval-mode ``BatchNorm2d``, as one conv (each output channel scaled by
+    ``gamma / sqrt(running_var + eps)``, the bias shifted to match). torch tensors in and out.
+
+    >>> conv, bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4).eval()
+    >>> w, b = ttnn.model_preprocessing.fold_batch_norm2d_into_conv2d(conv, bn)
+    >>> tuple(w.shape), tuple(b.shape)
+    ((4, 3, 3, 3), (4,))
+    """
+    if not bn.track_running_stats:
+        raise TTJaxError(
+            "fold_batch_norm2d_into_conv2d: BatchNorm2d must have track_running_stats=True to "
+            "be folded into Conv2d\nfix: build the BatchNorm2d with track_running_stats=True "
+            "(its running statistics are what the fold uses)."
+        )
+    scale = bn.weight / (bn.running_var + bn.eps).sqrt()
+    weight = conv.weight * scale.reshape(-1, 1, 1, 1)
+    base = -bn.running_mean if conv.bias is None else conv.bias - bn.running_mean
+    return weight, base * scale + bn.bias
+
+
 def preprocess_embedding_weight(weight: Any, *, dtype: DataType) -> Tensor:
     """An embedding table ``[vocab, features]``, converted as is (ROW_MAJOR layout)."""
     return _host_tensor(_value(weight), dtype=dtype)
@@ -627,6 +649,7 @@ preprocess_model = preprocess_model_parameters
 __all__ = [
     "ParameterDict",
     "ParameterList",
+    "fold_batch_norm2d_into_conv2d",
     "make_parameter_dict",
     "move_to_device",
     "preprocess_embedding_weight",

@@ -44,7 +44,7 @@ from ttjax.hardware import (
 from ttjax.mesh import MeshDevice
 from ttjax.ops import reshape, typecast
 from ttjax.ops.activations import parse_activation, unary_fn
-from ttjax.ops.reduction import avg_pool2d
+from ttjax.ops.reduction import avg_pool2d, pool_output_size
 from ttjax.placements import LOCAL, REPLICATE, Placement, PlacementShard
 from ttjax.tensor import Tensor, host_blocks
 
@@ -835,17 +835,6 @@ def conv1d(
 # ---------------------------------------------------------------------------------------------
 
 
-def _pool_out(size: int, lo: int, hi: int, k: int, s: int, d: int, ceil_mode: bool) -> int:
-    """The pooled size (TT-NN's SlidingWindowConfig::get_output_shape follows PyTorch): floor or
-    ceil of (size + pads - d (k - 1) - 1) / s, plus 1; in ceil mode the last window starts inside
-    the input or its leading pad."""
-    span = size + lo + hi - d * (k - 1) - 1
-    out = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (out - 1) * s >= size + lo:
-        out -= 1
-    return out
-
-
 def _pool_input(op: str, x: Tensor, n: int, h: int, w: int, c: int) -> None:
     """pool_utils.cpp's validate_input_params: [1, 1, N*H*W, C] or [N, H, W, C]."""
     _positive(op, batch_size=n, input_h=h, input_w=w, channels=c)
@@ -921,8 +910,8 @@ def max_pool2d(
             "fix: leave applied_shard_scheme None."
         )
     cm = bool(ceil_mode)
-    oh = _pool_out(h, pads[0], pads[1], kh, sh, dh, cm)
-    ow = _pool_out(w, pads[2], pads[3], kw, sw, dw, cm)
+    oh = pool_output_size(h, pads[0], pads[1], kh, sh, cm, dh)
+    ow = pool_output_size(w, pads[2], pads[3], kw, sw, cm, dw)
     extra_h = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + pads[0] + pads[1]))
     extra_w = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + pads[2] + pads[3]))
     window = (1, kh, kw, 1)
@@ -1004,12 +993,15 @@ def _adaptive_windows(size: int, out: int) -> list[int]:
 
 
 def _adaptive_params(
-    op: str, h: int, w: int, oh: int, ow: int
-) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    op: str, sizes: Sequence[Any], output_size: Sequence[int]
+) -> tuple[tuple[int, int, int, int], list[int], list[int], list[int]]:
     """TT-NN's adaptive pool as one uniform pool (experimental/adaptive_pool/adaptive_pool_utils.cpp):
     uniform windows give kernel ceil(in / out) and stride in / out; a pattern whose middle windows
     agree and whose border ones are no larger is padded to the middle size, stride middle - 1;
-    anything else is refused, as TT-NN refuses it."""
+    anything else is refused, as TT-NN refuses it. Returns (n, h, w, c), kernel, stride, padding."""
+    n, h, w, c = (int(v) for v in sizes)
+    oh, ow = _pair(op, "output_size", output_size)
+    _positive(op, output_h=oh, output_w=ow)
     params = []
     for size, out, dim in ((h, oh, "Height"), (w, ow, "Width")):
         ks = _adaptive_windows(size, out)
@@ -1040,7 +1032,7 @@ def _adaptive_params(
         else:
             params.append((mid, stride, lo, hi))
     (khh, shh, th, bh), (kww, sww, lw, rw) = params
-    return (khh, kww), (shh, sww), (th, bh, lw, rw)
+    return (n, h, w, c), [khh, kww], [shh, sww], [th, bh, lw, rw]
 
 
 def adaptive_avg_pool2d(
@@ -1066,15 +1058,9 @@ def adaptive_avg_pool2d(
     >>> ttnn.adaptive_avg_pool2d(x, 1, 4, 8, 32, [2, 2]).shape  # x per device: [1, 1, 4*8, 32]
     Shape([1, 1, 4, 32])
     """
-    op = "adaptive_avg_pool2d"
-    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
-    oh, ow = _pair(op, "output_size", output_size)
-    _positive(op, output_h=oh, output_w=ow)
-    k, s, p = _adaptive_params(op, h, w, oh, ow)
-    return avg_pool2d(
-        input_tensor, n, h, w, c, list(k), list(s), list(p), False, False, None,
-        memory_config=memory_config,
-    )  # fmt: skip
+    sizes = (batch_size, input_h, input_w, channels)
+    nhwc, k, s, p = _adaptive_params("adaptive_avg_pool2d", sizes, output_size)
+    return avg_pool2d(input_tensor, *nhwc, k, s, p, False, False, None, memory_config=memory_config)
 
 
 def adaptive_max_pool2d(
@@ -1093,14 +1079,9 @@ def adaptive_max_pool2d(
 ) -> Tensor:
     """TT-NN's ``ttnn.adaptive_max_pool2d``: one :func:`max_pool2d` with the kernel, stride and
     padding of :func:`adaptive_avg_pool2d`'s rule (padding is -inf, so it never wins)."""
-    op = "adaptive_max_pool2d"
-    n, h, w, c = (int(v) for v in (batch_size, input_h, input_w, channels))
-    oh, ow = _pair(op, "output_size", output_size)
-    _positive(op, output_h=oh, output_w=ow)
-    k, s, p = _adaptive_params(op, h, w, oh, ow)
-    out: Tensor = max_pool2d(
-        input_tensor, n, h, w, c, list(k), list(s), list(p), [1, 1], memory_config=memory_config
-    )
+    sizes = (batch_size, input_h, input_w, channels)
+    nhwc, k, s, p = _adaptive_params("adaptive_max_pool2d", sizes, output_size)
+    out: Tensor = max_pool2d(input_tensor, *nhwc, k, s, p, [1, 1], memory_config=memory_config)
     return out
 
 

@@ -381,11 +381,13 @@ def scale_causal_mask_hw_dims_softmax_in_place(
     return write_output(out, input_tensor)
 
 
-def _pool_out(size: int, pad_lo: int, pad_hi: int, k: int, s: int, ceil_mode: bool) -> int:
+def pool_output_size(
+    size: int, pad_lo: int, pad_hi: int, k: int, s: int, ceil_mode: bool, dilation: int = 1
+) -> int:
     """PyTorch's pooled size (TT-NN's SlidingWindowConfig::get_output_shape follows it): floor or
-    ceil of (size + pads - k) / s, plus 1; in ceil mode the last window starts inside the input
-    or its leading pad."""
-    span = size + pad_lo + pad_hi - k
+    ceil of (size + pads - dilation (k - 1) - 1) / s, plus 1; in ceil mode the last window starts
+    inside the input or its leading pad."""
+    span = size + pad_lo + pad_hi - dilation * (k - 1) - 1
     out = (-(-span // s) if ceil_mode else span // s) + 1
     if ceil_mode and (out - 1) * s >= size + pad_lo:
         out -= 1
@@ -438,8 +440,8 @@ def avg_pool2d(
             "fix: permute the NCHW tensor to NHWC and reshape it to [1, 1, N*H*W, C]."
         )
     top, bottom, left, right = pads
-    ho = _pool_out(h, top, bottom, kh, sh, bool(ceil_mode))
-    wo = _pool_out(w, left, right, kw, sw, bool(ceil_mode))
+    ho = pool_output_size(h, top, bottom, kh, sh, bool(ceil_mode))
+    wo = pool_output_size(w, left, right, kw, sw, bool(ceil_mode))
     # the input padded by its pads, then by what the last (ceil-mode) window needs
     extra_h = int(np.maximum(0, (ho - 1) * sh + kh - (h + top + bottom)))  # (ttnn.max is here)
     extra_w = int(np.maximum(0, (wo - 1) * sw + kw - (w + left + right)))

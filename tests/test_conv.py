@@ -292,3 +292,16 @@ def test_upsample_matches_torch(mode, scale):
     _same_on_every_device(y, want.to(torch.bfloat16).float().numpy(), tol=1e-2)
     with pytest.raises(ttnn.ConfigError, match="only supports bilinear or nearest"):
         ttnn.upsample(t, 2, mode="bicubic")
+
+
+def test_conv2d_takes_a_host_input_with_channels_padded_past_in_channels():
+    """TT-NN pads 3 input channels to 16 (weights of zeros there): the padding never counts."""
+    mesh = mesh_of((1, 2))
+    x, wt = _rand(1, 3, 5, 5), _rand(4, 3, 3, 3)
+    padded = torch.cat([_nhwc_flat(x), torch.full((1, 1, 25, 13), 7.0)], dim=-1)
+    out = ttnn.conv2d(
+        input_tensor=ttnn.from_torch(padded, dtype=ttnn.float32), weight_tensor=ttnn.from_torch(wt),
+        device=mesh, in_channels=3, out_channels=4, batch_size=1, input_height=5, input_width=5,
+        kernel_size=[3, 3], padding=[1, 1], dtype=ttnn.float32,
+    )  # fmt: skip
+    _same_on_every_device(out, _nhwc_flat(F.conv2d(x, wt, padding=1)).numpy(), tol=1e-4)

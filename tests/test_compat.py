@@ -85,7 +85,7 @@ def test_missing_name_says_which_and_how_to_fix(ttnn) -> None:
 def test_refused_name_says_why(ttnn) -> None:
     """A name refused on purpose (NOT_PROVIDED) says why, not "yet"; none of them resolves."""
     with pytest.raises(AttributeError, match="image family") as e:
-        ttnn.conv_transpose2d  # noqa: B018
+        ttnn.grid_sample  # noqa: B018
     assert "yet" not in str(e.value)
     for name in ttjax.compat.NOT_PROVIDED:
         module, _, attr = name.rpartition(".")
@@ -109,7 +109,7 @@ def test_names_page_is_current_and_lists_every_name() -> None:
         "docs/ttnn_api.md is stale: run "
         "python -c 'import ttjax.compat as c; c.write_names_page()' in the repository root"
     )
-    for name in ("`open_mesh_device`", "`all_gather_async`", "`conv2d`", "`ttnn.conv_transpose2d`"):
+    for name in ("`open_mesh_device`", "`all_gather_async`", "`conv2d`", "`ttnn.grid_sample`"):
         assert name in page
 
 

@@ -305,3 +305,24 @@ def test_conv2d_takes_a_host_input_with_channels_padded_past_in_channels():
         kernel_size=[3, 3], padding=[1, 1], dtype=ttnn.float32,
     )  # fmt: skip
     _same_on_every_device(out, _nhwc_flat(F.conv2d(x, wt, padding=1)).numpy(), tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "k, stride, padding, out_pad, dilation, groups",
+    [((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 1), ((3, 3), (2, 1), (1, 0), (1, 0), (1, 2), 2)],
+)
+def test_conv_transpose2d_matches_torch(k, stride, padding, out_pad, dilation, groups):
+    mesh = mesh_of((1, 2))
+    n, c, h, w, oc = 2, 4, 4, 5, 6
+    x, wt, b = _rand(n, c, h, w), _rand(c, oc // groups, *k), _rand(oc)
+    out, (oh, ow) = ttnn.conv_transpose2d(
+        input_tensor=ttnn.from_torch(_nhwc_flat(x), dtype=ttnn.float32, device=mesh),
+        weight_tensor=ttnn.from_torch(wt, dtype=ttnn.float32), device=mesh, in_channels=c,
+        out_channels=oc, batch_size=n, input_height=h, input_width=w, kernel_size=k,
+        stride=stride, padding=padding, output_padding=out_pad, dilation=dilation, groups=groups,
+        bias_tensor=ttnn.from_torch(b.reshape(1, 1, 1, oc), dtype=ttnn.float32),
+        return_output_dim=True,
+    )  # fmt: skip
+    want = F.conv_transpose2d(x, wt, b, stride, padding, out_pad, groups, dilation)
+    assert (oh, ow) == tuple(want.shape[2:])
+    _same_on_every_device(out, _nhwc_flat(want).numpy())

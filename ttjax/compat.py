@@ -91,16 +91,15 @@ TORCH_XLA_MODULES: dict[str, Alias] = {
 # TT-NN names ttjax does not provide on purpose, and why (the binding's AttributeError says so, and
 # docs/ttnn_api.md lists them). Everything else missing is "not yet".
 _CNN = (
-    "the rest of TT-NN's image family (ttjax provides conv1d, conv2d, their configs, the 2-D "
-    "pools and upsample): ttjax covers the multi-device LLM and training programming model, and none of "
-    "tt-metal's multi-device LLM demos calls these"
+    "the rest of TT-NN's image family (ttjax provides conv1d, conv2d, conv_transpose2d, their "
+    "configs, the 2-D pools and upsample): ttjax covers the multi-device LLM and training "
+    "programming model, and none of tt-metal's multi-device LLM demos calls these"
 )
 _PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
 NOT_PROVIDED: dict[str, str] = {
     **{
         f"ttnn.{name}": _CNN
         for name in (
-            "conv_transpose2d",
             "Conv3dConfig",
             "convert_conv_weight_tensor_to_tiled_layout",
             "fold",

@@ -291,7 +291,13 @@ def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
 
 
 def _check_host_weight(
-    op: str, w: Tensor, out_channels: int, in_channels: int, groups: int, k: tuple[int, int]
+    op: str,
+    w: Tensor,
+    out_channels: int,
+    in_channels: int,
+    groups: int,
+    k: tuple[int, int],
+    iohw: bool = False,
 ) -> None:
     if w._layout is not Layout.ROW_MAJOR:
         raise LayoutError(
@@ -303,13 +309,30 @@ def _check_host_weight(
             f"ttnn.{op}: Host conv weights should be 4D tensor (got {list(w._shape)}).\n"
             "fix: pass torch's [out_channels, in_channels / groups, kernel_h, kernel_w] weight."
         )
-    want = (out_channels, in_channels // groups, k[0], k[1])
+    if iohw:
+        want, form = (in_channels, out_channels // groups, k[0], k[1]), "ConvTranspose2d's IOHW"
+    else:
+        want, form = (out_channels, in_channels // groups, k[0], k[1]), "Conv2d's OIHW"
     if tuple(w._shape) != want:
         raise ShapeMismatchError(
             f"ttnn.{op}: weight shape {list(w._shape)} does not match out_channels="
             f"{out_channels}, in_channels={in_channels}, groups={groups}, kernel_size={list(k)}: "
-            f"expected {list(want)} (torch's OIHW).\nfix: pass the torch Conv2d weight as it is."
+            f"expected {list(want)} (torch's {form}).\nfix: pass the torch weight as it is."
         )
+
+
+def _transposed_weight(w: Tensor, groups: int, mirror: bool) -> Tensor:
+    """A ConvTranspose2d's IOHW host weight as the OIHW weight of the stride-1 conv that computes
+    it: each group's in/out swapped and, with ``mirror_kernel``, the kernel flipped
+    (transform_weights_for_conv_transpose2d in prepare_conv_transpose2d_weights.cpp)."""
+    a = _host_array(w)
+    ic, ocg, kh, kw = a.shape
+    icg = ic // groups
+    out = a.reshape(groups, icg, ocg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(-1, icg, kh, kw)
+    if mirror:
+        out = out[:, :, ::-1, ::-1]
+    out = np.ascontiguousarray(out)
+    return Tensor(out, w._spec.replace(mesh=None, placements=(), shape=out.shape))
 
 
 def _host_array(t: Tensor) -> np.ndarray:
@@ -609,7 +632,11 @@ def _conv2d(
     slice_config: Conv2dSliceConfig | None,
     return_output_dim: bool,
     return_weights_and_bias: bool,
+    transpose: tuple[tuple[int, ...], bool] | None = None,
 ) -> Any:
+    """conv2d, conv1d and conv_transpose2d. ``transpose`` is (output_padding, mirror_kernel): the
+    conv of the input with zeros between its pixels (stride) and the kernel flipped, as
+    conv_transpose2d.cpp runs it (the Conv2d u-op at stride 1 over the halo's strided input)."""
     mesh = _check_device(op, device)
     config = _check_config(op, conv_config)
     ic, oc, g = int(in_channels), int(out_channels), int(groups)
@@ -621,8 +648,16 @@ def _conv2d(
     dh, dw = _pair(op, "dilation", dilation)
     _positive(op, kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw)
     pads = _pads4(op, padding)
-    oh = (h + pads[0] + pads[1] - dh * (kh - 1) - 1) // sh + 1
-    ow = (w + pads[2] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    if transpose is None:
+        oh = (h + pads[0] + pads[1] - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + pads[2] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+        geometry = ((sh, sw), ((pads[0], pads[1]), (pads[2], pads[3])), (1, 1))
+    else:
+        (oph, opw), _ = transpose
+        oh = (h - 1) * sh - 2 * pads[0] + dh * (kh - 1) + oph + 1
+        ow = (w - 1) * sw - 2 * pads[2] + dw * (kw - 1) + opw + 1
+        eh, ew = dh * (kh - 1) - pads[0], dw * (kw - 1) - pads[2]
+        geometry = ((1, 1), ((eh, eh + oph), (ew, ew + opw)), (sh, sw))
     if oh <= 0 or ow <= 0:
         raise ShapeMismatchError(
             f"ttnn.{op}: the {h}x{w} input padded by {list(pads)} is smaller than the "
@@ -636,7 +671,11 @@ def _conv2d(
             f"ttnn.{op}: dtype={dtype!r} is not a ttnn DataType.\nfix: e.g. dtype=ttnn.bfloat16."
         )
     mm_conv = (kh, kw, sh, sw, dh, dw) == (1, 1, 1, 1, 1, 1) and pads == (0, 0, 0, 0)
-    mm_conv = mm_conv and config.shard_layout is not TensorMemoryLayout.WIDTH_SHARDED
+    mm_conv = (
+        mm_conv
+        and transpose is None
+        and config.shard_layout is not TensorMemoryLayout.WIDTH_SHARDED
+    )
     out_layout = Layout.TILE if mm_conv else config.output_layout
     if out_layout is Layout.ROW_MAJOR and out_dtype is DataType.BFLOAT8_B:
         raise LayoutError(
@@ -674,7 +713,9 @@ def _conv2d(
                 _host_array(wt),
                 wt._spec.replace(mesh=None, placements=(), storage=StorageType.HOST),
             )
-        _check_host_weight(op, wt, oc, ic, g, (kh, kw))
+        _check_host_weight(op, wt, oc, ic, g, (kh, kw), transpose is not None)
+        if transpose is not None:
+            wt = _transposed_weight(wt, g, transpose[1])
         wt = _prepare_weight(op, wt, mesh, g, config.weights_dtype)
     bt = bias_tensor
     if bt is not None and bt._storage is not StorageType.DEVICE:
@@ -686,7 +727,7 @@ def _conv2d(
         )
 
     fn: Callable[[Any], Any] | None = unary_fn(op, act) if act is not None else None
-    spatial = ((pads[0], pads[1]), (pads[2], pads[3]))
+    strides, spatial, lhs_dilation = geometry
 
     def local(xa: Any, wa: Any, *ba: Any) -> Any:
         xf = jnp.reshape(xa.astype(jnp.float32), (n, h, w, xa.shape[-1]))[..., :ic]
@@ -694,8 +735,9 @@ def _conv2d(
         y = jax.lax.conv_general_dilated(
             xf,
             wf,
-            (sh, sw),
+            strides,
             spatial,
+            lhs_dilation=lhs_dilation,
             rhs_dilation=(dh, dw),
             dimension_numbers=("NHWC", "HWIO", "NHWC"),
             precision=jax.lax.Precision.HIGHEST,
@@ -711,7 +753,7 @@ def _conv2d(
         op,
         local,
         tensors,
-        static=(n, h, w, ic, oc, kh, kw, sh, sw, dh, dw, pads, act),
+        static=(n, h, w, ic, oc, kh, kw, dh, dw, geometry, act),
         out_dtype=out_dtype,
         out_layout=out_layout,
         placement_rule=_conv_rule,
@@ -721,7 +763,7 @@ def _conv2d(
         input_tensor.deallocate(True)
     result: tuple[Any, ...] = (out,)
     if return_output_dim:
-        result += ((oh, ow) if op == "conv2d" else oh,)
+        result += (oh if op == "conv1d" else (oh, ow),)
     if return_weights_and_bias:
         result += ((wt, bt),)
     return result[0] if len(result) == 1 else result
@@ -827,6 +869,71 @@ def conv1d(
         Conv2dL1FullSliceConfig,
         return_output_dim,
         return_weights_and_bias,
+    )
+
+
+def conv_transpose2d(
+    *,
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    device: MeshDevice,
+    in_channels: int,
+    out_channels: int,
+    batch_size: int,
+    input_height: int,
+    input_width: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0),
+    output_padding: Sequence[int] = (0, 0),
+    dilation: Sequence[int] = (1, 1),
+    groups: int = 1,
+    dtype: DataType | None = None,
+    bias_tensor: Tensor | None = None,
+    conv_config: Conv2dConfig | None = None,
+    compute_config: Any = None,
+    memory_config: MemoryConfig | None = None,
+    mirror_kernel: bool = True,
+    return_output_dim: bool = False,
+    return_weights_and_bias: bool = False,
+) -> Any:
+    """TT-NN's ``ttnn.conv_transpose2d``: PyTorch's ConvTranspose2d per device, from the NHWC
+    input (as :func:`conv2d` takes it) and torch's ``[in, out / groups, kh, kw]`` host weight, to
+    ``[1, 1, N*OH*OW, out]`` with OH = (H - 1) stride - 2 pad + dilation (k - 1) + output_padding
+    + 1 (conv_transpose2d.cpp). ``mirror_kernel=False`` takes a kernel already flipped.
+
+    >>> img = ttnn.from_torch(torch.rand(1, 4, 4, 8), device=mesh)
+    >>> w = ttnn.from_torch(torch.rand(8, 3, 2, 2))  # torch's ConvTranspose2d weight
+    >>> ttnn.conv_transpose2d(input_tensor=img, weight_tensor=w, device=mesh, in_channels=8,
+    ...     out_channels=3, batch_size=1, input_height=4, input_width=4, kernel_size=(2, 2),
+    ...     stride=(2, 2)).shape
+    Shape([1, 1, 64, 3])
+    """
+    op = "conv_transpose2d"
+    out_pad = _pair(op, "output_padding", output_padding)
+    return _conv2d(
+        op,
+        input_tensor,
+        weight_tensor,
+        device,
+        in_channels,
+        out_channels,
+        batch_size,
+        input_height,
+        input_width,
+        kernel_size,
+        stride,
+        _pair(op, "padding", padding),
+        dilation,
+        groups,
+        dtype,
+        bias_tensor,
+        conv_config,
+        memory_config,
+        Conv2dL1FullSliceConfig,
+        return_output_dim,
+        return_weights_and_bias,
+        transpose=(out_pad, bool(mirror_kernel)),
     )
 
 
@@ -1148,6 +1255,7 @@ __all__ = [
     "adaptive_max_pool2d",
     "conv1d",
     "conv2d",
+    "conv_transpose2d",
     "get_conv_output_dim",
     "global_avg_pool2d",
     "max_pool2d",

@@ -230,6 +230,11 @@ def test_host_tensor_then_to_device_and_back():
     composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1))
     np.testing.assert_array_equal(ttnn.to_numpy(back, mesh_composer=composer), x)
     np.testing.assert_array_equal(ttnn.to_numpy(dev.cpu(), mesh_composer=composer), x)
+    # TT-NN's binding takes the queue to read through (gpt_oss's model.py: cpu(blocking=True, cq_id=0))
+    read = dev.cpu(blocking=True, cq_id=0)
+    assert read.storage_type() == ttnn.StorageType.HOST
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(read)[k]), ref[c])
 
 
 def test_plain_host_tensor_to_device_replicates():

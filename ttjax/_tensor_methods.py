@@ -38,8 +38,10 @@ def _to(
     return convert.to_device(self, device, memory_config)
 
 
-def _cpu(self: Tensor, blocking: bool = True) -> Tensor:
-    return convert.from_device(self)
+def _cpu(self: Tensor, blocking: bool = True, cq_id: int | None = None) -> Tensor:
+    """``t.cpu(blocking=True, cq_id=None)``: TT-NN's binding (``ttnn-pybind/pytensor.cpp``)
+    takes the command queue to read through; ttjax's reads already follow dispatch order."""
+    return convert.from_device(self, blocking=blocking)
 
 
 def _to_torch(self: Tensor, mesh_composer: Any = None) -> Any:

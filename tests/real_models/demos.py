@@ -70,8 +70,9 @@ def deepseek_checkpoint(folder: Path) -> dict[str, str]:
 def gpt_oss_checkpoint(folder: Path) -> dict[str, str]:
     """A random gpt-oss (transformers' GptOssForCausalLM): dim 512, 16 heads and 8 kv heads of
     64, 8 experts (top 4) of 512, 2 layers (sliding, full), vocab 2048; ``swiglu_limit`` as the
-    released checkpoints' config.json has it. With a word-level tokenizer: gpt_oss's
-    ``ModelArgs`` loads one unless its tests ask for dummy weights."""
+    released checkpoints' config.json has it. With a word-level tokenizer and a chat template:
+    gpt_oss's ``ModelArgs`` loads one unless its tests ask for dummy weights, and its demo
+    encodes the prompt as a chat."""
     import torch
     from transformers import GptOssConfig, GptOssForCausalLM
 
@@ -96,6 +97,13 @@ def gpt_oss_checkpoint(folder: Path) -> dict[str, str]:
     raw["swiglu_limit"] = 7.0
     (folder / "config.json").write_text(json.dumps(raw, indent=1))
     write_word_tokenizer(folder, 2048)
+    # demo/text_demo.py (instruct) encodes its prompt through the tokenizer's chat template
+    tok = json.loads((folder / "tokenizer_config.json").read_text())
+    tok["chat_template"] = (
+        "<s>{% for m in messages %} w4 {{ m['content'] }} </s>{% endfor %}"
+        "{% if add_generation_prompt %} w5{% endif %}"
+    )
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok, indent=1))
     return {"HF_MODEL": str(folder)}
 
 
@@ -414,6 +422,11 @@ CASES: list[Case] = [
          "greedy decode steps, paged KV cache, decode traced", "1x8",
          "tests.real_models.text_decode gpt_oss --prompt 150", "", "4.57", bar=0.985,
          llama_reference=True, script=True, modules=("pytz",)),
+    # The demo itself, unchanged: its chat prompt (11 tokens) prefilled twice (compile, run),
+    # then 200 greedy tokens, decode traced; it prints the text and checks nothing (~5 min)
+    Case("gpt_oss", "the demo itself (demo/text_demo.py): prefill twice, 200 traced greedy decode "
+         "steps; its output unchecked", "1x8", "models/demos/gpt_oss/demo/text_demo.py",
+         "mesh_1x8", "4.57", llama_reference=True, modules=("pytz",)),
     Case("gpt_oss", "whole model (test_model.py's path): prefill 150 + 4 decode steps, unpaged KV "
          "cache, decode untraced", "1x8",
          "tests.real_models.text_decode gpt_oss --prompt 150 --unpaged", "", "4.57", bar=0.985,

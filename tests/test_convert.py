@@ -230,6 +230,16 @@ def test_host_tensor_then_to_device_and_back():
     composer = ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1))
     np.testing.assert_array_equal(ttnn.to_numpy(back, mesh_composer=composer), x)
     np.testing.assert_array_equal(ttnn.to_numpy(dev.cpu(), mesh_composer=composer), x)
+    # the binding's Tensor.to(device, mem_config, cq_id), positionally too
+    back_again = back.to(mesh, ttnn.L1_MEMORY_CONFIG, 0)
+    assert back_again.memory_config() == ttnn.L1_MEMORY_CONFIG
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(back_again)[k]), ref[c])
+    # TT-NN's binding takes the queue to read through (gpt_oss's model.py: cpu(blocking=True, cq_id=0))
+    read = dev.cpu(blocking=True, cq_id=0)
+    assert read.storage_type() == ttnn.StorageType.HOST
+    for k, c in enumerate(coords((2, 4))):
+        np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(read)[k]), ref[c])
 
 
 def test_plain_host_tensor_to_device_replicates():
@@ -405,7 +415,7 @@ def test_to_dtype_converts_a_host_tensor_as_from_torch_would():
         ttnn.to_torch(ttnn.to_device(got, mesh), mesh_composer=composer).float().numpy(),
         ttnn.to_torch(ttnn.to_device(want, mesh), mesh_composer=composer).float().numpy(),
     )
-    b16 = ttnn.to_dtype(host, ttnn.bfloat16).to(ttnn.TILE_LAYOUT)
+    b16 = ttnn.to_dtype(host, ttnn.bfloat16).to(target_layout=ttnn.TILE_LAYOUT)  # binding's name
     assert (b16.dtype, b16.layout) == (ttnn.bfloat16, ttnn.TILE_LAYOUT)
     on_device = ttnn.to_device(b16, mesh)
     np.testing.assert_array_equal(
@@ -416,6 +426,10 @@ def test_to_dtype_converts_a_host_tensor_as_from_torch_would():
         ttnn.to_dtype(on_device, ttnn.float32)
     with pytest.raises(ttnn.LayoutError, match="Tile layout is required"):
         got.to(ttnn.ROW_MAJOR_LAYOUT)
+    with pytest.raises(ttnn.TTJaxError, match="needs a mesh device or a layout"):
+        got.to()
+    with pytest.raises(ttnn.TTJaxError, match="both a device"):
+        got.to(mesh, target_layout=ttnn.TILE_LAYOUT)
 
 
 def test_to_torch_gives_uint16_and_uint32_as_int16_and_int32():

@@ -19,27 +19,49 @@ import numpy as np
 
 from ttjax import convert, ops
 from ttjax.enums import Layout, StorageType
-from ttjax.errors import ShapeMismatchError
+from ttjax.errors import ShapeMismatchError, TTJaxError
 from ttjax.mesh import MeshDevice
 from ttjax.tensor import Tensor
 
 
 def _to(
-    self: Tensor, device: MeshDevice | Layout, memory_config: Any = None, mem_config: Any = None
+    self: Tensor,
+    device: MeshDevice | Layout | None = None,
+    mem_config: Any = None,
+    cq_id: int | None = None,
+    *,
+    memory_config: Any = None,
+    target_layout: Layout | None = None,
 ) -> Tensor:
-    """``t.to(mesh_device)`` moves it to the mesh; ``t.to(layout)`` converts its layout (TT-NN's
-    two overloads; on the host, or through ``ttnn.to_layout`` for a device tensor).
-    ``mem_config`` is TT-NN's name for ``memory_config`` here."""
+    """``t.to(mesh_device, mem_config=None, cq_id=None)`` moves it to the mesh;
+    ``t.to(target_layout)`` converts its layout (TT-NN's two overloads, with the binding's
+    argument names and order, ``ttnn-pybind/pytensor.cpp``: on the host, or through
+    ``ttnn.to_layout`` for a device tensor). ``memory_config=`` is ttjax's spelling of
+    ``mem_config``; ``cq_id`` names the queue, and ttjax's writes already follow dispatch order."""
     memory_config = mem_config if memory_config is None else memory_config
+    if target_layout is not None:
+        if device is not None:
+            raise TTJaxError(
+                f"Tensor.to got both a device ({device!r}) and target_layout={target_layout!r}.\n"
+                "fix: move it and change its layout in two calls: t.to(mesh).to(layout)."
+            )
+        device = target_layout
     if isinstance(device, Layout):
         if self._storage is StorageType.HOST:
             return convert.host_to_layout(self, device)
         return ops.to_layout(self, device, memory_config=memory_config)
+    if device is None:
+        raise TTJaxError(
+            "Tensor.to needs a mesh device or a layout.\n"
+            "fix: t.to(mesh_device[, mem_config]) or t.to(ttnn.TILE_LAYOUT)."
+        )
     return convert.to_device(self, device, memory_config)
 
 
-def _cpu(self: Tensor, blocking: bool = True) -> Tensor:
-    return convert.from_device(self)
+def _cpu(self: Tensor, blocking: bool = True, cq_id: int | None = None) -> Tensor:
+    """``t.cpu(blocking=True, cq_id=None)``: TT-NN's binding (``ttnn-pybind/pytensor.cpp``)
+    takes the command queue to read through; ttjax's reads already follow dispatch order."""
+    return convert.from_device(self, blocking=blocking)
 
 
 def _to_torch(self: Tensor, mesh_composer: Any = None) -> Any:

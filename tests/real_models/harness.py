@@ -584,6 +584,8 @@ class GenerationResult:
     tokens: tuple[int, ...]
     reference_tokens: tuple[int, ...]
     decode_error: BaseException | None = None
+    prompt: Any = None  # the prompt's token ids, [1, prompt_len]
+    logits: tuple[Any, ...] | list[Any] = ()  # the prefill's last logits, then each decode step's
 
 
 def run_generator_prefill(s: Setup, paged: bool = False, trace: bool = False) -> float:
@@ -645,8 +647,6 @@ def generate(
     cache: dict[tuple[int, bool, bool], GenerationResult] = s.__dict__.setdefault("_generation", {})
     if (prompt_len, paged, trace) in cache:
         return cache[(prompt_len, paged, trace)]
-    import torch
-
     from models.tt_transformers.tt.generator import Generator
     from models.tt_transformers.tt.model import Transformer
 
@@ -663,10 +663,32 @@ def generate(
     )
     kv_cache = [[layer.attention.layer_past for layer in model.layers]] if paged else None
     gen = Generator([model], [args], s.mesh, tokenizer=args.tokenizer)
+    result = greedy_decode(
+        gen, s.hf, args.vocab_size, prompt_len, new_tokens, page_table, kv_cache, trace
+    )
+    cache[(prompt_len, paged, trace)] = result
+    return result
+
+
+def greedy_decode(
+    gen: Any,
+    hf: Any,
+    vocab_size: int,
+    prompt_len: int = 40,
+    new_tokens: int = 4,
+    page_table: Any = None,
+    kv_cache: Any = None,
+    trace: bool = False,
+) -> GenerationResult:
+    """A tt_transformers ``Generator`` (whatever model it drives) against transformers' ``hf``:
+    a random prompt prefilled, then ``new_tokens`` greedy decode steps fed transformers' own
+    greedy tokens (teacher forcing), each step's logits compared with ``generate``'s."""
+    import torch
+
     torch.manual_seed(0)
-    prompt = torch.randint(3, args.vocab_size, (1, prompt_len))
+    prompt = torch.randint(3, vocab_size, (1, prompt_len))
     with torch.no_grad():
-        ref_out = s.hf.generate(
+        ref_out = hf.generate(
             prompt,
             max_new_tokens=new_tokens + 1,
             do_sample=False,
@@ -679,8 +701,9 @@ def generate(
     logits = gen.prefill_forward_text(
         prompt, page_table=page_table, kv_cache=kv_cache, prompt_lens=[prompt_len]
     )
-    prefill_pcc = pcc(ref_logits[0], logits[0, -1, : args.vocab_size])
-    tokens = [int(torch.argmax(logits[0, -1, : args.vocab_size]))]
+    steps = [logits[0, -1, :vocab_size].float()]
+    prefill_pcc = pcc(ref_logits[0], steps[0])
+    tokens = [int(torch.argmax(steps[0]))]
     worst = 1.0
     try:
         tok = torch.tensor([[ref_tokens[0]]])
@@ -689,14 +712,11 @@ def generate(
             out = gen.decode_forward_text(
                 tok, pos, page_table=page_table, kv_cache=kv_cache, enable_trace=trace
             )
-            step = out.reshape(-1)[: args.vocab_size]
-            worst = min(worst, pcc(ref_logits[i + 1], step))
-            tokens.append(int(torch.argmax(step)))
+            steps.append(out.reshape(-1)[:vocab_size].float())
+            worst = min(worst, pcc(ref_logits[i + 1], steps[-1]))
+            tokens.append(int(torch.argmax(steps[-1])))
             tok = torch.tensor([[ref_tokens[i + 1]]])
             pos = pos + 1
     except Exception as e:
-        result = GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e)
-    else:
-        result = GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens)
-    cache[(prompt_len, paged, trace)] = result
-    return result
+        return GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e, prompt, steps)
+    return GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens, None, prompt, steps)

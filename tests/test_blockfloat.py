@@ -186,3 +186,18 @@ def test_float32_inputs_match_tt_nn_host_rule(dtype, seed, spread):
     x = x.astype(np.float32)
     want = blockfloat_quantize(x, BITS[dtype])
     np.testing.assert_array_equal(_blockfloat.quantize(np, x, dtype).astype(np.float64), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
+def test_host_encode_in_slabs_matches_one_piece(dtype, monkeypatch):
+    # Large host tensors are encoded a slab of rows at a time; rows never share a group, so the
+    # slabs (here 3 rows of width 40: 120 values) must give the one-piece result exactly.
+    x = (np.random.default_rng(3).standard_normal((2, 7, 40)) * 5).astype(np.float32)
+    whole = _blockfloat.encode(np, x, dtype)
+    monkeypatch.setattr(_blockfloat, "_HOST_CHUNK", 120)
+    slabs = _blockfloat.encode(np, x, dtype)
+    np.testing.assert_array_equal(slabs.mantissa, whole.mantissa)
+    np.testing.assert_array_equal(slabs.exponent, whole.exponent)
+    want = blockfloat_quantize(x, BITS[dtype])
+    got = _blockfloat.decode(np, slabs, dtype, x.shape).astype(np.float64)
+    np.testing.assert_array_equal(got, want)

@@ -62,7 +62,28 @@ def _float_bits(xp: Any, x: Any) -> Any:
     return x.astype(xp.float32).view(xp.int32)
 
 
+# Host conversion works on this many values at a time: its int32 temporaries then stay small
+# next to the tensor (a 58 M value expert stack takes 0.2 GB more, not 1.6 GB).
+_HOST_CHUNK = 1 << 22
+
+
 def encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
+    """Quantize ``x`` (any float array, rank >= 1) to block floats (see :func:`_encode`); on the
+    host (numpy) a large array goes a slab of rows at a time, with the same result."""
+    if xp is not np or np.size(x) <= _HOST_CHUNK or np.ndim(x) < 2:
+        return _encode(xp, x, dtype)
+    x = np.asarray(x)
+    flat = x.reshape(-1, x.shape[-1])
+    step = max(1, _HOST_CHUNK // x.shape[-1])
+    parts = [_encode(np, flat[i : i + step], dtype) for i in range(0, len(flat), step)]
+    lead = x.shape[:-1]
+    return BlockFloatData(
+        np.concatenate([p.mantissa for p in parts]).reshape(*lead, -1),
+        np.concatenate([p.exponent for p in parts]).reshape(*lead, -1),
+    )
+
+
+def _encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
     """Quantize ``x`` (any float array, rank >= 1) to block floats, bit for bit as TT-NN's host
     conversion (``tt_metal/impl/data_format/blockfloat_common.cpp`` at 821525122af5:
     ``get_max_exp`` and ``convert_u32_to_bfp<Bfp8_b|Bfp4_b, false>`` with ``is_exp_a`` false).

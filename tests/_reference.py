@@ -7,6 +7,7 @@ device. These follow TT-NN's documented algorithm (ttnn_api.md sections 3.2-3.3)
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -103,25 +104,37 @@ def tile_padded(shape: Sequence[int], tile: int = 32) -> tuple[int, ...]:
 
 
 def blockfloat_quantize(x: np.ndarray, mag_bits: int, group: int = 16) -> np.ndarray:
-    """Tenstorrent block floats, one scalar at a time: every ``group`` consecutive values of the
-    last dim share the largest exponent among them; each value keeps a sign and ``mag_bits`` bits
-    of magnitude relative to it (round to nearest even, saturating). Returns float64 values."""
-    import math
-
-    x = np.asarray(x, np.float64)
+    """Tenstorrent block floats as TT-NN's host conversion makes them, one scalar at a time on
+    the float32 bits (``tt_metal/impl/data_format/blockfloat_common.cpp``, ``get_max_exp`` and
+    ``convert_u32_to_bfp``, read and rewritten here as Python integers): every ``group``
+    consecutive values of the last dim share the largest biased exponent among them (zeros and
+    subnormals count 0); a zero or subnormal becomes 0; the 24-bit significand is shifted right
+    by the exponent gap (the bits shifted out are lost), then rounded to nearest, ties to even,
+    to ``mag_bits`` bits, saturating. Decoded as ``convert_bfp_to_u32`` does: exponent 255 gives
+    inf (a lone top bit) or NaN. Returns float64 values."""
+    x = np.asarray(x, np.float32)
     flat = x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
-    out = np.zeros_like(flat)
-    limit = 2**mag_bits - 1
+    words = np.ascontiguousarray(flat).view(np.uint32)
+    out = np.zeros(flat.shape, np.float64)
+    drop = 24 - mag_bits
     for r in range(flat.shape[0]):
         for g0 in range(0, flat.shape[1], group):
-            vals = [float(v) for v in flat[r, g0 : g0 + group]]
-            # frexp: v = f * 2**e with 0.5 <= |f| < 1. Zeros carry no exponent (as in IEEE,
-            # where a zero's biased exponent is the smallest), so they never set the shared one.
-            emax = max((math.frexp(v)[1] for v in vals if v != 0), default=0)
-            step = 2.0 ** (emax - mag_bits)
-            for i, v in enumerate(vals):
-                m = min(max(round(v / step), -limit), limit)
-                out[r, g0 + i] = m * step
+            ws = [int(w) for w in words[r, g0 : g0 + group]]
+            shared = max([(w >> 23) & 0xFF for w in ws] + [0])
+            for i, w in enumerate(ws):
+                exp = (w >> 23) & 0xFF
+                if exp == 0:
+                    continue
+                sig = ((w & 0x7FFFFF) | (1 << 23)) >> (shared - exp)
+                rest, mag = sig & ((1 << drop) - 1), sig >> drop
+                if rest > 1 << (drop - 1) or (rest == 1 << (drop - 1) and mag & 1):
+                    mag += 1
+                mag = min(mag, 2**mag_bits - 1)
+                if shared == 255 and mag >= 1 << (mag_bits - 1):
+                    val = math.inf if mag == 1 << (mag_bits - 1) else math.nan
+                else:
+                    val = math.ldexp(mag, shared - 127 - (mag_bits - 1))
+                out[r, g0 + i] = -val if w >> 31 else val
     return out.reshape(x.shape)
 
 

@@ -119,3 +119,85 @@ def test_bfloat4_b_packs_two_signed_nibbles_per_byte():
 def test_precision_on_normal_data(dtype, threshold, seed):
     x = np.random.default_rng(seed).standard_normal((4, 64)).astype(np.float32)
     assert pcc(_blockfloat.quantize(np, x, dtype), x) >= threshold
+
+
+def _f32(word: int) -> float:
+    return float(np.array([word], np.uint32).view(np.float32)[0])
+
+
+# Crafted groups for TT-NN's host rule (blockfloat_common.cpp): each row is one 16-value group.
+_CRAFTED = {
+    # 1.0 and 1.5 sit halfway between bfloat4_b/bfloat8_b steps next to 4.0 / 256.0: ties go
+    # to the even magnitude; 1.25 next to 2.0 is a bfloat4_b tie (step 0.5) that goes up.
+    "ties": [4.0, 1.0 + 2**-2, 1.0 + 2**-1 + 2**-2, 2.0 + 2**-1, 256.0, 1.5, 2.5, 3.5],
+    # A tie once the exponent gap has shifted the low bit out: TT-NN drops that bit first, so
+    # the value rounds as a tie (to even), not up as exact rounding would.
+    "lost_sticky_bit": [2.0, _f32((127 << 23) | (1 << 21) | 1), _f32((127 << 23) | (1 << 16) | 1)],
+    # Largest magnitude at an exponent boundary: 2**k and just below it; a value that rounds
+    # up past the largest magnitude saturates instead of raising the exponent.
+    "exponent_boundary": [_f32((130 << 23) - 1), 8.0, 7.99, -7.5, 0.125, -0.1875],
+    "zeros_and_negatives": [-0.0, 0.0, -3.0, 3.0, -1e-3, 1e-3, -2.5, 0.0],
+    # Subnormals become 0 and never set the shared exponent; the smallest normal keeps its
+    # exponent.
+    "subnormals": [_f32(5), _f32(1 << 22), -_f32(0x7FFFFF), _f32(1 << 23), 0.0],
+    # A gap of 24 or more exponents leaves nothing of the small value (TT-NN shifts it out).
+    "huge_gap": [1e30, 1.0, -1e-30, 3e38, 2**-24],
+    "inf_nan": [float("inf"), 1.0, -float("inf"), 1e38],
+    "nan": [float("nan"), 2.0, -1.0],
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
+@pytest.mark.parametrize("case", sorted(_CRAFTED))
+def test_crafted_groups_match_tt_nn_host_rule(dtype, case):
+    row = np.zeros(32, np.float32)
+    row[: len(_CRAFTED[case])] = _CRAFTED[case]
+    x = np.stack([row, -row])
+    want = blockfloat_quantize(x, BITS[dtype])
+    with np.errstate(all="ignore"):
+        got_np = _blockfloat.quantize(np, x, dtype).astype(np.float64)
+        got_jnp = np.asarray(_blockfloat.quantize(jnp, jnp.asarray(x), dtype)).astype(np.float64)
+    np.testing.assert_array_equal(got_np, want)
+    np.testing.assert_array_equal(got_jnp, want)
+
+
+def test_crafted_values_by_hand():
+    # Spot values worked out by hand from blockfloat_common.cpp, for the reference itself.
+    q4 = lambda *v: blockfloat_quantize(np.array([v], np.float32), 3)[0]  # noqa: E731
+    q8 = lambda *v: blockfloat_quantize(np.array([v], np.float32), 7)[0]  # noqa: E731
+    # bfloat4_b next to 4.0: step 1; 1.5 and 2.5 are ties -> 2.0 and 2.0; 3.5 -> 4.0.
+    np.testing.assert_array_equal(q4(4.0, 1.5, 2.5, 3.5, -2.5), [4.0, 2.0, 2.0, 4.0, -2.0])
+    # next to 2.0: step 0.5; 1 + 2**-2 + 2**-23 loses its last bit to the shift: a tie -> 1.0
+    np.testing.assert_array_equal(q4(2.0, _f32((127 << 23) | (1 << 21) | 1)), [2.0, 1.0])
+    # 7.99 next to 8.0 (exponent 3, step 2): 4 magnitudes up to 14.0; 7.99 rounds to 8.0
+    np.testing.assert_array_equal(q4(8.0, 7.99, 15.9), [8.0, 8.0, 14.0])
+    # bfloat8_b: a subnormal is 0; 1 + 2**-7 next to 1.0 is a tie -> 1.0 (even)
+    np.testing.assert_array_equal(q8(1.0, 1.0 + 2**-7, _f32(3)), [1.0, 1.0, 0.0])
+    inf_row = q8(float("inf"), 1.0, float("nan"))
+    assert inf_row[0] == np.inf and inf_row[1] == 0.0 and np.isnan(inf_row[2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
+@given(seed=st.integers(0, 2**16), spread=st.sampled_from([1.0, 30.0]))
+def test_float32_inputs_match_tt_nn_host_rule(dtype, seed, spread):
+    # float32 (not bfloat16) values: the bits below the kept ones matter for rounding.
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((3, 48)) * np.exp2(rng.integers(-spread, spread + 1, (3, 48)))
+    x = x.astype(np.float32)
+    want = blockfloat_quantize(x, BITS[dtype])
+    np.testing.assert_array_equal(_blockfloat.quantize(np, x, dtype).astype(np.float64), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
+def test_host_encode_in_slabs_matches_one_piece(dtype, monkeypatch):
+    # Large host tensors are encoded a slab of rows at a time; rows never share a group, so the
+    # slabs (here 3 rows of width 40: 120 values) must give the one-piece result exactly.
+    x = (np.random.default_rng(3).standard_normal((2, 7, 40)) * 5).astype(np.float32)
+    whole = _blockfloat.encode(np, x, dtype)
+    monkeypatch.setattr(_blockfloat, "_HOST_CHUNK", 120)
+    slabs = _blockfloat.encode(np, x, dtype)
+    np.testing.assert_array_equal(slabs.mantissa, whole.mantissa)
+    np.testing.assert_array_equal(slabs.exponent, whole.exponent)
+    want = blockfloat_quantize(x, BITS[dtype])
+    got = _blockfloat.decode(np, slabs, dtype, x.shape).astype(np.float64)
+    np.testing.assert_array_equal(got, want)

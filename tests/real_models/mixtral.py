@@ -43,9 +43,10 @@ TINY = {
 
 
 def blockfloat_round(x: np.ndarray, mag_bits: int, group: int = 16) -> np.ndarray:
-    """Round to Tenstorrent block floats along the last dim (vectorised form of
-    ``tests/_reference.blockfloat_quantize``: shared largest exponent per 16 values, sign plus
-    ``mag_bits`` bits each, round half to even, saturating)."""
+    """Round to Tenstorrent block floats along the last dim (shared largest exponent per 16
+    values, sign plus ``mag_bits`` bits each, round half to even, saturating): exact rounding,
+    equal to ``tests/_reference.blockfloat_quantize`` (TT-NN's bit-level rule) on normal values
+    bfloat16 holds; TT-NN first drops the bits shifted out by the exponent gap."""
     x = np.asarray(x, np.float64)
     g = x.reshape(*x.shape[:-1], x.shape[-1] // group, group)
     _, e = np.frexp(np.where(g == 0, 0.0, g))

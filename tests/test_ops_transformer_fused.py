@@ -513,6 +513,54 @@ def test_distributed_rms_norm_equals_torch_rms_norm(mesh_shape):
     close(got[:1].numpy(), want, 2e-5)
 
 
+@pytest.mark.parametrize("mesh_shape", [(1, 8), (2, 4)], ids=["1x8", "2x4"])
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_distributed_norm_pair_equals_numpy_full_norm(mesh_shape, norm):
+    """pre_all_gather per device -> all_gather(stats, dim=3) over the devices splitting the hidden
+    dim -> post_all_gather equals the full LayerNorm / RMSNorm in numpy, with a residual."""
+    mesh = mesh_of(mesh_shape)
+    cols = mesh_shape[1]
+    hidden, eps = 32 * cols, 1e-5
+    rng = np.random.default_rng(3)
+    x = rng.normal(1.5, 2.0, (1, 2, 32, hidden)).astype(np.float32)
+    res = rng.normal(0.0, 1.0, x.shape).astype(np.float32)
+    gamma = (rng.random(hidden) + 0.5).astype(np.float32)
+    beta = rng.normal(0.0, 1.0, hidden).astype(np.float32)
+    lay = Layout("2d", (None, 3))
+    xt, _ = put(x, mesh_shape, lay, F32)
+    rt, _ = put(res, mesh_shape, lay, F32)
+
+    def rm(v):
+        return ttnn.from_torch(
+            torch.from_numpy(v.reshape(1, 1, hidden // 32, 32)),
+            dtype=ttnn.float32,
+            layout=ttnn.ROW_MAJOR_LAYOUT,
+            device=mesh,
+            mesh_mapper=ttnn.ShardTensor2dMesh(mesh, mesh_shape, dims=(None, 2)),
+        )
+
+    pre = getattr(ttnn, f"{norm}_norm_pre_all_gather")
+    post = getattr(ttnn, f"{norm}_norm_post_all_gather")
+    stats = pre(xt, residual_input_tensor=rt, dtype=ttnn.float32)
+    assert stats.shape == (1, 2, 32, 64 if norm == "layer" else 32)
+    gathered = ttnn.all_gather(stats, dim=3, cluster_axis=1)
+    y = (x + res).astype(np.float64)
+    if norm == "layer":
+        out = post(ttnn.add(xt, rt), gathered, epsilon=eps, weight=rm(gamma), bias=rm(beta))
+        mu = y.mean(-1, keepdims=True)
+        want = (y - mu) / np.sqrt(y.var(-1, keepdims=True) + eps) * gamma + beta
+    else:
+        out = post(ttnn.add(xt, rt), gathered, epsilon=eps, weight=rm(gamma))
+        want = y / np.sqrt((y * y).mean(-1, keepdims=True) + eps) * gamma
+    for (_, c), got in device_arrays(out).items():
+        close(got, want[..., c * 32 : (c + 1) * 32], 1e-4)
+    if norm == "layer":
+        with pytest.raises(ttnn.ShapeMismatchError, match="Beta tensor must be present"):
+            post(xt, gathered, weight=rm(gamma))
+        with pytest.raises(ttnn.ShapeMismatchError, match=r"(?s)last dim of 64 per device.*fix:"):
+            post(xt, ttnn.slice(gathered, [0, 0, 0, 0], [1, 2, 32, 32 * (2 * cols - 1)]))
+
+
 def test_fast_reduce_nc_and_moe():
     mesh = mesh_of((1, 2))
     x = torch.randn(1, 4, 32, 64)

@@ -72,6 +72,7 @@ from ttjax.cluster import (  # noqa: E402
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
     allocate_tensor_on_device,
+    allocate_tensor_on_host,
     as_tensor,
     combine_device_tensors,
     copy_device_to_host_tensor,
@@ -87,6 +88,7 @@ from ttjax.convert import (  # noqa: E402
     to_numpy,
     to_torch,
 )
+from ttjax.core_config import CONFIG, Config, get_fallback_function, manage_config  # noqa: E402
 from ttjax.device import (  # noqa: E402
     CreateDevice,
     DispatchCoreConfig,
@@ -125,6 +127,7 @@ from ttjax.enums import (  # noqa: E402
     BcastOpDim,
     BcastOpMath,
     DataType,
+    EmbeddingsType,
     Layout,
     MeshType,
     ReduceType,
@@ -190,6 +193,7 @@ from ttjax.hardware import (  # noqa: E402
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
     MatmulMultiCoreReuseMultiCastProgramConfig,
     MatmulMultiCoreReuseProgramConfig,
+    MatmulProgramConfig,
     MemoryConfig,
     SDPAProgramConfig,
     ShardOrientation,
@@ -295,6 +299,10 @@ def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
 
 
 __all__ = [
+    "CONFIG",
+    "Config",
+    "get_fallback_function",
+    "manage_config",
     "DRAM_MEMORY_CONFIG",
     "GALAXY",
     "L1_BLOCK_SHARDED_MEMORY_CONFIG",
@@ -321,6 +329,7 @@ __all__ = [
     "CppMeshToTensor",
     "CppTensorToMesh",
     "DataType",
+    "EmbeddingsType",
     "DeviceClosedError",
     "DispatchCoreConfig",
     "GlobalCircularBuffer",
@@ -331,6 +340,7 @@ __all__ = [
     "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
     "MatmulMultiCoreReuseMultiCastProgramConfig",
     "MatmulMultiCoreReuseProgramConfig",
+    "MatmulProgramConfig",
     "MemoryConfig",
     "MeshComposerConfig",
     "MeshCoordinate",
@@ -392,6 +402,7 @@ __all__ = [
     "reset_global_semaphore_value",
     "shift",
     "allocate_tensor_on_device",
+    "allocate_tensor_on_host",
     "as_tensor",
     "bfloat4_b",
     "bfloat8_b",

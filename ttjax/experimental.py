@@ -21,6 +21,11 @@ from ttjax.ccl_async import (
     reduce_scatter_minimal_async,
     slice_reshard_async,
 )
+from ttjax.ops.attention import nlp_kv_cache_load_slice
+from ttjax.ops.attention import (
+    split_fused_qkv_and_split_heads as split_query_key_value_and_split_heads,
+)
+from ttjax.ops.data_movement import broadcast_to
 from ttjax.ops.fused import (
     fast_reduce_nc,
     nlp_concat_heads,
@@ -28,6 +33,7 @@ from ttjax.ops.fused import (
     nlp_create_qkv_heads,
     nlp_create_qkv_heads_decode,
     nlp_create_qkv_heads_falcon7b,
+    repeat_and_interleave_eltwise_mul,
     rotary_embedding_llama,
 )
 from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
@@ -43,6 +49,7 @@ __all__ = [
     "all_to_all_async",
     "attn_matmul",
     "attn_matmul_from_cache",
+    "broadcast_to",
     "fast_reduce_nc",
     "group_attn_matmul",
     "llama_reduce_scatter",
@@ -53,12 +60,15 @@ __all__ = [
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
     "nlp_create_qkv_heads_falcon7b",
+    "nlp_kv_cache_load_slice",
     "paged_fill_cache",
     "paged_update_cache",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",
+    "repeat_and_interleave_eltwise_mul",
     "rotary_embedding",
     "rotary_embedding_llama",
     "slice_reshard_async",
+    "split_query_key_value_and_split_heads",
     "typecast",
 ]

@@ -18,6 +18,8 @@ from ttjax.ops.data_movement import (
     copy,
     embedding,
     expand,
+    fill_ones_rm,
+    fill_rm,
     gather,
     getitem,
     pad,
@@ -43,7 +45,13 @@ from ttjax.ops.data_movement import (
     untilize_with_unpadding,
     view,
 )
-from ttjax.ops.fused import moe, rms_norm_post_all_gather, rms_norm_pre_all_gather
+from ttjax.ops.fused import (
+    layer_norm_post_all_gather,
+    layer_norm_pre_all_gather,
+    moe,
+    rms_norm_post_all_gather,
+    rms_norm_pre_all_gather,
+)
 from ttjax.ops.matmul import (
     bmm,
     linear,
@@ -184,6 +192,8 @@ __all__ = [
     "exp",
     "expand",
     "fill_cache",
+    "fill_ones_rm",
+    "fill_rm",
     "floor",
     "full",
     "full_like",
@@ -201,6 +211,8 @@ __all__ = [
     "is_tensor_storage_on_device",
     "isnan",
     "layer_norm",
+    "layer_norm_post_all_gather",
+    "layer_norm_pre_all_gather",
     "le",
     "linear",
     "log",

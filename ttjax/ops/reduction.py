@@ -264,6 +264,18 @@ def scale_mask_softmax_in_place(
     TT-NN ("Scale value must not be set when mask is not present")."""
     op = "scale_mask_softmax_in_place"
     check_hw_kwargs(op, kwargs)
+    return write_output(scale_mask_softmax_op(op, input_tensor, scale, mask), input_tensor)
+
+
+def scale_mask_softmax_op(
+    op: str,
+    input_tensor: Tensor,
+    scale: float | None,
+    mask: Tensor | None,
+    memory_config: Any = None,
+) -> Tensor:
+    """``softmax(x * scale + mask)`` over the last dim of each device's tensor, with TT-NN's
+    scale_mask_softmax rules (softmax_device_operation.cpp), as the op named ``op``."""
     if mask is None and scale is not None:
         raise ShapeMismatchError(
             f"ttnn.{op}: Scale value must not be set when mask is not present.\n"
@@ -280,8 +292,9 @@ def scale_mask_softmax_in_place(
             y = y + add.astype(jnp.float32)
         return jax.nn.softmax(y, axis=-1).astype(x.dtype)
 
-    out = run_op(op, local, tensors, static=(sc, mask is not None, rows))
-    return write_output(out, input_tensor)
+    return run_op(
+        op, local, tensors, static=(sc, mask is not None, rows), memory_config=memory_config
+    )
 
 
 def cumsum(

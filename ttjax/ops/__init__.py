@@ -60,6 +60,7 @@ from ttjax.ops.matmul import (
 )
 from ttjax.ops.memory import (
     deallocate,
+    dram_prefetcher,
     get_memory_config,
     interleaved_to_sharded,
     interleaved_to_sharded_partial,
@@ -183,6 +184,7 @@ __all__ = [
     "div",
     "div_",
     "divide",
+    "dram_prefetcher",
     "embedding",
     "empty",
     "empty_like",

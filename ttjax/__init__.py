@@ -64,6 +64,7 @@ from ttjax.ccl import (  # noqa: E402
     reduce_scatter,
     shift,
 )
+from ttjax.ccl_async import fused_rms_1_1_32_8192  # noqa: E402
 from ttjax.cluster import (  # noqa: E402
     GetNumAvailableDevices,
     GetNumPCIeDevices,
@@ -299,6 +300,7 @@ def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
 
 
 __all__ = [
+    "fused_rms_1_1_32_8192",
     "CONFIG",
     "Config",
     "get_fallback_function",

@@ -306,3 +306,41 @@ def test_config_fallback_dot_access_and_matmul_program_config_names():
     assert isinstance(cfg.core_grid, DotAccessDict) and cfg.core_grid.x == 8 and cfg.heads == 12
     pc = ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(in0_block_w=2, per_core_M=1)
     assert isinstance(pc, ttnn.MatmulProgramConfig)
+
+
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("relu6", lambda t: F.relu6(t)),
+        ("hardswish", lambda t: F.hardswish(t)),
+        ("swish", lambda t: F.silu(t)),
+    ],
+)
+def test_relu6_hardswish_swish_match_torch(name, ref):
+    x = np.random.default_rng(36).uniform(-8, 8, (2, 1, 32, 64)).astype(np.float32)
+    t, shards = put(x, MESH, ROWS, ttnn.float32)
+    out = getattr(ttnn, name)(t)
+    check(out, {c: ref(torch.from_numpy(v)).numpy() for c, v in shards.items()}, tol=(1e-6, 1e-6))
+
+
+def test_remainder_bitwise_and_tril_match_torch():
+    rng = np.random.default_rng(37)
+    a, b = rng.uniform(-9, 9, (2, 2, 32, 32)), rng.uniform(1, 4, (2, 2, 32, 32))
+    b = b * np.where(rng.random(b.shape) < 0.5, -1, 1)
+    ta, sa = put(a.astype(np.float32), MESH, ROWS, ttnn.float32)
+    tb, sb = put(b.astype(np.float32), MESH, ROWS, ttnn.float32)
+    rem = ttnn.remainder(ta, tb)
+    want = {
+        c: torch.remainder(torch.from_numpy(sa[c]), torch.from_numpy(sb[c])).numpy() for c in sa
+    }
+    check(rem, want, tol=(1e-5, 1e-5))
+    ia = rng.integers(0, 1 << 20, (2, 1, 32, 32)).astype(np.int32)
+    ib = rng.integers(0, 1 << 20, (2, 1, 32, 32)).astype(np.int32)
+    ta, sa = put(ia, MESH, ROWS, ttnn.int32)
+    tb, sb = put(ib, MESH, ROWS, ttnn.int32)
+    check(ttnn.bitwise_and(ta, tb), {c: sa[c].astype(np.int64) & sb[c].astype(np.int64) for c in sa},
+          exact=True)  # fmt: skip
+    check(ttnn.bitwise_or(ta, tb), {c: sa[c].astype(np.int64) | sb[c].astype(np.int64) for c in sa},
+          exact=True)  # fmt: skip
+    tt, st = put(a.astype(np.float32), MESH, ROWS, ttnn.float32)
+    check(ttnn.tril(tt, diagonal=-1), {c: np.tril(v, -1) for c, v in st.items()}, exact=True)

@@ -680,3 +680,17 @@ def test_traced_paged_decode_step_replays_with_new_positions():
         want = torch_gqa(qs.permute(1, 2, 0, 3), keys, keys, attn_mask=mask).permute(2, 0, 1, 3)
         close(per_device(out)[0], want, 2e-5)
     ttnn.release_trace(mesh, tid)
+
+
+def test_nlp_create_qkv_heads_segformer_splits_heads_of_one_tile():
+    mesh = mesh_of((1, 2))
+    x = torch.randn(2, 1, 64, 3 * D)
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads_segformer(
+        from_torch(x, mesh), memory_config=ttnn.L1_MEMORY_CONFIG
+    )
+    assert q.shape == k.shape == v.shape == (2, 3, 64, D)
+    close(per_device(q)[0], x.reshape(2, 64, 3, D).permute(0, 2, 1, 3), 0)
+    with pytest.raises(ttnn.ShapeMismatchError, match="multiples of 32"):
+        ttnn.experimental.nlp_create_qkv_heads_segformer(
+            from_torch(torch.randn(1, 1, 32, 48), mesh)
+        )

@@ -33,6 +33,7 @@ from ttjax.ops.fused import (
     nlp_create_qkv_heads,
     nlp_create_qkv_heads_decode,
     nlp_create_qkv_heads_falcon7b,
+    nlp_create_qkv_heads_segformer,
     repeat_and_interleave_eltwise_mul,
     rotary_embedding_llama,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
     "nlp_create_qkv_heads_falcon7b",
+    "nlp_create_qkv_heads_segformer",
     "nlp_kv_cache_load_slice",
     "paged_fill_cache",
     "paged_update_cache",

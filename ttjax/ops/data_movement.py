@@ -329,6 +329,26 @@ def broadcast_to(
     return write_output(out, output)
 
 
+def tril(input_tensor: Tensor, diagonal: int = 0, *, memory_config: Any = None) -> Tensor:
+    """The lower triangle of each device's last two dims: entries above ``diagonal`` become 0
+    (torch.tril's rule; TT-NN's ``ttnn.tril``).
+
+    >>> tuple(ttnn.tril(x).shape)
+    (1, 1, 32, 32)
+    """
+    if len(input_tensor._shape) < 2:
+        raise ShapeMismatchError(
+            f"ttnn.tril: the input has per-device shape {list(input_tensor._shape)}; tril needs at "
+            "least 2 dims.\nfix: reshape to [..., rows, cols]."
+        )
+    k = int(diagonal)
+
+    def fn(x: Any) -> Any:
+        return jnp.tril(x, k)
+
+    return run_op("tril", fn, [input_tensor], static=(k,), memory_config=memory_config)
+
+
 def _fill_rm(
     op: str, sizes: Sequence[int], any: Tensor, val_hi: float, val_lo: float, memory_config: Any
 ) -> Tensor:

@@ -690,6 +690,33 @@ def moe(
     return write_output(out, output_tensor)
 
 
+def nlp_create_qkv_heads_segformer(
+    input: Tensor, *, memory_config: Any = None, output_tensors: Any = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """SegFormer's head split: [B, 1, S, W] -> [B, W / 32, S, 32] (heads of 32, in order), as
+    TT-NN's ``nlp_create_qkv_heads_segformer`` (head_dim hard-coded to one tile). TT-NN returns
+    three tensors of that shape but its kernel writes only the first; the other two come back
+    zero here (TT-NN leaves them unwritten)."""
+    op = "nlp_create_qkv_heads_segformer"
+    b, one, s, w = _rank4(op, input, "[B, 1, S, W]")
+    if one != 1 or s % TILE_SIZE or w % TILE_SIZE:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: the input has per-device shape {[b, one, s, w]}; TT-NN takes "
+            "[B, 1, S, W] with S and W multiples of 32.\nfix: pad the sequence and width to tiles."
+        )
+    heads = w // TILE_SIZE
+
+    def fn(x: Any) -> Any:
+        q = jnp.transpose(x.reshape(b, s, heads, TILE_SIZE), (0, 2, 1, 3))
+        return q, jnp.zeros_like(q), jnp.zeros_like(q)
+
+    out = run_op(op, fn, [input], static=(heads,), memory_config=memory_config)
+    results = tuple(out)
+    if output_tensors:
+        results = tuple(write_output(r, o) for r, o in zip(results, output_tensors))
+    return results
+
+
 # ---------------------------------------------------------------------------------------------
 # Mamba's SSM multiply (ttnn/cpp/ttnn/operations/experimental/ssm/repeat_and_interleave_eltwise_mul)
 # ---------------------------------------------------------------------------------------------
@@ -751,6 +778,7 @@ __all__ = [
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
+    "nlp_create_qkv_heads_segformer",
     "repeat_and_interleave_eltwise_mul",
     "rms_norm_post_all_gather",
     "rms_norm_pre_all_gather",

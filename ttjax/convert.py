@@ -832,11 +832,9 @@ def allocate_tensor_on_device(
 ) -> Tensor:
     """A tensor of per-device ``shape`` on every device (zero-filled; TT-NN leaves it uninitialized)."""
     _capture.forbid_host_io("Writes")
-    shape_t = tuple(int(s) for s in shape)
-    lay = _resolve_layout(dtype, layout)
-    pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
-    zeros = np.zeros(shape_t, (DataType.BFLOAT16 if dtype.is_block_float else dtype).numpy_dtype)
-    return _put(zeros, mesh_device, pl, dtype, lay, shape_t, memory_config)
+    host = allocate_tensor_on_host(shape, dtype, layout, mesh_device)
+    return _put(host._data, mesh_device, host._placements, dtype, host._layout, host._shape,
+                memory_config)  # fmt: skip
 
 
 def allocate_tensor_on_host(

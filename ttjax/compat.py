@@ -156,9 +156,9 @@ NOT_PROVIDED: dict[str, str] = {
             "model_preprocessing.infer_ttnn_module_args",
             "model_preprocessing.Conv2dArgs",
             "torch_tracer",
-            "operations.normalization",
         )
     },
+    "ttnn.operations.normalization": _CNN + " (its uses in models/ are group-norm helpers)",
     **{
         f"ttnn.{name}": _NOT_TTNN
         for name in (

@@ -694,3 +694,42 @@ def test_nlp_create_qkv_heads_segformer_splits_heads_of_one_tile():
         ttnn.experimental.nlp_create_qkv_heads_segformer(
             from_torch(torch.randn(1, 1, 32, 48), mesh)
         )
+
+
+def test_paged_fused_update_cache_writes_k_and_v_at_each_users_position():
+    """The Galaxy decode step: K and V, height-sharded on disjoint cores, written into their
+    paged caches at each user's position in one op; read back through the page table."""
+    mesh = mesh_of((1, 2))
+    users, nkv, block, blocks = 2, 2, 8, 4
+    table = page_table_for(users, blocks, seed=5)
+    tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=mesh)
+    caches = [ttnn.zeros((users * blocks, nkv, block, D), dtype=ttnn.float32, device=mesh)
+              for _ in range(2)]  # fmt: skip
+
+    def sharded(x, x0):
+        cores = ttnn.CoreRangeSet(
+            {ttnn.CoreRange(ttnn.CoreCoord(x0, 0), ttnn.CoreCoord(x0 + 1, 0))}
+        )
+        mc = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(cores, (32, D), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+        return from_torch(x, mesh, memory_config=mc)
+
+    k, v = torch.randn(1, users, nkv, D), torch.randn(1, users, nkv, D)
+    positions = [5, 30]
+    cur = ttnn.from_torch(torch.tensor(positions, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
+    out = ttnn.experimental.paged_fused_update_cache(
+        caches[0], sharded(k, 0), caches[1], sharded(v, 2), update_idxs_tensor=cur,
+        page_table=tt_table,
+    )  # fmt: skip
+    assert out[0] is caches[0] and out[1] is caches[1]
+    for cache, new in zip(caches, (k, v)):
+        want = torch.zeros(users, nkv, blocks * block, D)
+        for u, p in enumerate(positions):
+            want[u, :, p] = new[0, u]
+        for g in per_device(cache):
+            close(from_paged(g, table), want, 0)
+    with pytest.raises(ttnn.ShapeMismatchError, match="must not overlap"):
+        ttnn.experimental.paged_fused_update_cache(
+            caches[0], sharded(k, 0), caches[1], sharded(v, 1), update_idxs_tensor=cur,
+            page_table=tt_table,
+        )  # fmt: skip

@@ -39,7 +39,12 @@ from ttjax.ops.fused import (
 )
 from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
 from ttjax.ops.pointwise import experimental_typecast as typecast
-from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
+from ttjax.ops.transformer import (
+    paged_fill_cache,
+    paged_fused_update_cache,
+    paged_update_cache,
+    rotary_embedding,
+)
 
 __all__ = [
     "GlobalSemaphoreArg",
@@ -64,6 +69,7 @@ __all__ = [
     "nlp_create_qkv_heads_segformer",
     "nlp_kv_cache_load_slice",
     "paged_fill_cache",
+    "paged_fused_update_cache",
     "paged_update_cache",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",

@@ -733,3 +733,38 @@ def test_paged_fused_update_cache_writes_k_and_v_at_each_users_position():
             caches[0], sharded(k, 0), caches[1], sharded(v, 1), update_idxs_tensor=cur,
             page_table=tt_table,
         )  # fmt: skip
+
+
+def test_rotary_embedding_llama_fused_qk_rotates_q_and_k_at_each_users_position():
+    """The Galaxy attention's fused RoPE: Q and K height-sharded on disjoint cores, cos/sin for
+    Q's users then K's ([1, 2B, 1, d]); each equals HF's rotary at that user's position."""
+    mesh = mesh_of((1, 2))
+    batch, nh, nkv, d = 2, 4, 2, 64
+    pos = torch.tensor([3, 11])
+    q_hf, k_hf = torch.randn(1, batch, nh, d), torch.randn(1, batch, nkv, d)
+    cos, sin = meta_cos_sin(torch.cat([pos, pos]), d)  # [2B, d]
+
+    def sharded(x, x0):
+        cores = ttnn.CoreRangeSet(
+            {ttnn.CoreRange(ttnn.CoreCoord(x0, 0), ttnn.CoreCoord(x0 + 1, 0))}
+        )
+        mc = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(cores, (32, d), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+        return from_torch(to_meta(x), mesh, dtype=ttnn.bfloat16, memory_config=mc)
+
+    args = (
+        from_torch(cos[None, :, None], mesh, dtype=ttnn.bfloat16),
+        from_torch(sin[None, :, None], mesh, dtype=ttnn.bfloat16),
+        from_torch(rot_transformation_mat().repeat(1, 1, 2 * batch, 1), mesh, dtype=ttnn.bfloat16),
+    )
+    q, k = ttnn.experimental.rotary_embedding_llama_fused_qk(
+        sharded(q_hf, 0), sharded(k_hf, 2), *args
+    )
+    for got, x in ((q, q_hf), (k, k_hf)):
+        want = torch.stack(
+            [hf_rotary(x[0, b][:, None], pos[b : b + 1])[:, 0] for b in range(batch)]
+        )
+        for g in per_device(got):
+            np.testing.assert_allclose(g, to_meta(want[None].float()).numpy(), rtol=3e-2, atol=3e-2)
+    with pytest.raises(ttnn.ShapeMismatchError, match="must not overlap"):
+        ttnn.experimental.rotary_embedding_llama_fused_qk(sharded(q_hf, 0), sharded(k_hf, 1), *args)

@@ -36,6 +36,7 @@ from ttjax.ops.fused import (
     nlp_create_qkv_heads_segformer,
     repeat_and_interleave_eltwise_mul,
     rotary_embedding_llama,
+    rotary_embedding_llama_fused_qk,
 )
 from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
 from ttjax.ops.pointwise import experimental_typecast as typecast
@@ -76,6 +77,7 @@ __all__ = [
     "repeat_and_interleave_eltwise_mul",
     "rotary_embedding",
     "rotary_embedding_llama",
+    "rotary_embedding_llama_fused_qk",
     "slice_reshard_async",
     "split_query_key_value_and_split_heads",
     "typecast",

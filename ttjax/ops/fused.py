@@ -35,6 +35,7 @@ from ttjax.hardware import (
     num_cores_to_corerangeset_in_subcoregrids,
 )
 from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
+from ttjax.ops.data_movement import slice as _slice
 from ttjax.tensor import Tensor
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -389,6 +390,66 @@ def rotary_embedding_llama(
         return (xf * c + rot * s).astype(x.dtype)
 
     return run_op(op, fn, [input_tensor, cos_cache, sin_cache, trans_mat], static=(decode, tiles))
+
+
+def rotary_embedding_llama_fused_qk(
+    q_input_tensor: Tensor,
+    k_input_tensor: Tensor,
+    cos_cache: Tensor,
+    sin_cache: Tensor,
+    trans_mat: Tensor,
+    *,
+    compute_kernel_config: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """Decode RoPE of Q [1, B, nh, d] and K [1, B, nkv, d] in one op (the Galaxy Llama's
+    attention): cos/sin are [1, 2B, 1, d], Q's users first, then K's; ``trans_mat`` holds the
+    32x32 rotation tile once per core. Each is :func:`rotary_embedding_llama` in decode mode,
+    with RotaryEmbeddingLlamaFusedQK::validate's rules: one batch size (<= 32), Q and K
+    height-sharded on disjoint cores (64 at most together), equal head dims."""
+    op = "rotary_embedding_llama_fused_qk"
+    q_shape = _rank4(op, q_input_tensor, "Q [1, batch, heads, head_dim]")
+    k_shape = _rank4(op, k_input_tensor, "K [1, batch, kv_heads, head_dim]")
+    c_shape = tuple(cos_cache._shape)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(f"ttnn.experimental.{op}: {rule}.\nfix: {fix}")
+
+    if q_shape[0] != 1 or k_shape[0] != 1:
+        raise fail("rotary_embedding_llama_fused_qk currently only supports decode mode with "
+                   f"seq_len=1 (Q {list(q_shape)}, K {list(k_shape)})",
+                   "pass decode heads [1, batch, heads, head_dim].")  # fmt: skip
+    if q_shape[-1] != k_shape[-1] or q_shape[1] != k_shape[1] or q_shape[1] > 32:
+        raise fail(f"Q {list(q_shape)} and K {list(k_shape)} must have the same head dim and "
+                   "batch size, at most 32", "split the users into groups of up to 32.")  # fmt: skip
+    if c_shape != tuple(sin_cache._shape) or len(c_shape) != 4 or c_shape[1] != 2 * q_shape[1]:
+        raise fail(f"Cos and Sin are repeated for Q and K, so they must have the same batch size "
+                   f"as the sum of Q and K batch sizes (cos {list(c_shape)}, sin "
+                   f"{list(sin_cache._shape)}, batch {q_shape[1]})",
+                   "gather cos/sin for Q's users, then again for K's (RotarySetup.get_rot_mats).")  # fmt: skip
+    grids = []
+    for name, t in (("Q", q_input_tensor), ("K", k_input_tensor)):
+        mc = t._spec.memory_config
+        if mc.memory_layout is not TensorMemoryLayout.HEIGHT_SHARDED or mc.shard_spec is None:
+            raise fail(f"inputs for RoPE must be HEIGHT_SHARDED ({name}: {mc!r})",
+                       "height-shard Q and K, one user per core.")  # fmt: skip
+        grid = mc.shard_spec.grid
+        grids.append(CoreRangeSet(grid) if isinstance(grid, CoreRange) else grid)
+    cores = [
+        {(x, y) for r in g.ranges() for x in range(r.start.x, r.end.x + 1)
+         for y in range(r.start.y, r.end.y + 1)}
+        for g in grids
+    ]  # fmt: skip
+    if cores[0] & cores[1] or len(cores[0]) + len(cores[1]) > 64:
+        raise fail("Q and K must not overlap and must not exceed max core grid size of 64",
+                   "shard Q and K on two disjoint core sets.")  # fmt: skip
+    users, d = q_shape[1], q_shape[-1]
+    halves = [
+        tuple(_slice(t, [0, lo, 0, 0], [1, lo + users, c_shape[2], d]) for t in (cos_cache, sin_cache))
+        for lo in (0, users)
+    ]  # fmt: skip
+    q = rotary_embedding_llama(q_input_tensor, *halves[0], trans_mat, is_decode_mode=True)
+    k = rotary_embedding_llama(k_input_tensor, *halves[1], trans_mat, is_decode_mode=True)
+    return q, k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -783,4 +844,5 @@ __all__ = [
     "rms_norm_post_all_gather",
     "rms_norm_pre_all_gather",
     "rotary_embedding_llama",
+    "rotary_embedding_llama_fused_qk",
 ]

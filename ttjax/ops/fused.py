@@ -34,7 +34,7 @@ from ttjax.hardware import (
     num_cores_to_corerangeset,
     num_cores_to_corerangeset_in_subcoregrids,
 )
-from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
+from ttjax.ops._common import check_dtype, check_norm_program_config, core_set, write_output
 from ttjax.ops.data_movement import slice as _slice
 from ttjax.tensor import Tensor
 
@@ -426,29 +426,25 @@ def rotary_embedding_llama_fused_qk(
                    f"as the sum of Q and K batch sizes (cos {list(c_shape)}, sin "
                    f"{list(sin_cache._shape)}, batch {q_shape[1]})",
                    "gather cos/sin for Q's users, then again for K's (RotarySetup.get_rot_mats).")  # fmt: skip
-    grids = []
+    cores = []
     for name, t in (("Q", q_input_tensor), ("K", k_input_tensor)):
         mc = t._spec.memory_config
         if mc.memory_layout is not TensorMemoryLayout.HEIGHT_SHARDED or mc.shard_spec is None:
             raise fail(f"inputs for RoPE must be HEIGHT_SHARDED ({name}: {mc!r})",
                        "height-shard Q and K, one user per core.")  # fmt: skip
-        grid = mc.shard_spec.grid
-        grids.append(CoreRangeSet(grid) if isinstance(grid, CoreRange) else grid)
-    cores = [
-        {(x, y) for r in g.ranges() for x in range(r.start.x, r.end.x + 1)
-         for y in range(r.start.y, r.end.y + 1)}
-        for g in grids
-    ]  # fmt: skip
+        cores.append(core_set(mc.shard_spec.grid))
     if cores[0] & cores[1] or len(cores[0]) + len(cores[1]) > 64:
         raise fail("Q and K must not overlap and must not exceed max core grid size of 64",
                    "shard Q and K on two disjoint core sets.")  # fmt: skip
     users, d = q_shape[1], q_shape[-1]
-    halves = [
-        tuple(_slice(t, [0, lo, 0, 0], [1, lo + users, c_shape[2], d]) for t in (cos_cache, sin_cache))
-        for lo in (0, users)
-    ]  # fmt: skip
-    q = rotary_embedding_llama(q_input_tensor, *halves[0], trans_mat, is_decode_mode=True)
-    k = rotary_embedding_llama(k_input_tensor, *halves[1], trans_mat, is_decode_mode=True)
+
+    def rows(t: Tensor, lo: int) -> Tensor:
+        return _slice(t, [0, lo, 0, 0], [1, lo + users, c_shape[2], d])
+
+    q = rotary_embedding_llama(q_input_tensor, rows(cos_cache, 0), rows(sin_cache, 0), trans_mat,
+                               is_decode_mode=True)  # fmt: skip
+    k = rotary_embedding_llama(k_input_tensor, rows(cos_cache, users), rows(sin_cache, users),
+                               trans_mat, is_decode_mode=True)  # fmt: skip
     return q, k
 
 

@@ -21,7 +21,13 @@ import numpy as np
 from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
+from ttjax.ops._common import (
+    check_hw_kwargs,
+    check_sdpa_program_config,
+    core_set,
+    norm_dim,
+    write_output,
+)
 from ttjax.ops.data_movement import slice as _slice
 from ttjax.placements import LOCAL, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor
@@ -1008,11 +1014,7 @@ def paged_fused_update_cache(
             f"ttnn.experimental.{op}: both inputs must be sharded (each on its own cores).\n"
             "fix: height-shard the K and V inputs, e.g. on two disjoint core sets."
         )
-    cores = [
-        {(x, y) for r in g.ranges() for x in range(r.start.x, r.end.x + 1)
-         for y in range(r.start.y, r.end.y + 1)}
-        for g in grids
-    ]  # fmt: skip
+    cores = [core_set(g) for g in grids]
     if cores[0] & cores[1] or len(cores[0]) != len(cores[1]):
         raise ShapeMismatchError(
             f"ttnn.experimental.{op}: input_tensor1 ({grids[0]!r}) and input_tensor2 ({grids[1]!r}) "

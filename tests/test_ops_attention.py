@@ -104,13 +104,17 @@ def test_ring_joint_sdpa_gathers_kv_and_masks_padding(mesh_shape):
                                  q_chunk_size=32, k_chunk_size=32)  # fmt: skip
     sems = [ttnn.create_global_semaphore(mesh, ttnn.CoreRangeSet(
         {ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))}), 0) for _ in range(2)]  # fmt: skip
-    out, joint, lse = ttnn.transformer.ring_joint_scaled_dot_product_attention(
-        qt, kt, vt, jqt, jkt, jvt,
-        persistent_output_buffer_k=buf_k, persistent_output_buffer_v=buf_v,
-        joint_strategy="rear", logical_n=logical, program_config=cfg, dim=2,
-        multi_device_global_semaphore=sems, num_links=1, cluster_axis=1, mesh_device=mesh,
-        topology=ttnn.Topology.Linear, ccl_core_grid_offset=ttnn.CoreCoord(0, 6),
-    )  # fmt: skip
+
+    def ring_joint(ccl_row: int):
+        return ttnn.transformer.ring_joint_scaled_dot_product_attention(
+            qt, kt, vt, jqt, jkt, jvt,
+            persistent_output_buffer_k=buf_k, persistent_output_buffer_v=buf_v,
+            joint_strategy="rear", logical_n=logical, program_config=cfg, dim=2,
+            multi_device_global_semaphore=sems, num_links=1, cluster_axis=1, mesh_device=mesh,
+            topology=ttnn.Topology.Linear, ccl_core_grid_offset=ttnn.CoreCoord(0, ccl_row),
+        )  # fmt: skip
+
+    out, joint, lse = ring_joint(6)
     want, want_lse = joint_reference(q, k, v, jq, jk, jv, D**-0.5, keep=logical)
     assert lse.shape == (b, nh, n_local + length, 1)
     for (_, c), got in device_arrays(out).items():
@@ -125,13 +129,7 @@ def test_ring_joint_sdpa_gathers_kv_and_masks_padding(mesh_shape):
     for got in device_arrays(buf_k).values():
         close(got, k)
     with pytest.raises(ttnn.ShapeMismatchError, match="overlaps with AllGather coregrid"):
-        ttnn.transformer.ring_joint_scaled_dot_product_attention(
-            qt, kt, vt, jqt, jkt, jvt,
-            persistent_output_buffer_k=buf_k, persistent_output_buffer_v=buf_v,
-            joint_strategy="rear", logical_n=logical, program_config=cfg, dim=2,
-            multi_device_global_semaphore=sems, num_links=1, cluster_axis=1, mesh_device=mesh,
-            topology=ttnn.Topology.Linear, ccl_core_grid_offset=ttnn.CoreCoord(0, 2),
-        )  # fmt: skip
+        ring_joint(2)  # the SDPA grid has 6 rows: CCL cores from row 2 overlap it
 
 
 def bert_heads(x: np.ndarray, nh: int, groups: int):

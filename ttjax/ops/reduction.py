@@ -297,6 +297,78 @@ def scale_mask_softmax_op(
     )
 
 
+def sampling(
+    input_values_tensor: Tensor,
+    input_indices_tensor: Tensor,
+    *,
+    k: Tensor,
+    p: Tensor,
+    temp: Tensor,
+    seed: int = 0,
+    sub_core_grids: Any = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """TT-NN's on-device token sampling for 32 users (ttnn/cpp/ttnn/operations/reduction/sampling):
+    per user (row of [.., 32 users, W]) the top ``k[u]`` values (k <= 32), softmax of them times
+    ``temp[u]`` (1/T), the smallest prefix whose cumulative probability passes ``p[u]``, then a
+    multinomial draw within that prefix; returns ``input_indices_tensor[u, chosen]`` as
+    [1, 1, 1, 32] uint32. The draw uses JAX's generator under ``seed`` (TT-NN's differs), so
+    only the distribution, not the sampled token, matches TT-NN; k = 1 or p = 0 is greedy."""
+    op = "sampling"
+    shape = tuple(input_values_tensor._shape)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(f"ttnn.{op}: {rule}.\nfix: {fix}")
+
+    if len(shape) != 4 or shape[0] * shape[1] * shape[2] != 32 or shape[3] % TILE_SIZE:
+        raise fail(f"Input must have 32 users and an inner dim divisible by 32 (per-device shape "
+                   f"{list(shape)})", "pass the logits as [1, 1, 32, W], W padded to 32.")  # fmt: skip
+    if tuple(input_indices_tensor._shape) != shape:
+        raise fail(f"Input values and indices must have the same shape ({list(shape)} vs "
+                   f"{list(input_indices_tensor._shape)})", "pass one index per value.")  # fmt: skip
+    if input_indices_tensor._dtype not in (DataType.UINT32, DataType.INT32):
+        raise UnsupportedDTypeError(
+            f"ttnn.{op}: Only UINT32 & INT32 dtypes are supported for input indices (got "
+            f"{input_indices_tensor._dtype!r}).\nfix: create the indices with dtype=ttnn.uint32."
+        )
+    for name, t in (("k", k), ("p", p), ("temp", temp)):
+        if tuple(t._shape) != (32,):
+            raise fail(f"{name} must have shape [32]! (got {list(t._shape)})",
+                       f"pass one {name} per user as a [32] tensor.")  # fmt: skip
+    if sub_core_grids is not None and sub_core_grids.num_cores() != 32:
+        raise fail(f"Subcore grid expects num_users cores, but found {sub_core_grids.num_cores()}!",
+                   "pass 32 cores (one per user).")  # fmt: skip
+    width = shape[3]
+
+    def fn(values: Any, indices: Any, kk: Any, pp: Any, tt: Any, sd: Any) -> Any:
+        v = values.reshape(32, width).astype(jnp.float32)
+        top_v, top_i = jax.lax.top_k(v, 32)  # width is a multiple of 32
+        rank = jnp.arange(top_v.shape[-1])[None, :]
+        keep_k = rank < jnp.clip(kk.astype(jnp.int32), 1, 32)[:, None]
+        logits = jnp.where(keep_k, top_v * tt.astype(jnp.float32)[:, None], -jnp.inf)
+        probs = jax.nn.softmax(logits, axis=-1)
+        cum = jnp.cumsum(probs, axis=-1)
+        passed = cum > pp.astype(jnp.float32)[:, None]
+        cutoff = jnp.where(passed.any(-1), jnp.argmax(passed, axis=-1), top_v.shape[-1] - 1)
+        kept = jnp.where(rank <= cutoff[:, None], probs, 0.0)
+        draw = jax.random.uniform(jax.random.PRNGKey(sd), (32, 1))
+        over = jnp.cumsum(kept, axis=-1) / jnp.sum(kept, axis=-1, keepdims=True) > draw
+        choice = jnp.where(over.any(-1), jnp.argmax(over, axis=-1), 0)
+        picked = jnp.take_along_axis(top_i, choice[:, None], axis=-1)
+        ids = jnp.take_along_axis(indices.reshape(32, width), picked, axis=-1)
+        return ids.reshape(1, 1, 1, 32).astype(jnp.uint32)
+
+    out = run_op(
+        op,
+        fn,
+        [input_values_tensor, input_indices_tensor, k, p, temp],
+        scalars=(np.uint32(int(seed) & 0xFFFFFFFF),),
+        out_dtype=DataType.UINT32,
+        out_layout=Layout.ROW_MAJOR,
+    )
+    return write_output(out, output_tensor)
+
+
 def cumsum(
     input_tensor: Tensor,
     dim: int,

@@ -291,3 +291,14 @@ def test_sampling_is_greedy_at_k1_or_p0_and_draws_within_top_k():
         assert all(got[u] in allowed[u] for u in range(32))
         counts[list(allowed[0]).index(got[0])] += 1
     np.testing.assert_allclose(counts / counts.sum(), probs, atol=0.09)
+    # seed != 0 reseeds the mesh's stream; seed 0 continues it (TT-NN's rand_tile_init rule)
+    k32, flat = users(32, ttnn.uint32), users(0.05)
+
+    def draw(seed):
+        out = ttnn.sampling(values, index, k=k32, p=p1, temp=flat, seed=seed)
+        return ttnn.to_numpy(ttnn.get_device_tensors(out)[0]).reshape(32)
+
+    first, following = draw(5), draw(0)
+    assert (first != following).any()
+    np.testing.assert_array_equal(draw(5), first)
+    np.testing.assert_array_equal(draw(0), following)

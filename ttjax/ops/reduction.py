@@ -7,6 +7,7 @@ result); combine the partials with ``ttnn.all_reduce``, exactly as in TT-NN.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttjax._dispatch import run_op
+from ttjax._dispatch import common_mesh, run_op
 from ttjax.enums import TILE_SIZE, DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
@@ -297,6 +298,10 @@ def scale_mask_softmax_op(
     )
 
 
+# Each mesh's sampling stream: (the last nonzero seed, draws since it), as the chip's generator.
+_SAMPLING_STREAMS: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+
+
 def sampling(
     input_values_tensor: Tensor,
     input_indices_tensor: Tensor,
@@ -312,8 +317,10 @@ def sampling(
     per user (row of [.., 32 users, W]) the top ``k[u]`` values (k <= 32), softmax of them times
     ``temp[u]`` (1/T), the smallest prefix whose cumulative probability passes ``p[u]``, then a
     multinomial draw within that prefix; returns ``input_indices_tensor[u, chosen]`` as
-    [1, 1, 1, 32] uint32. The draw uses JAX's generator under ``seed`` (TT-NN's differs), so
-    only the distribution, not the sampled token, matches TT-NN; k = 1 or p = 0 is greedy."""
+    [1, 1, 1, 32] uint32. As on the chip, a nonzero ``seed`` reseeds the mesh's generator and
+    ``seed=0`` draws the next numbers of its stream (the compute kernel's ``rand_tile_init`` runs
+    only for seed != 0). The draws are JAX's (TT-NN's generator differs), so the distribution,
+    not the sampled token, matches TT-NN; k = 1 or p = 0 is greedy."""
     op = "sampling"
     shape = tuple(input_values_tensor._shape)
 
@@ -340,7 +347,13 @@ def sampling(
                    "pass 32 cores (one per user).")  # fmt: skip
     width = shape[3]
 
-    def fn(values: Any, indices: Any, kk: Any, pp: Any, tt: Any, sd: Any) -> Any:
+    mesh = common_mesh(op, [input_values_tensor])
+    base, step = _SAMPLING_STREAMS.get(mesh, (0, 0))
+    if int(seed) != 0:
+        base, step = int(seed) & 0xFFFFFFFF, 0
+    _SAMPLING_STREAMS[mesh] = (base, step + 1)
+
+    def fn(values: Any, indices: Any, kk: Any, pp: Any, tt: Any, sd: Any, n: Any) -> Any:
         v = values.reshape(32, width).astype(jnp.float32)
         top_v, top_i = jax.lax.top_k(v, 32)  # width is a multiple of 32
         rank = jnp.arange(top_v.shape[-1])[None, :]
@@ -351,7 +364,7 @@ def sampling(
         passed = cum > pp.astype(jnp.float32)[:, None]
         cutoff = jnp.where(passed.any(-1), jnp.argmax(passed, axis=-1), top_v.shape[-1] - 1)
         kept = jnp.where(rank <= cutoff[:, None], probs, 0.0)
-        draw = jax.random.uniform(jax.random.PRNGKey(sd), (32, 1))
+        draw = jax.random.uniform(jax.random.fold_in(jax.random.PRNGKey(sd), n), (32, 1))
         over = jnp.cumsum(kept, axis=-1) / jnp.sum(kept, axis=-1, keepdims=True) > draw
         choice = jnp.where(over.any(-1), jnp.argmax(over, axis=-1), 0)
         picked = jnp.take_along_axis(top_i, choice[:, None], axis=-1)
@@ -362,7 +375,7 @@ def sampling(
         op,
         fn,
         [input_values_tensor, input_indices_tensor, k, p, temp],
-        scalars=(np.uint32(int(seed) & 0xFFFFFFFF),),
+        scalars=(np.uint32(base), np.uint32(step)),
         out_dtype=DataType.UINT32,
         out_layout=Layout.ROW_MAJOR,
     )

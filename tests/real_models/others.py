@@ -26,10 +26,11 @@ def _galaxy_args(mesh_shape: tuple[int, int] = (8, 4)) -> tuple[Any, Any]:
     import ttnn
 
     from models.demos.llama3_70b_galaxy.tt.model_config import TtModelArgs
-    from tests.real_models.checkpoint import TinyLlama, write_tiny_llama
+    from tests.real_models.checkpoint import galaxy_70b_sizes, write_tiny_llama
 
-    sizes = TinyLlama(hidden_size=1024, intermediate_size=2048, num_attention_heads=16)
-    folder = write_tiny_llama(os.path.join(os.environ["TT_CACHE_PATH"], "tiny-llama-1024"), sizes)
+    folder = write_tiny_llama(
+        os.path.join(os.environ["TT_CACHE_PATH"], "tiny-llama-1024"), galaxy_70b_sizes(1024)
+    )
     mesh = ttnn.open_mesh_device(
         ttnn.MeshShape(*mesh_shape),
         dispatch_core_config=ttnn.DispatchCoreConfig(axis=ttnn.DispatchCoreAxis.COL),

@@ -244,30 +244,32 @@ def main() -> int:
     import ttjax.compat
 
     ttjax.compat.install_as_ttnn()
-    tmp = tempfile.mkdtemp(prefix="ttjax-real-models-")
-    if "HF_MODEL" not in os.environ:
-        from tests.real_models.checkpoint import write_tiny_llama
+    with tempfile.TemporaryDirectory(prefix="ttjax-real-models-") as tmp:  # ~130 MB: removed after
+        if "HF_MODEL" not in os.environ:
+            from tests.real_models.checkpoint import write_tiny_llama
 
-        os.environ["HF_MODEL"] = str(write_tiny_llama(os.path.join(tmp, "tiny-llama")))
-    os.environ.setdefault("TT_CACHE_PATH", os.path.join(tmp, "cache"))
-    print("| model code | how far it gets |\n| --- | --- |")
-    for name, probe in PROBES:
-        try:
-            result: Any = probe()
-        except Exception as e:
-            result = harness.first_failing_call(e)
-        print(f"| {name} | {str(result).replace('|', '/')} |", flush=True)
-    resolved, total, missing = name_coverage(Path(os.environ["TT_METAL_HOME"]) / "models", top=0)
-    refused = [(n, c) for n, c in missing if n in ttjax.compat.NOT_PROVIDED]
-    not_yet = [(n, c) for n, c in missing if n not in ttjax.compat.NOT_PROVIDED]
-    print(
-        f"\nTT-NN names used across models/: {resolved} of {total} uses resolve; "
-        f"{sum(c for _, c in refused)} more are CNN / profiler names, or names TT-NN does not define, that ttjax refuses on purpose "
-        f"(docs/ttnn_api.md). Most used missing:"
-    )
-    print(", ".join(f"`{name}` ({count})" for name, count in not_yet[:30]))
-    print("\nRefused on purpose (CNN ops, profiler, not TT-NN names):")
-    print(", ".join(f"`{name}` ({count})" for name, count in refused))
+            os.environ["HF_MODEL"] = str(write_tiny_llama(os.path.join(tmp, "tiny-llama")))
+        os.environ.setdefault("TT_CACHE_PATH", os.path.join(tmp, "cache"))
+        print("| model code | how far it gets |\n| --- | --- |")
+        for name, probe in PROBES:
+            try:
+                result: Any = probe()
+            except Exception as e:
+                result = harness.first_failing_call(e)
+            print(f"| {name} | {str(result).replace('|', '/')} |", flush=True)
+        resolved, total, missing = name_coverage(
+            Path(os.environ["TT_METAL_HOME"]) / "models", top=0
+        )
+        refused = [(n, c) for n, c in missing if n in ttjax.compat.NOT_PROVIDED]
+        not_yet = [(n, c) for n, c in missing if n not in ttjax.compat.NOT_PROVIDED]
+        print(
+            f"\nTT-NN names used across models/: {resolved} of {total} uses resolve; "
+            f"{sum(c for _, c in refused)} more are CNN / profiler names, or names TT-NN does not define, that ttjax refuses on purpose "
+            f"(docs/ttnn_api.md). Most used missing:"
+        )
+        print(", ".join(f"`{name}` ({count})" for name, count in not_yet[:30]))
+        print("\nRefused on purpose (CNN ops, profiler, not TT-NN names):")
+        print(", ".join(f"`{name}` ({count})" for name, count in refused))
     return 0
 
 

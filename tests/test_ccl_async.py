@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from _op_testing import device_arrays
 from conftest import mesh_of
 from test_ccl import (
     assert_close,
@@ -925,3 +926,70 @@ def test_reduce_scatter_minimal_async_native_and_composite_tiles():
         np.testing.assert_array_equal(
             ttnn.to_numpy(ttnn.get_device_tensors(out)[3]), np.full((1, 1, 32, width // 8), 8.0)
         )
+
+
+def test_fused_rms_updates_the_residual_in_place_and_normalizes_each_slice():
+    """The Galaxy decoder's fused RMSNorm: res <- x + res, then RMSNorm of the full hidden dim
+    (split over the 4 columns of a 2x4 mesh), each device keeping its slice."""
+    mesh = mesh_of((2, 4))
+    rng = np.random.default_rng(40)
+    hidden, eps = 4 * 64, 1e-5
+    x = rng.standard_normal((1, 1, 32, hidden)).astype(np.float32)
+    r = rng.standard_normal((1, 1, 32, hidden)).astype(np.float32)
+    g = (rng.random(hidden) + 0.5).astype(np.float32)
+    cols = ttnn.ShardTensor2dMesh(mesh, mesh_shape=(2, 4), dims=(None, 3))
+
+    def put(a, **kw):
+        return ttnn.from_torch(a, device=mesh, mesh_mapper=cols, dtype=ttnn.float32, **kw)
+
+    xt, rt = put(x, layout=ttnn.TILE_LAYOUT), put(r, layout=ttnn.TILE_LAYOUT)
+    gt = ttnn.from_torch(g.reshape(1, 1, hidden // 32, 32), device=mesh, dtype=ttnn.float32,
+                         layout=ttnn.ROW_MAJOR_LAYOUT,
+                         mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(None, 2)))  # fmt: skip
+    stats = ttnn.from_torch(np.zeros((1, 1, 32, 128), np.float32), device=mesh,
+                            dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT)  # fmt: skip
+    sem = ttnn.create_global_semaphore(
+        mesh, ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))}), 0
+    )
+    out = ttnn.fused_rms_1_1_32_8192(xt, None, 1, mesh, sem, residual_input_tensor=rt,
+                                     epsilon=eps, weight=gt, stats=stats)  # fmt: skip
+    h = (x + r).astype(np.float64)
+    want = h / np.sqrt((h * h).mean(-1, keepdims=True) + eps) * g
+    for (_, c), got in device_arrays(out).items():
+        np.testing.assert_allclose(got, want[..., c * 64 : (c + 1) * 64], rtol=2e-2, atol=2e-2)
+    for (_, c), got in device_arrays(rt).items():
+        np.testing.assert_allclose(got, h[..., c * 64 : (c + 1) * 64], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ttnn.CCLError, match="requires a weight which is row major"):
+        ttnn.fused_rms_1_1_32_8192(xt, None, 1, mesh, sem, epsilon=eps)
+
+
+def test_all_gather_concat_gathers_users_then_concatenates_heads():
+    """The Galaxy attention output: 8 users x 8 heads of 128 per device, height-sharded on the
+    kernel's 8 cores, gathered over the 4 columns and laid out [1, 1, 32, heads * 128]."""
+    mesh = mesh_of((2, 4))
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal((1, 32, 8, 128)).astype(np.float32)
+    cores = ttnn.CoreRangeSet({
+        ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 1)),
+        ttnn.CoreRange(ttnn.CoreCoord(1, 2), ttnn.CoreCoord(2, 2)),
+    })  # fmt: skip
+    mc = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                           ttnn.ShardSpec(cores, (32, 128), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+    xt = ttnn.from_torch(x, device=mesh, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT,
+                         memory_config=mc,
+                         mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (2, 4), dims=(None, 1)))  # fmt: skip
+    sem = ttnn.create_global_semaphore(mesh, cores, 0)
+    out = ttnn.experimental.all_gather_concat(xt, xt, 1, cluster_axis=1, mesh_device=mesh,
+                                              multi_device_global_semaphore=sem, num_heads=8,
+                                              memory_config=ttnn.DRAM_MEMORY_CONFIG)  # fmt: skip
+    want = x.reshape(1, 1, 32, 8 * 128)  # user b: its 8 heads side by side
+    for got in device_arrays(out).values():
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    mc64 = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                             ttnn.ShardSpec(cores, (32, 64), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+    narrow = ttnn.from_torch(x[:, :8, :, :64], device=mesh, dtype=ttnn.float32,
+                             layout=ttnn.TILE_LAYOUT, memory_config=mc64)  # fmt: skip
+    with pytest.raises(ttnn.CCLError, match="Unsupported input shape"):
+        ttnn.experimental.all_gather_concat(narrow, xt, 1, cluster_axis=1, mesh_device=mesh,
+                                            multi_device_global_semaphore=sem, num_heads=8,
+                                            memory_config=ttnn.DRAM_MEMORY_CONFIG)  # fmt: skip

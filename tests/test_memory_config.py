@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from _op_testing import Layout, check, device_arrays, put
+from _op_testing import Layout, check, device_arrays, mesh_of, put, rounded
 from _reference import coords
 
 import ttjax as ttnn
@@ -381,3 +381,57 @@ def test_sharded_config_without_spec_takes_the_sharded_input_spec() -> None:
     np.testing.assert_allclose(ttnn.to_torch(out).float().numpy(), x * x, rtol=1e-6)
     plain = ttnn.mul(a, a, memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)
     assert plain.memory_config() == ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
+
+
+def _prefetch_setup(mesh, shard_w=64, receivers=2):
+    """A Galaxy-style prefetch: one DRAM width-sharded weight, its address table, a global CB."""
+    dram = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(1, 0))})
+    mc = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.WIDTH_SHARDED,
+        ttnn.BufferType.DRAM,
+        ttnn.ShardSpec(dram, (64, shard_w), ttnn.ShardOrientation.ROW_MAJOR),
+    )
+    w_host = np.random.default_rng(9).standard_normal((1, 1, 64, 2 * shard_w)).astype(np.float32)
+    w = ttnn.from_torch(w_host, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh,
+                        memory_config=mc)  # fmt: skip
+    addr_mc = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(dram, (1, 1), ttnn.ShardOrientation.ROW_MAJOR),
+    )
+    addrs = ttnn.as_tensor(np.array([[w.buffer_address()]] * 2, np.uint32), device=mesh,
+                           dtype=ttnn.uint32, memory_config=addr_mc)  # fmt: skip
+
+    def recv(y):
+        return ttnn.CoreRangeSet(
+            {ttnn.CoreRange(ttnn.CoreCoord(2, y), ttnn.CoreCoord(1 + receivers, y))}
+        )
+
+    cb = ttnn.create_global_circular_buffer(
+        mesh, [(ttnn.CoreCoord(0, 0), recv(0)), (ttnn.CoreCoord(1, 0), recv(1))], 64 * 1024
+    )
+    return w_host, w, addrs, cb
+
+
+def test_dram_prefetcher_checks_tt_nn_rules_and_matmuls_read_the_weights():
+    mesh = mesh_of((1, 2))
+    w_host, w, addrs, cb = _prefetch_setup(mesh)
+    assert w.buffer_address() == w.buffer_address() != addrs.buffer_address()
+    placeholder = ttnn.dram_prefetcher([w, addrs], num_layers=1, global_cb=cb)
+    assert placeholder.shape == (32, 32) and placeholder.dtype == ttnn.bfloat16
+    x = np.random.default_rng(10).standard_normal((1, 1, 32, 64)).astype(np.float32)
+    xt = ttnn.from_torch(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+    out = ttnn.matmul(xt, w, global_cb=cb)
+    want = rounded(x, ttnn.bfloat16) @ rounded(w_host, ttnn.bfloat16)
+    for got in device_arrays(out).values():
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-2, atol=5e-2)
+    ttnn.deallocate(placeholder)
+    with pytest.raises(ttnn.MemoryConfigError, match="at least 1 layer"):
+        ttnn.dram_prefetcher([w, addrs], num_layers=0, global_cb=cb)
+    with pytest.raises(ttnn.MemoryConfigError, match="width sharded in DRAM"):
+        ttnn.dram_prefetcher([ttnn.to_memory_config(w, ttnn.DRAM_MEMORY_CONFIG), addrs], 1, cb)
+    _, w3, addrs3, cb3 = _prefetch_setup(mesh, shard_w=64, receivers=3)
+    with pytest.raises(ttnn.MemoryConfigError, match="divisible by the number of receiver"):
+        ttnn.dram_prefetcher([w3, addrs3], num_layers=1, global_cb=cb3)
+    with pytest.raises(ttnn.MemoryConfigError, match="Tensor containing addresses"):
+        ttnn.dram_prefetcher([w, w], num_layers=1, global_cb=cb)

@@ -216,3 +216,131 @@ def test_scale_mask_softmax_takes_a_row_major_mask_in_tile_wide_rows():
     bad, _ = put(row, MESH, REPLICATED, ttnn.bfloat16, ttnn.ROW_MAJOR_LAYOUT)
     with pytest.raises(ttnn.ShapeMismatchError, match=r"must have shape \[2, 1, 2, 32\]"):
         ttnn.scale_mask_softmax_in_place(x, 0.5, bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names from other model families: broadcast_to, fill_rm, Mamba's SSM multiply, embeddings
+# types, host tensors, ttnn.CONFIG / fallbacks, dot_access, MatmulProgramConfig
+# ---------------------------------------------------------------------------------------------
+
+
+def test_experimental_broadcast_to_follows_numpy_per_device():
+    t, shards = _rand(30, (4, 1, 32, 1), ROWS)
+    out = ttnn.experimental.broadcast_to(t, ttnn.Shape([2, 3, 32, 64]))
+    check(out, {c: np.broadcast_to(v, (2, 3, 32, 64)) for c, v in shards.items()}, exact=True)
+    with pytest.raises(ttnn.ShapeMismatchError, match="cannot be broadcast"):
+        ttnn.experimental.broadcast_to(t, [2, 3, 16, 64])
+
+
+def test_fill_rm_and_fill_ones_rm_fill_a_corner_of_each_plane():
+    anyt, _ = _rand(31, (1, 1, 32, 32), REPLICATED, ttnn.bfloat16)
+    out = ttnn.fill_rm(2, 1, 32, 64, 3, 5, anyt, 7.0, -1.0)
+    want = np.full((2, 1, 32, 64), -1.0)
+    want[:, :, :3, :5] = 7.0
+    assert out.layout == ttnn.ROW_MAJOR_LAYOUT and out.dtype == ttnn.bfloat16
+    check(out, {c: want for c in ((0, 0), (0, 1))}, exact=True)
+    ones = ttnn.fill_ones_rm(1, 2, 32, 32, 1, 1, anyt)
+    want1 = np.zeros((1, 2, 32, 32))
+    want1[..., 0, 0] = 1
+    check(ones, {c: want1 for c in ((0, 0), (0, 1))}, exact=True)
+    with pytest.raises(ttnn.ShapeMismatchError, match="hOnes <= H"):
+        ttnn.fill_rm(1, 1, 32, 32, 33, 1, anyt, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("a_full", [False, True], ids=["a32", "a_full"])
+def test_repeat_and_interleave_eltwise_mul_matches_torch(a_full):
+    width = 5120 * 32
+    rng = np.random.default_rng(32)
+    a = rng.standard_normal((1, 1, 32, width if a_full else 32)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 32, 5120)).astype(np.float32)
+    ta, _ = put(a, MESH, REPLICATED, ttnn.float32)
+    tb, _ = put(b, MESH, REPLICATED, ttnn.float32)
+    out = ttnn.experimental.repeat_and_interleave_eltwise_mul(ta, tb)
+    ra = torch.from_numpy(a) if a_full else torch.from_numpy(a).repeat(1, 1, 1, 5120)
+    want = (ra * torch.from_numpy(b).repeat_interleave(32, dim=-1)).numpy()
+    check(out, {c: want for c in ((0, 0), (0, 1))}, tol=(1e-6, 1e-6))
+    with pytest.raises(ttnn.ShapeMismatchError, match="Use eltwise mul"):
+        ttnn.experimental.repeat_and_interleave_eltwise_mul(tb, tb)
+
+
+def test_embeddings_type_rules_and_binary_lookup():
+    table = np.random.default_rng(33).standard_normal((2, 64)).astype(np.float32)
+    w, _ = put(table, MESH, REPLICATED, ttnn.float32, ttnn.ROW_MAJOR_LAYOUT)
+    ids = np.array([[1, 0, 1, 1]], np.uint32)
+    ti = ttnn.from_torch(torch.from_numpy(ids.astype(np.int32)), dtype=ttnn.uint32,
+                         device=w.mesh_device)  # fmt: skip
+    out = ttnn.embedding(ti, w, embeddings_type=ttnn.EmbeddingsType.BINARY)
+    check(out, {c: table[ids[0]][None] for c in ((0, 0), (0, 1))}, exact=True)
+    with pytest.raises(ttnn.TTJaxError, match="Pad token must be specified"):
+        ttnn.embedding(ti, w, embeddings_type=ttnn.EmbeddingsType.PADDED)
+    w3, _ = put(
+        np.zeros((3, 64), np.float32), MESH, REPLICATED, ttnn.float32, ttnn.ROW_MAJOR_LAYOUT
+    )
+    with pytest.raises(ttnn.ShapeMismatchError, match="2 embeddings for BINARY"):
+        ttnn.embedding(ti, w3, embeddings_type=ttnn.EmbeddingsType.BINARY)
+
+
+def test_allocate_tensor_on_host_receives_a_device_tensor():
+    t, shards = _rand(34, (2, 1, 32, 32), ROWS)
+    host = ttnn.allocate_tensor_on_host(t.shape, t.dtype, t.layout, t.mesh_device)
+    assert host.storage_type() == ttnn.StorageType.HOST
+    ttnn.copy_device_to_host_tensor(t, host)
+    for c, piece in zip(((0, 0), (0, 1)), ttnn.get_device_tensors(host)):
+        np.testing.assert_array_equal(ttnn.to_numpy(piece), shards[c])
+
+
+def test_config_fallback_dot_access_and_matmul_program_config_names():
+    assert ttnn.CONFIG.enable_comparison_mode is False
+    with ttnn.manage_config("throw_exception_on_fallback", True):
+        assert ttnn.CONFIG.throw_exception_on_fallback is True
+    assert ttnn.CONFIG.throw_exception_on_fallback is False
+    with pytest.raises(ttnn.ConfigError, match="no setting 'enable_magic'"):
+        ttnn.CONFIG.enable_magic = True
+    t, shards = _rand(35, (2, 1, 32, 64), ROWS)
+    out = ttnn.get_fallback_function(ttnn.reshape)(t, (1, 32, 64))
+    check(out, {c: v.reshape(1, 32, 64) for c, v in shards.items()}, exact=True)
+
+    from ttjax.dot_access import DotAccessDict, make_dot_access_dict
+
+    cfg = make_dot_access_dict({"core_grid": {"x": 8}, "heads": 12})
+    assert isinstance(cfg.core_grid, DotAccessDict) and cfg.core_grid.x == 8 and cfg.heads == 12
+    pc = ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(in0_block_w=2, per_core_M=1)
+    assert isinstance(pc, ttnn.MatmulProgramConfig)
+
+
+@pytest.mark.parametrize(
+    "name,ref",
+    [
+        ("relu6", lambda t: F.relu6(t)),
+        ("hardswish", lambda t: F.hardswish(t)),
+        ("swish", lambda t: F.silu(t)),
+    ],
+)
+def test_relu6_hardswish_swish_match_torch(name, ref):
+    x = np.random.default_rng(36).uniform(-8, 8, (2, 1, 32, 64)).astype(np.float32)
+    t, shards = put(x, MESH, ROWS, ttnn.float32)
+    out = getattr(ttnn, name)(t)
+    check(out, {c: ref(torch.from_numpy(v)).numpy() for c, v in shards.items()}, tol=(1e-6, 1e-6))
+
+
+def test_remainder_bitwise_and_tril_match_torch():
+    rng = np.random.default_rng(37)
+    a, b = rng.uniform(-9, 9, (2, 2, 32, 32)), rng.uniform(1, 4, (2, 2, 32, 32))
+    b = b * np.where(rng.random(b.shape) < 0.5, -1, 1)
+    ta, sa = put(a.astype(np.float32), MESH, ROWS, ttnn.float32)
+    tb, sb = put(b.astype(np.float32), MESH, ROWS, ttnn.float32)
+    rem = ttnn.remainder(ta, tb)
+    want = {
+        c: torch.remainder(torch.from_numpy(sa[c]), torch.from_numpy(sb[c])).numpy() for c in sa
+    }
+    check(rem, want, tol=(1e-5, 1e-5))
+    ia = rng.integers(0, 1 << 20, (2, 1, 32, 32)).astype(np.int32)
+    ib = rng.integers(0, 1 << 20, (2, 1, 32, 32)).astype(np.int32)
+    ta, sa = put(ia, MESH, ROWS, ttnn.int32)
+    tb, sb = put(ib, MESH, ROWS, ttnn.int32)
+    check(ttnn.bitwise_and(ta, tb), {c: sa[c].astype(np.int64) & sb[c].astype(np.int64) for c in sa},
+          exact=True)  # fmt: skip
+    check(ttnn.bitwise_or(ta, tb), {c: sa[c].astype(np.int64) | sb[c].astype(np.int64) for c in sa},
+          exact=True)  # fmt: skip
+    tt, st = put(a.astype(np.float32), MESH, ROWS, ttnn.float32)
+    check(ttnn.tril(tt, diagonal=-1), {c: np.tril(v, -1) for c, v in st.items()}, exact=True)

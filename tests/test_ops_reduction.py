@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from _op_testing import (
     BF16,
     F32,
@@ -250,3 +251,54 @@ def test_avg_pool2d_rejects_a_shape_that_is_not_nhw_by_c():
     t = ttnn.from_torch(np.zeros((1, 1, 60, 8), np.float32), device=mesh)
     with pytest.raises(ttnn.ShapeMismatchError, match="N\\*H\\*W"):
         ttnn.avg_pool2d(t, 1, 8, 8, 8, [2, 2], [2, 2], [0, 0])
+
+
+def test_sampling_is_greedy_at_k1_or_p0_and_draws_within_top_k():
+    """TT-NN's on-device sampling for 32 users: k = 1 (or p = 0) takes each user's argmax; with
+    k = 3 and p = 1 the draws stay in the top 3 and follow softmax(top-3 * temp)."""
+    mesh = mesh_of((1, 2))
+    rng = np.random.default_rng(50)
+    logits = rng.standard_normal((1, 1, 32, 64)).astype(np.float32) * 3
+    ids = rng.permutation(32 * 64).reshape(1, 1, 32, 64).astype(np.int32)
+
+    def dev(a, dtype, layout):
+        return ttnn.from_torch(torch.from_numpy(a), dtype=dtype, layout=layout, device=mesh)
+
+    values = dev(logits, ttnn.bfloat16, ttnn.TILE_LAYOUT)
+    index = dev(ids, ttnn.uint32, ttnn.ROW_MAJOR_LAYOUT)
+
+    def users(x, dtype=ttnn.bfloat16):
+        return dev(np.full(32, x, np.float32 if dtype == ttnn.bfloat16 else np.int32), dtype,
+                   ttnn.ROW_MAJOR_LAYOUT)  # fmt: skip
+
+    rounded_logits = ttnn.to_torch(ttnn.get_device_tensors(values)[0]).float().numpy()
+    greedy = ids[0, 0, np.arange(32), rounded_logits[0, 0].argmax(-1)]
+    for k, p in ((1, 1.0), (8, 0.0)):
+        out = ttnn.sampling(values, index, k=users(k, ttnn.uint32), p=users(p), temp=users(1.0),
+                            seed=7)  # fmt: skip
+        assert out.shape == (1, 1, 1, 32) and out.dtype == ttnn.uint32
+        for piece in ttnn.get_device_tensors(out):
+            np.testing.assert_array_equal(ttnn.to_numpy(piece).reshape(32), greedy)
+    top3 = np.argsort(-rounded_logits[0, 0], axis=-1)[:, :3]
+    probs = np.exp(rounded_logits[0, 0, 0, top3[0]] * 0.5)
+    probs /= probs.sum()
+    counts = np.zeros(3)
+    k3, p1, t = users(3, ttnn.uint32), users(1.0), users(0.5)
+    for seed in range(300):
+        got = ttnn.to_numpy(ttnn.get_device_tensors(
+            ttnn.sampling(values, index, k=k3, p=p1, temp=t, seed=seed))[0]).reshape(32)  # fmt: skip
+        allowed = ids[0, 0, np.arange(32)[:, None], top3]
+        assert all(got[u] in allowed[u] for u in range(32))
+        counts[list(allowed[0]).index(got[0])] += 1
+    np.testing.assert_allclose(counts / counts.sum(), probs, atol=0.09)
+    # seed != 0 reseeds the mesh's stream; seed 0 continues it (TT-NN's rand_tile_init rule)
+    k32, flat = users(32, ttnn.uint32), users(0.05)
+
+    def draw(seed):
+        out = ttnn.sampling(values, index, k=k32, p=p1, temp=flat, seed=seed)
+        return ttnn.to_numpy(ttnn.get_device_tensors(out)[0]).reshape(32)
+
+    first, following = draw(5), draw(0)
+    assert (first != following).any()
+    np.testing.assert_array_equal(draw(5), first)
+    np.testing.assert_array_equal(draw(0), following)

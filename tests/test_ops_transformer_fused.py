@@ -513,6 +513,54 @@ def test_distributed_rms_norm_equals_torch_rms_norm(mesh_shape):
     close(got[:1].numpy(), want, 2e-5)
 
 
+@pytest.mark.parametrize("mesh_shape", [(1, 8), (2, 4)], ids=["1x8", "2x4"])
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_distributed_norm_pair_equals_numpy_full_norm(mesh_shape, norm):
+    """pre_all_gather per device -> all_gather(stats, dim=3) over the devices splitting the hidden
+    dim -> post_all_gather equals the full LayerNorm / RMSNorm in numpy, with a residual."""
+    mesh = mesh_of(mesh_shape)
+    cols = mesh_shape[1]
+    hidden, eps = 32 * cols, 1e-5
+    rng = np.random.default_rng(3)
+    x = rng.normal(1.5, 2.0, (1, 2, 32, hidden)).astype(np.float32)
+    res = rng.normal(0.0, 1.0, x.shape).astype(np.float32)
+    gamma = (rng.random(hidden) + 0.5).astype(np.float32)
+    beta = rng.normal(0.0, 1.0, hidden).astype(np.float32)
+    lay = Layout("2d", (None, 3))
+    xt, _ = put(x, mesh_shape, lay, F32)
+    rt, _ = put(res, mesh_shape, lay, F32)
+
+    def rm(v):
+        return ttnn.from_torch(
+            torch.from_numpy(v.reshape(1, 1, hidden // 32, 32)),
+            dtype=ttnn.float32,
+            layout=ttnn.ROW_MAJOR_LAYOUT,
+            device=mesh,
+            mesh_mapper=ttnn.ShardTensor2dMesh(mesh, mesh_shape, dims=(None, 2)),
+        )
+
+    pre = getattr(ttnn, f"{norm}_norm_pre_all_gather")
+    post = getattr(ttnn, f"{norm}_norm_post_all_gather")
+    stats = pre(xt, residual_input_tensor=rt, dtype=ttnn.float32)
+    assert stats.shape == (1, 2, 32, 64 if norm == "layer" else 32)
+    gathered = ttnn.all_gather(stats, dim=3, cluster_axis=1)
+    y = (x + res).astype(np.float64)
+    if norm == "layer":
+        out = post(ttnn.add(xt, rt), gathered, epsilon=eps, weight=rm(gamma), bias=rm(beta))
+        mu = y.mean(-1, keepdims=True)
+        want = (y - mu) / np.sqrt(y.var(-1, keepdims=True) + eps) * gamma + beta
+    else:
+        out = post(ttnn.add(xt, rt), gathered, epsilon=eps, weight=rm(gamma))
+        want = y / np.sqrt((y * y).mean(-1, keepdims=True) + eps) * gamma
+    for (_, c), got in device_arrays(out).items():
+        close(got, want[..., c * 32 : (c + 1) * 32], 1e-4)
+    if norm == "layer":
+        with pytest.raises(ttnn.ShapeMismatchError, match="Beta tensor must be present"):
+            post(xt, gathered, weight=rm(gamma))
+        with pytest.raises(ttnn.ShapeMismatchError, match=r"(?s)last dim of 64 per device.*fix:"):
+            post(xt, ttnn.slice(gathered, [0, 0, 0, 0], [1, 2, 32, 32 * (2 * cols - 1)]))
+
+
 def test_fast_reduce_nc_and_moe():
     mesh = mesh_of((1, 2))
     x = torch.randn(1, 4, 32, 64)
@@ -632,3 +680,91 @@ def test_traced_paged_decode_step_replays_with_new_positions():
         want = torch_gqa(qs.permute(1, 2, 0, 3), keys, keys, attn_mask=mask).permute(2, 0, 1, 3)
         close(per_device(out)[0], want, 2e-5)
     ttnn.release_trace(mesh, tid)
+
+
+def test_nlp_create_qkv_heads_segformer_splits_heads_of_one_tile():
+    mesh = mesh_of((1, 2))
+    x = torch.randn(2, 1, 64, 3 * D)
+    q, k, v = ttnn.experimental.nlp_create_qkv_heads_segformer(
+        from_torch(x, mesh), memory_config=ttnn.L1_MEMORY_CONFIG
+    )
+    assert q.shape == k.shape == v.shape == (2, 3, 64, D)
+    close(per_device(q)[0], x.reshape(2, 64, 3, D).permute(0, 2, 1, 3), 0)
+    with pytest.raises(ttnn.ShapeMismatchError, match="multiples of 32"):
+        ttnn.experimental.nlp_create_qkv_heads_segformer(
+            from_torch(torch.randn(1, 1, 32, 48), mesh)
+        )
+
+
+def test_paged_fused_update_cache_writes_k_and_v_at_each_users_position():
+    """The Galaxy decode step: K and V, height-sharded on disjoint cores, written into their
+    paged caches at each user's position in one op; read back through the page table."""
+    mesh = mesh_of((1, 2))
+    users, nkv, block, blocks = 2, 2, 8, 4
+    table = page_table_for(users, blocks, seed=5)
+    tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=mesh)
+    caches = [ttnn.zeros((users * blocks, nkv, block, D), dtype=ttnn.float32, device=mesh)
+              for _ in range(2)]  # fmt: skip
+
+    def sharded(x, x0):
+        cores = ttnn.CoreRangeSet(
+            {ttnn.CoreRange(ttnn.CoreCoord(x0, 0), ttnn.CoreCoord(x0 + 1, 0))}
+        )
+        mc = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(cores, (32, D), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+        return from_torch(x, mesh, memory_config=mc)
+
+    k, v = torch.randn(1, users, nkv, D), torch.randn(1, users, nkv, D)
+    positions = [5, 30]
+    cur = ttnn.from_torch(torch.tensor(positions, dtype=torch.int32), dtype=ttnn.int32, device=mesh)
+    out = ttnn.experimental.paged_fused_update_cache(
+        caches[0], sharded(k, 0), caches[1], sharded(v, 2), update_idxs_tensor=cur,
+        page_table=tt_table,
+    )  # fmt: skip
+    assert out[0] is caches[0] and out[1] is caches[1]
+    for cache, new in zip(caches, (k, v)):
+        want = torch.zeros(users, nkv, blocks * block, D)
+        for u, p in enumerate(positions):
+            want[u, :, p] = new[0, u]
+        for g in per_device(cache):
+            close(from_paged(g, table), want, 0)
+    with pytest.raises(ttnn.ShapeMismatchError, match="must not overlap"):
+        ttnn.experimental.paged_fused_update_cache(
+            caches[0], sharded(k, 0), caches[1], sharded(v, 1), update_idxs_tensor=cur,
+            page_table=tt_table,
+        )  # fmt: skip
+
+
+def test_rotary_embedding_llama_fused_qk_rotates_q_and_k_at_each_users_position():
+    """The Galaxy attention's fused RoPE: Q and K height-sharded on disjoint cores, cos/sin for
+    Q's users then K's ([1, 2B, 1, d]); each equals HF's rotary at that user's position."""
+    mesh = mesh_of((1, 2))
+    batch, nh, nkv, d = 2, 4, 2, 64
+    pos = torch.tensor([3, 11])
+    q_hf, k_hf = torch.randn(1, batch, nh, d), torch.randn(1, batch, nkv, d)
+    cos, sin = meta_cos_sin(torch.cat([pos, pos]), d)  # [2B, d]
+
+    def sharded(x, x0):
+        cores = ttnn.CoreRangeSet(
+            {ttnn.CoreRange(ttnn.CoreCoord(x0, 0), ttnn.CoreCoord(x0 + 1, 0))}
+        )
+        mc = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                               ttnn.ShardSpec(cores, (32, d), ttnn.ShardOrientation.ROW_MAJOR))  # fmt: skip
+        return from_torch(to_meta(x), mesh, dtype=ttnn.bfloat16, memory_config=mc)
+
+    args = (
+        from_torch(cos[None, :, None], mesh, dtype=ttnn.bfloat16),
+        from_torch(sin[None, :, None], mesh, dtype=ttnn.bfloat16),
+        from_torch(rot_transformation_mat().repeat(1, 1, 2 * batch, 1), mesh, dtype=ttnn.bfloat16),
+    )
+    q, k = ttnn.experimental.rotary_embedding_llama_fused_qk(
+        sharded(q_hf, 0), sharded(k_hf, 2), *args
+    )
+    for got, x in ((q, q_hf), (k, k_hf)):
+        want = torch.stack(
+            [hf_rotary(x[0, b][:, None], pos[b : b + 1])[:, 0] for b in range(batch)]
+        )
+        for g in per_device(got):
+            np.testing.assert_allclose(g, to_meta(want[None].float()).numpy(), rtol=3e-2, atol=3e-2)
+    with pytest.raises(ttnn.ShapeMismatchError, match="must not overlap"):
+        ttnn.experimental.rotary_embedding_llama_fused_qk(sharded(q_hf, 0), sharded(k_hf, 1), *args)

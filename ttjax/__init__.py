@@ -65,6 +65,7 @@ from ttjax.ccl import (  # noqa: E402
     reduce_scatter,
     shift,
 )
+from ttjax.ccl_async import fused_rms_1_1_32_8192  # noqa: E402
 from ttjax.cluster import (  # noqa: E402
     GetNumAvailableDevices,
     GetNumPCIeDevices,
@@ -93,6 +94,7 @@ from ttjax.conv import (  # noqa: E402
 from ttjax.convert import (  # noqa: E402
     aggregate_as_tensor,
     allocate_tensor_on_device,
+    allocate_tensor_on_host,
     as_tensor,
     combine_device_tensors,
     copy_device_to_host_tensor,
@@ -108,6 +110,7 @@ from ttjax.convert import (  # noqa: E402
     to_numpy,
     to_torch,
 )
+from ttjax.core_config import CONFIG, Config, get_fallback_function, manage_config  # noqa: E402
 from ttjax.device import (  # noqa: E402
     CreateDevice,
     DispatchCoreConfig,
@@ -146,6 +149,7 @@ from ttjax.enums import (  # noqa: E402
     BcastOpDim,
     BcastOpMath,
     DataType,
+    EmbeddingsType,
     Layout,
     MeshType,
     ReduceType,
@@ -211,6 +215,7 @@ from ttjax.hardware import (  # noqa: E402
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
     MatmulMultiCoreReuseMultiCastProgramConfig,
     MatmulMultiCoreReuseProgramConfig,
+    MatmulProgramConfig,
     MemoryConfig,
     SDPAProgramConfig,
     ShardOrientation,
@@ -316,6 +321,11 @@ def init(num_devices: int = _config.DEFAULT_NUM_DEVICES) -> None:
 
 
 __all__ = [
+    "fused_rms_1_1_32_8192",
+    "CONFIG",
+    "Config",
+    "get_fallback_function",
+    "manage_config",
     "DRAM_MEMORY_CONFIG",
     "GALAXY",
     "L1_BLOCK_SHARDED_MEMORY_CONFIG",
@@ -342,6 +352,7 @@ __all__ = [
     "CppMeshToTensor",
     "CppTensorToMesh",
     "DataType",
+    "EmbeddingsType",
     "DeviceClosedError",
     "DispatchCoreConfig",
     "GlobalCircularBuffer",
@@ -352,6 +363,7 @@ __all__ = [
     "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
     "MatmulMultiCoreReuseMultiCastProgramConfig",
     "MatmulMultiCoreReuseProgramConfig",
+    "MatmulProgramConfig",
     "MemoryConfig",
     "MeshComposerConfig",
     "MeshCoordinate",
@@ -413,6 +425,7 @@ __all__ = [
     "reset_global_semaphore_value",
     "shift",
     "allocate_tensor_on_device",
+    "allocate_tensor_on_host",
     "as_tensor",
     "bfloat4_b",
     "bfloat8_b",

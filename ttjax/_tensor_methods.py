@@ -13,6 +13,8 @@ array([1., 3., 5.], dtype=float32)
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -142,6 +144,25 @@ def _getitem(self: Tensor, index: Any) -> Tensor:
     return ops.getitem(self, index)
 
 
+# Stand-in DRAM buffer addresses, one per tensor (page-aligned, 32-bit like TT-Metal's).
+_ADDRESSES: weakref.WeakKeyDictionary[Tensor, int] = weakref.WeakKeyDictionary()
+_NEXT_ADDRESS = itertools.count(0x10000, 0x1000)
+
+
+def _buffer_address(self: Tensor) -> int:
+    """A stable, distinct number for this tensor's buffer (TT-NN's ``Tensor.buffer_address()``,
+    its DRAM address): what the Galaxy prefetcher's address table records. ttjax has no DRAM
+    allocator; the addresses only need to be distinct and fixed per tensor."""
+    if self._storage is not StorageType.DEVICE:
+        raise ShapeMismatchError(
+            "buffer_address: the tensor is on the host, so it has no device buffer.\n"
+            "fix: move it to the mesh first (ttnn.to_device / from_torch(device=mesh))."
+        )
+    if self not in _ADDRESSES:
+        _ADDRESSES[self] = next(_NEXT_ADDRESS) & 0xFFFFFFFF
+    return _ADDRESSES[self]
+
+
 METHODS = {
     "to": _to,
     "cpu": _cpu,
@@ -164,6 +185,7 @@ METHODS = {
     "__pow__": _pow,
     "__matmul__": _matmul,
     "__getitem__": _getitem,
+    "buffer_address": _buffer_address,
 }
 
 

@@ -35,12 +35,19 @@ from ttjax import ccl
 from ttjax._dispatch import run_op
 from ttjax.enums import DataType, Layout, ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError
-from ttjax.hardware import BufferType, CoreCoord, MemoryConfig
+from ttjax.hardware import BufferType, CoreCoord, MemoryConfig, TensorMemoryLayout
 from ttjax.mesh import MeshDevice
+from ttjax.ops._common import core_set
 from ttjax.ops.data_movement import concat
 from ttjax.ops.data_movement import slice as slice_op
+from ttjax.ops.fused import (
+    nlp_concat_heads_decode,
+    rms_norm_post_all_gather,
+    rms_norm_pre_all_gather,
+)
 from ttjax.ops.matmul import linear
-from ttjax.ops.pointwise import typecast
+from ttjax.ops.memory import to_memory_config
+from ttjax.ops.pointwise import add, typecast
 from ttjax.subdevice import GlobalSemaphore, SubDeviceId
 from ttjax.tensor import Tensor
 
@@ -1518,13 +1525,137 @@ def slice_reshard_async(*args: Any, **kwargs: Any) -> Tensor:
     )
 
 
+def fused_rms_1_1_32_8192(
+    input_tensor: Tensor,
+    program_config: Any,
+    cluster_axis: int,
+    mesh_device: MeshDevice,
+    global_semaphore: Any,
+    *,
+    persistent_output_tensor: Tensor | None = None,
+    num_links: int | None = None,
+    topology: Topology = Topology.Linear,
+    subdevice_id: SubDeviceId | None = None,
+    dtype: DataType | None = None,
+    compute_kernel_config: Any = None,
+    memory_config: MemoryConfig | None = None,
+    residual_input_tensor: Tensor | None = None,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    stats: Tensor | None = None,
+    use_noc1_only: bool = False,
+) -> Tensor:
+    """The Galaxy Llama's fused distributed RMSNorm (TT-NN's ``RMSAllGather``,
+    ttnn/cpp/ttnn/operations/experimental/ccl/rms_allgather): with ``residual_input_tensor``
+    the residual becomes ``input + residual`` in place (its buffer takes the sum, as the kernel
+    packs it there); each device's sum of squares of that is all-gathered over ``cluster_axis``
+    (into ``stats`` when given), and each device's slice is normalized with the full hidden dim's
+    mean and scaled by its ``weight`` slice (required, row-major). Activations are 32 rows."""
+    op = "fused_rms_1_1_32_8192"
+    shape = tuple(input_tensor._shape)
+    if len(shape) != 4 or input_tensor.layout != Layout.TILE:
+        raise CCLError(
+            f"ttnn.{op}: Input shape must be rank 4 and TILE (got {list(shape)}, "
+            f"{input_tensor.layout!r}).\nfix: pass the [1, 1, 32, hidden/devices] activations tilized."
+        )
+    if shape[-2] != 32:
+        raise CCLError(
+            f"ttnn.{op}: Only activations with batch size = 32 are supported (per-device shape "
+            f"{list(shape)}).\nfix: pad the users to 32 rows."
+        )
+    if weight is None or weight.layout != Layout.ROW_MAJOR:
+        raise CCLError(
+            f"ttnn.{op}: RMS all gather requires a weight which is row major.\nfix: pass "
+            "weight= (the norm's gamma as [1, 1, W/32, 32] ROW_MAJOR, sharded like the input)."
+        )
+    x = input_tensor
+    if residual_input_tensor is not None:
+        res = residual_input_tensor
+        if res._shape != input_tensor._shape:
+            raise CCLError(
+                f"ttnn.{op}: shape is not same! (residual {list(res._shape)} vs input "
+                f"{list(shape)}).\nfix: pass a residual shaped like the input."
+            )
+        if input_tensor.is_sharded() and res.memory_config() != input_tensor.memory_config():
+            raise CCLError(
+                f"ttnn.{op}: Both a and b should have the same memory config ({res.memory_config()!r}"
+                f" vs {input_tensor.memory_config()!r}).\nfix: shard the residual like the input."
+            )
+        x = res.assign(add(input_tensor, res, dtype=res.dtype))
+    partial = rms_norm_pre_all_gather(x, dtype=DataType.BFLOAT16)
+    gathered = ccl.all_gather(partial, 3, cluster_axis, mesh_device, topology=topology,
+                              subdevice_id=subdevice_id)  # fmt: skip
+    if stats is not None:
+        gathered = stats.assign(gathered) if stats._shape == gathered._shape else gathered
+    out = rms_norm_post_all_gather(x, gathered, epsilon=epsilon, weight=weight, dtype=dtype)
+    if memory_config is not None:
+        out = to_memory_config(out, memory_config)
+    return out
+
+
+_ALL_GATHER_CONCAT_CORES = {(x, y) for x in (1, 2, 3) for y in (0, 1)} | {(1, 2), (2, 2)}
+
+
+def all_gather_concat(
+    input_tensor: Tensor,
+    buffer_tensor: Tensor,
+    dim: int,
+    *,
+    cluster_axis: int,
+    mesh_device: MeshDevice,
+    multi_device_global_semaphore: Any,
+    num_heads: int,
+    memory_config: MemoryConfig,
+    use_noc1_only: bool = False,
+    num_links: int | None = 1,
+    topology: Topology = Topology.Linear,
+    subdevice_id: SubDeviceId | None = None,
+) -> Tensor:
+    """The Galaxy attention's all-gather of each device's users then head concat (TT-NN's
+    ``AllGatherConcat``): [1, 8, heads, 128] per device is gathered on ``dim`` over
+    ``cluster_axis`` and becomes [1, 1, 32, num_heads * 128] (users padded to 32), as
+    ``nlp_concat_heads_decode`` lays heads out. TT-NN's kernel takes only that Llama-70B shape,
+    height-sharded on its cores (all_gather_concat_op.cpp); the same rules are checked here."""
+    op = "all_gather_concat"
+    shape = tuple(input_tensor._shape)
+    mc = input_tensor.memory_config()
+    if mc.memory_layout is not TensorMemoryLayout.HEIGHT_SHARDED:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported memory layout {mc.memory_layout!r}.\nfix: "
+            "height-shard the attention output (the model's SDPA decode output config)."
+        )
+    if len(shape) != 4 or shape[0] != 1 or shape[1] != 8 or shape[3] != 128:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported input shape {list(shape)}, should be "
+            "[1, 8, 32, 128] or [1, 8, 8, 128]!\nfix: this fused op serves Llama-70B's decode "
+            "heads only; use all_gather then nlp_concat_heads_decode for other shapes."
+        )
+    grid = mc.shard_spec.grid if mc.shard_spec is not None else None
+    if grid is None or core_set(grid) != _ALL_GATHER_CONCAT_CORES:
+        raise CCLError(
+            f"ttnn.experimental.{op}: Unsupported input core ranges {grid!r}; TT-NN's kernel reads "
+            "the heads from cores (1, 0)-(3, 1) and (1, 2)-(2, 2).\nfix: shard the input on those "
+            "8 cores (the Galaxy model's SDPA decode output config)."
+        )
+    if not num_links or num_links <= 0:
+        raise CCLError(
+            f"ttnn.experimental.{op}: num_links should be more than 0 but has {num_links}.\n"
+            "fix: pass num_links=1."
+        )
+    gathered = ccl.all_gather(input_tensor, dim, cluster_axis, mesh_device, topology=topology,
+                              subdevice_id=subdevice_id)  # fmt: skip
+    return nlp_concat_heads_decode(gathered, num_heads=num_heads, memory_config=memory_config)
+
+
 __all__ = [
     "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
+    "all_gather_concat",
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
+    "fused_rms_1_1_32_8192",
     "llama_reduce_scatter",
     "llama_rs_matmul",
     "neighbor_pad_async",

@@ -50,6 +50,7 @@ TTNN_MODULES: dict[str, Alias] = {
     "ttnn.transformer": Alias(("ttjax.transformer",)),
     "ttnn.kv_cache": Alias(("ttjax.kv_cache",)),
     "ttnn.cluster": Alias(("ttjax.cluster",)),
+    "ttnn.dot_access": Alias(("ttjax.dot_access",)),
     "ttnn.model_preprocessing": Alias(("ttjax.model_preprocessing",)),
     "ttnn.distributed": Alias(("ttjax.distribute", "ttjax")),
     "ttnn.distributed.distributed": Alias(("ttjax.distribute", "ttjax")),
@@ -96,6 +97,11 @@ _CNN = (
     "programming model, and none of tt-metal's multi-device LLM demos calls these"
 )
 _PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
+_NOT_TTNN = (
+    "not a name TT-NN defines at 821525122af5 (ttnn/ttnn/__init__.py and the _ttnn bindings): "
+    "its uses in tt-metal's models/ are comments, docstrings, postponed annotations or code that "
+    "stops on TT-NN as well"
+)
 NOT_PROVIDED: dict[str, str] = {
     **{
         f"ttnn.{name}": _CNN
@@ -123,6 +129,31 @@ NOT_PROVIDED: dict[str, str] = {
             "dump_device_memory_state",
             "device.EnableMemoryReports",
             "device.DisableMemoryReports",
+        )
+    },
+    **{
+        f"ttnn.{name}": _CNN + " (these trace a torch CNN to read its conv/pool arguments)"
+        for name in (
+            "model_preprocessing.infer_ttnn_module_args",
+            "model_preprocessing.Conv2dArgs",
+            "torch_tracer",
+        )
+    },
+    "ttnn.operations.normalization": _CNN + " (its uses in models/ are group-norm helpers)",
+    **{
+        f"ttnn.{name}": _NOT_TTNN
+        for name in (
+            "ttnn",
+            "dtype",
+            "ProgramConfig",
+            "layernorm",
+            "conv",
+            "to",
+            "Tensors",
+            "SiLU",
+            "mesh_device",
+            "experimental.device",
+            "experimental.tensor",
         )
     },
 }

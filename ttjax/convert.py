@@ -832,11 +832,31 @@ def allocate_tensor_on_device(
 ) -> Tensor:
     """A tensor of per-device ``shape`` on every device (zero-filled; TT-NN leaves it uninitialized)."""
     _capture.forbid_host_io("Writes")
+    host = allocate_tensor_on_host(shape, dtype, layout, mesh_device)
+    return _put(host._data, mesh_device, host._placements, dtype, host._layout, host._shape,
+                memory_config)  # fmt: skip
+
+
+def allocate_tensor_on_host(
+    shape: Any,
+    dtype: DataType,
+    layout: Layout,
+    mesh_device: MeshDevice,
+    memory_config: Any = None,
+) -> Tensor:
+    """A host tensor of per-device ``shape`` with one (zero-filled) shard per device of
+    ``mesh_device``: the destination ``copy_device_to_host_tensor`` reads a device tensor into
+    (TT-NN's ``ttnn.allocate_tensor_on_host``, tensor.cpp: one host buffer per mesh coordinate).
+
+    >>> host = ttnn.allocate_tensor_on_host((1, 1, 32, 32), ttnn.bfloat16, ttnn.TILE_LAYOUT, mesh)
+    >>> host.storage_type(), tuple(host.shape)
+    (StorageType::HOST, (1, 1, 32, 32))
+    """
     shape_t = tuple(int(s) for s in shape)
     lay = _resolve_layout(dtype, layout)
     pl: tuple[Placement, ...] = (PlacementReplicate(),) * mesh_device.shape.dims()
     zeros = np.zeros(shape_t, (DataType.BFLOAT16 if dtype.is_block_float else dtype).numpy_dtype)
-    return _put(zeros, mesh_device, pl, dtype, lay, shape_t, memory_config)
+    return Tensor(zeros, TensorSpec(mesh_device, pl, dtype, lay, shape_t, StorageType.HOST))
 
 
 def copy_host_to_device_tensor(
@@ -902,6 +922,7 @@ def copy_device_to_host_tensor(
 __all__ = [
     "aggregate_as_tensor",
     "allocate_tensor_on_device",
+    "allocate_tensor_on_host",
     "as_tensor",
     "combine_device_tensors",
     "copy_device_to_host_tensor",

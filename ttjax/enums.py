@@ -117,6 +117,19 @@ class ReduceType(enum.Enum):
         return f"ReduceType.{self.name}"
 
 
+class EmbeddingsType(enum.Enum):
+    """``ttnn.embedding``'s ``embeddings_type`` (ttnn/cpp/ttnn/operations/embedding): GENERIC,
+    PADDED (rows equal to ``pad_token`` come out as zeros; needs ``pad_token``) or BINARY (a
+    two-row table, e.g. BERT's token types). A ``pad_token`` makes the lookup PADDED."""
+
+    GENERIC = 0
+    PADDED = 1
+    BINARY = 2
+
+    def __repr__(self) -> str:
+        return f"EmbeddingsType.{self.name}"
+
+
 class MeshType(enum.Enum):
     """Legacy ``open_mesh_device(mesh_type=...)`` values; accepted and ignored."""
 
@@ -345,6 +358,7 @@ __all__ = [
     "BcastOpDim",
     "BcastOpMath",
     "DataType",
+    "EmbeddingsType",
     "Layout",
     "MeshType",
     "ReduceType",

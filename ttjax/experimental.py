@@ -11,6 +11,7 @@ from ttjax.ccl_async import (
     GlobalSemaphoreArg,
     all_gather_async,
     all_gather_async_reversed,
+    all_gather_concat,
     all_gather_matmul_async,
     all_reduce_async,
     all_to_all_async,
@@ -21,6 +22,11 @@ from ttjax.ccl_async import (
     reduce_scatter_minimal_async,
     slice_reshard_async,
 )
+from ttjax.ops.attention import nlp_kv_cache_load_slice
+from ttjax.ops.attention import (
+    split_fused_qkv_and_split_heads as split_query_key_value_and_split_heads,
+)
+from ttjax.ops.data_movement import broadcast_to
 from ttjax.ops.fused import (
     fast_reduce_nc,
     nlp_concat_heads,
@@ -28,21 +34,31 @@ from ttjax.ops.fused import (
     nlp_create_qkv_heads,
     nlp_create_qkv_heads_decode,
     nlp_create_qkv_heads_falcon7b,
+    nlp_create_qkv_heads_segformer,
+    repeat_and_interleave_eltwise_mul,
     rotary_embedding_llama,
+    rotary_embedding_llama_fused_qk,
 )
 from ttjax.ops.matmul import attn_matmul, attn_matmul_from_cache, group_attn_matmul
 from ttjax.ops.pointwise import experimental_typecast as typecast
-from ttjax.ops.transformer import paged_fill_cache, paged_update_cache, rotary_embedding
+from ttjax.ops.transformer import (
+    paged_fill_cache,
+    paged_fused_update_cache,
+    paged_update_cache,
+    rotary_embedding,
+)
 
 __all__ = [
     "GlobalSemaphoreArg",
     "all_gather_async",
     "all_gather_async_reversed",
+    "all_gather_concat",
     "all_gather_matmul_async",
     "all_reduce_async",
     "all_to_all_async",
     "attn_matmul",
     "attn_matmul_from_cache",
+    "broadcast_to",
     "fast_reduce_nc",
     "group_attn_matmul",
     "llama_reduce_scatter",
@@ -53,12 +69,18 @@ __all__ = [
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
     "nlp_create_qkv_heads_falcon7b",
+    "nlp_create_qkv_heads_segformer",
+    "nlp_kv_cache_load_slice",
     "paged_fill_cache",
+    "paged_fused_update_cache",
     "paged_update_cache",
     "reduce_scatter_async",
     "reduce_scatter_minimal_async",
+    "repeat_and_interleave_eltwise_mul",
     "rotary_embedding",
     "rotary_embedding_llama",
+    "rotary_embedding_llama_fused_qk",
     "slice_reshard_async",
+    "split_query_key_value_and_split_heads",
     "typecast",
 ]

@@ -763,11 +763,17 @@ class BlackholeComputeKernelConfig(DeviceComputeKernelConfig):
 _MM_COMMON = ("compute_with_storage_grid_size", "in0_block_w", "out_subblock_h", "out_subblock_w")
 
 
-class MatmulMultiCoreReuseProgramConfig(_KernelConfig):
+class MatmulProgramConfig(_KernelConfig):
+    """TT-NN's ``MatmulProgramConfig``: the one type every matmul program config is (TT-NN binds
+    the variant of the four configs under this name), so ``isinstance(pc, ttnn.MatmulProgramConfig)``
+    holds for each of them."""
+
+
+class MatmulMultiCoreReuseProgramConfig(MatmulProgramConfig):
     _fields = (*_MM_COMMON, "per_core_M", "per_core_N")
 
 
-class MatmulMultiCoreReuseMultiCastProgramConfig(_KernelConfig):
+class MatmulMultiCoreReuseMultiCastProgramConfig(MatmulProgramConfig):
     """2-D multicast matmul config; its ``fused_activation`` is applied to the product."""
 
     _fields = (
@@ -782,7 +788,7 @@ class MatmulMultiCoreReuseMultiCastProgramConfig(_KernelConfig):
     )
 
 
-class MatmulMultiCoreReuseMultiCast1DProgramConfig(_KernelConfig):
+class MatmulMultiCoreReuseMultiCast1DProgramConfig(MatmulProgramConfig):
     """1-D multicast matmul config; its ``fused_activation`` is applied to the product."""
 
     _fields = (
@@ -801,7 +807,7 @@ class MatmulMultiCoreReuseMultiCast1DProgramConfig(_KernelConfig):
     )
 
 
-class MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(_KernelConfig):
+class MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(MatmulProgramConfig):
     """DRAM-sharded matmul config; its ``fused_activation`` is applied to the product."""
 
     _fields = ("in0_block_w", "per_core_M", "per_core_N", "fused_activation")
@@ -1099,6 +1105,7 @@ __all__ = [
     "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
     "MatmulMultiCoreReuseMultiCastProgramConfig",
     "MatmulMultiCoreReuseProgramConfig",
+    "MatmulProgramConfig",
     "MemoryConfig",
     "SDPAProgramConfig",
     "ShardOrientation",

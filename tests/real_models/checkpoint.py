@@ -59,6 +59,12 @@ GALAXY_DIM_8192 = TinyLlama(
 )
 
 
+def galaxy_70b_sizes(dim: int = 1024) -> TinyLlama:
+    """Sizes for ``models/demos/llama3_70b_galaxy`` at a width its configs take (dim % 1024 == 0):
+    heads of 64, MLP twice the width."""
+    return TinyLlama(hidden_size=dim, intermediate_size=2 * dim, num_attention_heads=dim // 64)
+
+
 def sizes_for(mesh_name: str) -> TinyLlama:
     """The checkpoint sizes a mesh's tests use: :data:`GALAXY` on 8x4, else the default."""
     return GALAXY if mesh_name == "8x4" else TinyLlama()
@@ -115,8 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write a tiny random Llama as an HF folder.")
     parser.add_argument("folder", help="where to write it (then HF_MODEL=that folder)")
     parser.add_argument("--galaxy", action="store_true", help="the 8x4 (TG) sizes: dim 2048")
+    parser.add_argument(
+        "--dim",
+        type=int,
+        help="another width (heads of 64, MLP 2 x dim), e.g. 1024 for the Galaxy Llama 70B",
+    )
     opts = parser.parse_args(argv)
-    folder = write_tiny_llama(opts.folder, GALAXY if opts.galaxy else TinyLlama())
+    sizes = GALAXY if opts.galaxy else TinyLlama()
+    if opts.dim:
+        sizes = galaxy_70b_sizes(opts.dim)
+    folder = write_tiny_llama(opts.folder, sizes)
     print(f"HF_MODEL={folder}")
     return 0
 

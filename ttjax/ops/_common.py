@@ -142,3 +142,16 @@ def check_sdpa_program_config(op: str, program_config: Any) -> None:
                 f"ttnn.transformer.{op}: {field} must be divisible by TILE_SIZE. Got {field}: "
                 f"{int(v)}, TILE_SIZE: 32.\nfix: use a multiple of 32 (e.g. {(int(v) // 32 + 1) * 32})."
             )
+
+
+def core_set(grid: Any) -> set[tuple[int, int]]:
+    """Every (x, y) core of a shard grid (a CoreRangeSet or one CoreRange): what TT-NN's
+    ``CoreRangeSet::intersects`` and ``num_cores`` compare when two inputs must use disjoint
+    cores."""
+    ranges = grid.ranges() if hasattr(grid, "ranges") else [grid]
+    return {
+        (x, y)
+        for r in ranges
+        for x in range(r.start.x, r.end.x + 1)
+        for y in range(r.start.y, r.end.y + 1)
+    }

@@ -17,7 +17,7 @@ import numpy as np
 
 from ttjax import _specs
 from ttjax._dispatch import default_placements, run_op
-from ttjax.enums import DataType, Layout, StorageType
+from ttjax.enums import DataType, EmbeddingsType, Layout, StorageType
 from ttjax.errors import LayoutError, ShapeMismatchError, TensorIndexError, TTJaxError
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
@@ -289,6 +289,136 @@ def expand(
                 "fix: expand only size-1 dims (or pass -1 to keep one)."
             )
     return repeat(input_tensor, reps, memory_config=memory_config)
+
+
+def broadcast_to(
+    input: Tensor,
+    output_shape: Sequence[int],
+    *,
+    memory_config: Any = None,
+    output: Tensor | None = None,
+) -> Tensor:
+    """Broadcast size-1 dims to ``output_shape`` (numpy's rule, dims matched from the right; at
+    most 4-D), per device: TT-NN's ``ttnn.experimental.broadcast_to``
+    (ttnn/cpp/ttnn/operations/experimental/bcast_to/bcast_to.cpp)."""
+    op = "experimental.broadcast_to"
+    shape = tuple(input._shape)
+    target = tuple(int(s) for s in output_shape)
+    if len(shape) > len(target) or len(target) > 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Input tensor shape {list(shape)} must have at most as many dims as the "
+            f"broadcast shape {list(target)}, both at most 4D.\nfix: pass an output_shape of the "
+            "input's rank (up to 4 dims)."
+        )
+    for i in range(1, len(shape) + 1):
+        if shape[-i] not in (1, target[-i]):
+            raise ShapeMismatchError(
+                f"ttnn.{op}: Input dimension {-i} (size {shape[-i]}) cannot be broadcast to "
+                f"output dimension {-i} (size {target[-i]}).\nfix: broadcast only size-1 dims."
+            )
+    if input._layout is not Layout.TILE:
+        raise LayoutError(
+            f"ttnn.{op}: Input tensor layout must be TILE (got {input._layout!r}).\n"
+            "fix: ttnn.to_layout(input, ttnn.TILE_LAYOUT)."
+        )
+
+    def fn(x: Any) -> Any:
+        return jnp.broadcast_to(x, target)
+
+    out = run_op(op, fn, [input], static=(target,), memory_config=memory_config)
+    return write_output(out, output)
+
+
+def tril(input_tensor: Tensor, diagonal: int = 0, *, memory_config: Any = None) -> Tensor:
+    """The lower triangle of each device's last two dims: entries above ``diagonal`` become 0
+    (torch.tril's rule; TT-NN's ``ttnn.tril``).
+
+    >>> tuple(ttnn.tril(x).shape)
+    (1, 1, 32, 32)
+    """
+    if len(input_tensor._shape) < 2:
+        raise ShapeMismatchError(
+            f"ttnn.tril: the input has per-device shape {list(input_tensor._shape)}; tril needs at "
+            "least 2 dims.\nfix: reshape to [..., rows, cols]."
+        )
+    k = int(diagonal)
+
+    def fn(x: Any) -> Any:
+        return jnp.tril(x, k)
+
+    return run_op("tril", fn, [input_tensor], static=(k,), memory_config=memory_config)
+
+
+def _fill_rm(
+    op: str, sizes: Sequence[int], any: Tensor, val_hi: float, val_lo: float, memory_config: Any
+) -> Tensor:
+    n, c, h, w, h_fill, w_fill = (int(v) for v in sizes)
+    if min(n, c, h, w) <= 0 or not (0 <= h_fill <= h and 0 <= w_fill <= w):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: N, C, H, W = {n}, {c}, {h}, {w} with hOnes={h_fill}, wOnes={w_fill}; "
+            "TT-NN needs N, C, H, W > 0, hOnes <= H and wOnes <= W.\nfix: pass a fill region "
+            "inside the [H, W] plane."
+        )
+    if any._dtype is not DataType.BFLOAT16:
+        raise TTJaxError(
+            f"ttnn.{op}: the 'any' tensor sets the output dtype and must be bfloat16 (got "
+            f"{any._dtype!r}).\nfix: pass a bfloat16 tensor as `any`."
+        )
+    hi, lo = float(val_hi), float(val_lo)
+
+    def fn(x: Any) -> Any:
+        inside = (jnp.arange(h)[:, None] < h_fill) & (jnp.arange(w)[None, :] < w_fill)
+        plane = jnp.where(inside, jnp.asarray(hi, x.dtype), jnp.asarray(lo, x.dtype))
+        return jnp.broadcast_to(plane, (n, c, h, w))
+
+    return run_op(
+        op,
+        fn,
+        [any],
+        static=(n, c, h, w, h_fill, w_fill, hi, lo),
+        out_layout=Layout.ROW_MAJOR,
+        memory_config=memory_config,
+    )
+
+
+def fill_rm(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    hOnes: int,
+    wOnes: int,
+    any: Tensor,
+    val_hi: float,
+    val_lo: float,
+    *,
+    memory_config: Any = None,
+) -> Tensor:
+    """A new row-major [N, C, H, W] tensor on ``any``'s devices (and of its dtype): ``val_hi``
+    where ``h < hOnes and w < wOnes`` in every [H, W] plane, ``val_lo`` elsewhere (TT-NN's
+    ``ttnn.fill_rm``, ttnn/cpp/ttnn/operations/data_movement/fill_rm).
+
+    >>> out = ttnn.fill_rm(1, 1, 2, 3, 1, 2, ttnn.typecast(x, ttnn.bfloat16), 5.0, 0.0)
+    >>> ttnn.to_torch(ttnn.get_device_tensors(out)[0])
+    tensor([[[[5., 5., 0.],
+              [0., 0., 0.]]]], dtype=torch.bfloat16)
+    """
+    return _fill_rm("fill_rm", (N, C, H, W, hOnes, wOnes), any, val_hi, val_lo, memory_config)
+
+
+def fill_ones_rm(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    hOnes: int,
+    wOnes: int,
+    any: Tensor,
+    *,
+    memory_config: Any = None,
+) -> Tensor:
+    """``ttnn.fill_rm`` with ``val_hi=1`` and ``val_lo=0`` (TT-NN's ``ttnn.fill_ones_rm``)."""
+    return _fill_rm("fill_ones_rm", (N, C, H, W, hOnes, wOnes), any, 1.0, 0.0, memory_config)
 
 
 def reshape_on_device(
@@ -719,6 +849,28 @@ def untilize(input_tensor: Tensor, **kwargs: Any) -> Tensor:
     return to_layout(input_tensor, Layout.ROW_MAJOR, **kwargs)
 
 
+def _check_embeddings_type(kind: Any, pad_token: int | None, w_shape: Sequence[int]) -> None:
+    """Embeddings::validate (embedding_device_operation.cpp): a ``pad_token`` makes the lookup
+    PADDED; PADDED needs one, BINARY needs a two-row table."""
+    if kind is None or pad_token is not None:
+        return
+    if not isinstance(kind, EmbeddingsType):
+        raise TTJaxError(
+            f"ttnn.embedding: embeddings_type={kind!r} is not a ttnn.EmbeddingsType.\n"
+            "fix: pass ttnn.EmbeddingsType.GENERIC, PADDED or BINARY."
+        )
+    if kind is EmbeddingsType.PADDED:
+        raise TTJaxError(
+            "ttnn.embedding: Pad token must be specified when PADDED Embeddings Type is "
+            "specified.\nfix: pass pad_token= (the id whose rows come out as zeros)."
+        )
+    if kind is EmbeddingsType.BINARY and (len(w_shape) < 2 or w_shape[-2] != 2):
+        raise ShapeMismatchError(
+            f"ttnn.embedding: Weight tensor must have 2 embeddings for BINARY Embeddings Type "
+            f"(got per-device weight {list(w_shape)}).\nfix: use EmbeddingsType.GENERIC."
+        )
+
+
 def embedding(
     input_tensor: Tensor,
     weight: Tensor,
@@ -742,6 +894,7 @@ def embedding(
     out_dtype = check_dtype("embedding", dtype)
     pad = pad_token
     ids_shape, w_shape = input_tensor._shape, weight._shape
+    _check_embeddings_type(embeddings_type, pad, w_shape)
     if len(w_shape) < 2 or any(d != 1 for d in w_shape[:-2]):
         raise ShapeMismatchError(
             f"ttnn.embedding: weight has per-device shape {list(w_shape)}; TT-NN takes "

@@ -34,7 +34,8 @@ from ttjax.hardware import (
     num_cores_to_corerangeset,
     num_cores_to_corerangeset_in_subcoregrids,
 )
-from ttjax.ops._common import check_dtype, check_norm_program_config, write_output
+from ttjax.ops._common import check_dtype, check_norm_program_config, core_set, write_output
+from ttjax.ops.data_movement import slice as _slice
 from ttjax.tensor import Tensor
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -391,26 +392,80 @@ def rotary_embedding_llama(
     return run_op(op, fn, [input_tensor, cos_cache, sin_cache, trans_mat], static=(decode, tiles))
 
 
-# ---------------------------------------------------------------------------------------------
-# Distributed RMSNorm: stats per device -> all_gather (the model's) -> normalize
-# ---------------------------------------------------------------------------------------------
-
-
-def rms_norm_pre_all_gather(
-    input_tensor: Tensor,
+def rotary_embedding_llama_fused_qk(
+    q_input_tensor: Tensor,
+    k_input_tensor: Tensor,
+    cos_cache: Tensor,
+    sin_cache: Tensor,
+    trans_mat: Tensor,
     *,
-    dtype: DataType = DataType.BFLOAT16,
-    residual_input_tensor: Tensor | None = None,
     compute_kernel_config: Any = None,
-    program_config: Any = None,
-    memory_config: Any = None,
-    use_2d_core_grid: bool | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Decode RoPE of Q [1, B, nh, d] and K [1, B, nkv, d] in one op (the Galaxy Llama's
+    attention): cos/sin are [1, 2B, 1, d], Q's users first, then K's; ``trans_mat`` holds the
+    32x32 rotation tile once per core. Each is :func:`rotary_embedding_llama` in decode mode,
+    with RotaryEmbeddingLlamaFusedQK::validate's rules: one batch size (<= 32), Q and K
+    height-sharded on disjoint cores (64 at most together), equal head dims."""
+    op = "rotary_embedding_llama_fused_qk"
+    q_shape = _rank4(op, q_input_tensor, "Q [1, batch, heads, head_dim]")
+    k_shape = _rank4(op, k_input_tensor, "K [1, batch, kv_heads, head_dim]")
+    c_shape = tuple(cos_cache._shape)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(f"ttnn.experimental.{op}: {rule}.\nfix: {fix}")
+
+    if q_shape[0] != 1 or k_shape[0] != 1:
+        raise fail("rotary_embedding_llama_fused_qk currently only supports decode mode with "
+                   f"seq_len=1 (Q {list(q_shape)}, K {list(k_shape)})",
+                   "pass decode heads [1, batch, heads, head_dim].")  # fmt: skip
+    if q_shape[-1] != k_shape[-1] or q_shape[1] != k_shape[1] or q_shape[1] > 32:
+        raise fail(f"Q {list(q_shape)} and K {list(k_shape)} must have the same head dim and "
+                   "batch size, at most 32", "split the users into groups of up to 32.")  # fmt: skip
+    if c_shape != tuple(sin_cache._shape) or len(c_shape) != 4 or c_shape[1] != 2 * q_shape[1]:
+        raise fail(f"Cos and Sin are repeated for Q and K, so they must have the same batch size "
+                   f"as the sum of Q and K batch sizes (cos {list(c_shape)}, sin "
+                   f"{list(sin_cache._shape)}, batch {q_shape[1]})",
+                   "gather cos/sin for Q's users, then again for K's (RotarySetup.get_rot_mats).")  # fmt: skip
+    cores = []
+    for name, t in (("Q", q_input_tensor), ("K", k_input_tensor)):
+        mc = t._spec.memory_config
+        if mc.memory_layout is not TensorMemoryLayout.HEIGHT_SHARDED or mc.shard_spec is None:
+            raise fail(f"inputs for RoPE must be HEIGHT_SHARDED ({name}: {mc!r})",
+                       "height-shard Q and K, one user per core.")  # fmt: skip
+        cores.append(core_set(mc.shard_spec.grid))
+    if cores[0] & cores[1] or len(cores[0]) + len(cores[1]) > 64:
+        raise fail("Q and K must not overlap and must not exceed max core grid size of 64",
+                   "shard Q and K on two disjoint core sets.")  # fmt: skip
+    users, d = q_shape[1], q_shape[-1]
+
+    def rows(t: Tensor, lo: int) -> Tensor:
+        return _slice(t, [0, lo, 0, 0], [1, lo + users, c_shape[2], d])
+
+    q = rotary_embedding_llama(q_input_tensor, rows(cos_cache, 0), rows(sin_cache, 0), trans_mat,
+                               is_decode_mode=True)  # fmt: skip
+    k = rotary_embedding_llama(k_input_tensor, rows(cos_cache, users), rows(sin_cache, users),
+                               trans_mat, is_decode_mode=True)  # fmt: skip
+    return q, k
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributed LayerNorm / RMSNorm: stats per device -> all_gather (the model's) -> normalize
+# (ttnn/cpp/ttnn/operations/normalization/layernorm_distributed/ and rmsnorm_distributed/)
+# ---------------------------------------------------------------------------------------------
+
+
+def _pre_all_gather(
+    op: str,
+    center: bool,
+    input_tensor: Tensor,
+    dtype: DataType,
+    residual_input_tensor: Tensor | None,
+    program_config: Any,
 ) -> Tensor:
-    """Each device's sum(x**2) over its slice of the hidden dim, as TT-NN packs it: one tile
-    column wide, [..., 32], the sum in column 0 (zeros elsewhere). All-gather it on the last dim,
-    then :func:`rms_norm_post_all_gather`. With ``residual_input_tensor`` the stats are of
-    ``input + residual``."""
-    op = "rms_norm_pre_all_gather"
+    """Each device's statistics, packed as TT-NN's pre-all-gather kernels write them: one tile
+    column per statistic, the value in column 0 (zeros elsewhere): ``[sum(x**2)]`` for RMSNorm,
+    ``[sum(x**2), sum(x)]`` for LayerNorm (LayerNormPreAllGather::compute_output_specs: the last
+    dim is 1 or 2 tiles wide)."""
     out_dtype = check_dtype(op, dtype) or DataType.BFLOAT16
     check_norm_program_config(op, program_config, input_tensor, residual_input_tensor)
     tensors = [input_tensor]
@@ -427,10 +482,113 @@ def rms_norm_pre_all_gather(
         y = x.astype(jnp.float32)
         if res:
             y = y + res[0].astype(jnp.float32)
-        ss = jnp.sum(y * y, axis=-1, keepdims=True)
-        return jnp.concatenate([ss, jnp.zeros((*ss.shape[:-1], TILE_SIZE - 1), ss.dtype)], -1)
+        sums = [jnp.sum(y * y, axis=-1, keepdims=True)]
+        if center:
+            sums.append(jnp.sum(y, axis=-1, keepdims=True))
+        pad = jnp.zeros((*sums[0].shape[:-1], TILE_SIZE - 1), jnp.float32)
+        return jnp.concatenate([part for s in sums for part in (s, pad)], -1)
 
-    return run_op(op, fn, tensors, out_dtype=out_dtype)
+    return run_op(op, fn, tensors, static=(center,), out_dtype=out_dtype)
+
+
+def _post_all_gather(
+    op: str,
+    center: bool,
+    input_tensor: Tensor,
+    stats: Tensor,
+    epsilon: float,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    dtype: DataType | None,
+    program_config: Any,
+) -> Tensor:
+    """Normalize each device's slice x [..., W] with the statistics of the full hidden dim: the
+    gathered ``stats`` hold each device's tile columns side by side; TT-NN reduces every tile
+    (all 32 columns) and strides over the statistics (LayerNorm: even tiles are sum(x**2), odd
+    tiles sum(x)), dividing by ``W * n_devices`` (layernorm_post_allgather.cpp)."""
+    check_norm_program_config(op, program_config, input_tensor)
+    per_device = 2 if center else 1
+    x_shape, st_shape = tuple(input_tensor._shape), tuple(stats._shape)
+    tiles = st_shape[-1] // TILE_SIZE if st_shape else 0
+    if (
+        len(st_shape) != len(x_shape)
+        or st_shape[:-1] != x_shape[:-1]
+        or st_shape[-1] % TILE_SIZE
+        or tiles == 0
+        or tiles % per_device
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: stats has per-device shape {list(st_shape)} for an input of "
+            f"{list(x_shape)}; TT-NN needs the input's leading dims and a last dim of "
+            f"{32 * per_device} per device.\nfix: all_gather {op.replace('post', 'pre')}'s "
+            "output on dim 3 (over the devices that split the hidden dim) and pass that."
+        )
+    if weight is not None and center != (bias is not None):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Beta tensor must be present if and only if using layernorm (vs "
+            f"rmsnorm).\nfix: {'pass bias= with weight=' if center else 'drop bias= (RMSNorm has no bias)'}."
+        )
+    if bias is not None and not center:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Beta tensor must be present if and only if using layernorm (vs "
+            "rmsnorm).\nfix: drop bias= (RMSNorm has no bias)."
+        )
+    width = x_shape[-1]
+    n_dev = tiles // per_device
+    tensors = [input_tensor, stats]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if math.prod(t._shape) != width:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: {name} has per-device shape {list(t._shape)} "
+                f"({math.prod(t._shape)} values) for a hidden slice of {width}.\nfix: shard "
+                f"the norm's {name} like the hidden dim (each device holds its W values)."
+            )
+        tensors.append(t)
+    has = (weight is not None, bias is not None)
+    eps = float(epsilon)
+    out_dtype = check_dtype(op, dtype)
+
+    def fn(x: Any, st: Any, *wb: Any) -> Any:
+        per_tile = jnp.sum(
+            st.astype(jnp.float32).reshape(*st.shape[:-1], tiles, TILE_SIZE), axis=-1
+        )
+        inv_n = 1.0 / (width * n_dev)
+        ex2 = jnp.sum(per_tile[..., 0::per_device], axis=-1, keepdims=True) * inv_n
+        y = x.astype(jnp.float32)
+        if center:
+            ex = jnp.sum(per_tile[..., 1::per_device], axis=-1, keepdims=True) * inv_n
+            y = (y - ex) * jax.lax.rsqrt(ex2 - ex * ex + eps)
+        else:
+            y = y * jax.lax.rsqrt(ex2 + eps)
+        it = iter(wb)
+        if has[0]:
+            y = y * next(it).astype(jnp.float32).reshape(width)
+        if has[1]:
+            y = y + next(it).astype(jnp.float32).reshape(width)
+        return y.astype(x.dtype)
+
+    return run_op(op, fn, tensors, static=(center, eps, width, n_dev, has), out_dtype=out_dtype)
+
+
+def rms_norm_pre_all_gather(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType = DataType.BFLOAT16,
+    residual_input_tensor: Tensor | None = None,
+    compute_kernel_config: Any = None,
+    program_config: Any = None,
+    memory_config: Any = None,
+    use_2d_core_grid: bool | None = None,
+) -> Tensor:
+    """Each device's sum(x**2) over its slice of the hidden dim, as TT-NN packs it: one tile
+    column wide, [..., 32], the sum in column 0 (zeros elsewhere). All-gather it on the last dim,
+    then :func:`rms_norm_post_all_gather`. With ``residual_input_tensor`` the stats are of
+    ``input + residual``."""
+    return _pre_all_gather(
+        "rms_norm_pre_all_gather", False, input_tensor, dtype, residual_input_tensor, program_config
+    )
 
 
 def rms_norm_post_all_gather(
@@ -450,48 +608,75 @@ def rms_norm_post_all_gather(
     mean over the full hidden dim comes from the gathered ``stats`` [..., 32 * n_devices]: TT-NN
     sums every stats column and divides by ``W * n_devices``. ``weight`` holds this device's W
     values (any shape of W elements, e.g. [1, 1, W/32, 32] row-major)."""
-    op = "rms_norm_post_all_gather"
-    check_norm_program_config(op, program_config, input_tensor)
-    x_shape, st_shape = tuple(input_tensor._shape), tuple(stats._shape)
-    if (
-        len(st_shape) != len(x_shape)
-        or st_shape[:-1] != x_shape[:-1]
-        or st_shape[-1] % TILE_SIZE
-        or st_shape[-1] == 0
-    ):
-        raise ShapeMismatchError(
-            f"ttnn.{op}: stats has per-device shape {list(st_shape)} for an input of "
-            f"{list(x_shape)}; TT-NN needs the input's leading dims and a last dim of 32 per "
-            "device.\nfix: all_gather rms_norm_pre_all_gather's output on dim 3 (over the devices "
-            "that split the hidden dim) and pass that."
-        )
-    if bias is not None:
-        raise ShapeMismatchError(
-            f"ttnn.{op}: Beta tensor must be present if and only if using layernorm (vs "
-            "rmsnorm).\nfix: drop bias= (RMSNorm has no bias)."
-        )
-    width = x_shape[-1]
-    n_dev = st_shape[-1] // TILE_SIZE
-    tensors = [input_tensor, stats]
-    if weight is not None:
-        if math.prod(weight._shape) != width:
-            raise ShapeMismatchError(
-                f"ttnn.{op}: weight has per-device shape {list(weight._shape)} "
-                f"({math.prod(weight._shape)} values) for a hidden slice of {width}.\nfix: shard the RMSNorm "
-                "weight like the hidden dim (each device holds its W values)."
-            )
-        tensors.append(weight)
-    eps = float(epsilon)
-    out_dtype = check_dtype(op, dtype)
+    return _post_all_gather(
+        "rms_norm_post_all_gather",
+        False,
+        input_tensor,
+        stats,
+        epsilon,
+        weight,
+        bias,
+        dtype,
+        program_config,
+    )
 
-    def fn(x: Any, st: Any, *w: Any) -> Any:
-        ms = jnp.sum(st.astype(jnp.float32), axis=-1, keepdims=True) / (width * n_dev)
-        y = x.astype(jnp.float32) * jax.lax.rsqrt(ms + eps)
-        if w:
-            y = y * w[0].astype(jnp.float32).reshape(width)
-        return y.astype(x.dtype)
 
-    return run_op(op, fn, tensors, static=(eps, width, n_dev), out_dtype=out_dtype)
+def layer_norm_pre_all_gather(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType = DataType.BFLOAT16,
+    residual_input_tensor: Tensor | None = None,
+    compute_kernel_config: Any = None,
+    program_config: Any = None,
+    memory_config: Any = None,
+) -> Tensor:
+    """Each device's ``sum(x**2)`` and ``sum(x)`` over its slice of the hidden dim, two tile
+    columns wide ([..., 64]: column 0 and column 32), as TT-NN's LayerNorm pre-all-gather packs
+    them. All-gather on the last dim, then :func:`layer_norm_post_all_gather`.
+
+    >>> stats = ttnn.layer_norm_pre_all_gather(x)        # [1, 1, 32, 64] per device
+    >>> full = ttnn.all_gather(stats, dim=3, cluster_axis=1)
+    >>> y = ttnn.layer_norm_post_all_gather(x, full, epsilon=1e-5)
+    >>> tuple(full.shape), tuple(y.shape)
+    ((1, 1, 32, 256), (1, 1, 32, 32))
+    """
+    return _pre_all_gather(
+        "layer_norm_pre_all_gather",
+        True,
+        input_tensor,
+        dtype,
+        residual_input_tensor,
+        program_config,
+    )
+
+
+def layer_norm_post_all_gather(
+    input_tensor: Tensor,
+    stats: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    memory_config: Any = None,
+    compute_kernel_config: Any = None,
+    program_config: Any = None,
+    dtype: DataType | None = None,
+) -> Tensor:
+    """``(x - E[x]) * rsqrt(Var[x] + epsilon) * weight + bias`` on each device's slice, with
+    ``E[x]`` and ``E[x**2]`` of the full hidden dim read from the gathered ``stats`` [..., 64 *
+    n_devices]. TT-NN takes ``weight`` and ``bias`` together (or neither), each this device's W
+    values (row-major [1, 1, W/32, 32])."""
+    return _post_all_gather(
+        "layer_norm_post_all_gather",
+        True,
+        input_tensor,
+        stats,
+        epsilon,
+        weight,
+        bias,
+        dtype,
+        program_config,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,14 +747,98 @@ def moe(
     return write_output(out, output_tensor)
 
 
+def nlp_create_qkv_heads_segformer(
+    input: Tensor, *, memory_config: Any = None, output_tensors: Any = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """SegFormer's head split: [B, 1, S, W] -> [B, W / 32, S, 32] (heads of 32, in order), as
+    TT-NN's ``nlp_create_qkv_heads_segformer`` (head_dim hard-coded to one tile). TT-NN returns
+    three tensors of that shape but its kernel writes only the first; the other two come back
+    zero here (TT-NN leaves them unwritten)."""
+    op = "nlp_create_qkv_heads_segformer"
+    b, one, s, w = _rank4(op, input, "[B, 1, S, W]")
+    if one != 1 or s % TILE_SIZE or w % TILE_SIZE:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: the input has per-device shape {[b, one, s, w]}; TT-NN takes "
+            "[B, 1, S, W] with S and W multiples of 32.\nfix: pad the sequence and width to tiles."
+        )
+    heads = w // TILE_SIZE
+
+    def fn(x: Any) -> Any:
+        q = jnp.transpose(x.reshape(b, s, heads, TILE_SIZE), (0, 2, 1, 3))
+        return q, jnp.zeros_like(q), jnp.zeros_like(q)
+
+    out = run_op(op, fn, [input], static=(heads,), memory_config=memory_config)
+    results = tuple(out)
+    if output_tensors:
+        results = tuple(write_output(r, o) for r, o in zip(results, output_tensors))
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Mamba's SSM multiply (ttnn/cpp/ttnn/operations/experimental/ssm/repeat_and_interleave_eltwise_mul)
+# ---------------------------------------------------------------------------------------------
+
+# TT-NN's kernel is written for Mamba-2.8B: hidden size 5120 (RepeatAndInterleaveEltwiseMul).
+SSM_HIDDEN_SIZE = 5120
+
+
+def repeat_and_interleave_eltwise_mul(
+    a: Tensor,
+    b: Tensor,
+    *,
+    memory_config: Any = None,
+    dtype: DataType | None = None,
+    math_fidelity: Any = None,
+) -> Tensor:
+    """Mamba's ``a.repeat(1, 1, 1, 5120) * b.repeat_interleave(32, dim=-1)``: a [1, 1, U, 32]
+    (or already [1, 1, U, 32 * 5120]) times b [1, 1, U, 5120] (or already repeated), giving
+    [1, 1, U, 32 * 5120] with ``out[..., 32 * j + i] = a[..., i] * b[..., j]``."""
+    op = "repeat_and_interleave_eltwise_mul"
+    a_shape, b_shape = tuple(a._shape), tuple(b._shape)
+    full = TILE_SIZE * SSM_HIDDEN_SIZE
+    problems = []
+    if len(a_shape) != 4 or len(b_shape) != 4 or a_shape[:2] != (1, 1) or b_shape[:2] != (1, 1):
+        problems.append("Batch not supported: both inputs must be [1, 1, users, width]")
+    elif a_shape[2] % TILE_SIZE or a_shape[2] != b_shape[2]:
+        problems.append("Num of users must be a multiple of 32 and match in both inputs")
+    elif a_shape[3] == b_shape[3]:
+        problems.append("Use eltwise mul for same size inputs")
+    elif a_shape[3] not in (TILE_SIZE, full) or b_shape[3] not in (SSM_HIDDEN_SIZE, full):
+        problems.append("Input a width must be 32 or 32*5120, input b width 5120 or 32*5120")
+    if problems:
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: {problems[0]} (a {list(a_shape)}, b {list(b_shape)}).\n"
+            "fix: pass a [1, 1, U, 32] and b [1, 1, U, 5120] (U a multiple of 32)."
+        )
+    out_dtype = check_dtype(op, dtype)
+    a_full, b_full = a_shape[3] == full, b_shape[3] == full
+
+    def fn(x: Any, y: Any) -> Any:
+        users = x.shape[2]
+        xa = x.astype(jnp.float32).reshape(1, 1, users, -1, TILE_SIZE)
+        yb = y.astype(jnp.float32).reshape(1, 1, users, SSM_HIDDEN_SIZE, -1)
+        xa = xa if a_full else jnp.broadcast_to(xa, (1, 1, users, SSM_HIDDEN_SIZE, TILE_SIZE))
+        yb = yb if b_full else jnp.broadcast_to(yb, (1, 1, users, SSM_HIDDEN_SIZE, TILE_SIZE))
+        return (xa * yb).reshape(1, 1, users, full).astype(x.dtype)
+
+    return run_op(
+        op, fn, [a, b], static=(a_full, b_full), out_dtype=out_dtype, memory_config=memory_config
+    )
+
+
 __all__ = [
     "fast_reduce_nc",
+    "layer_norm_post_all_gather",
+    "layer_norm_pre_all_gather",
     "moe",
     "nlp_concat_heads",
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",
     "nlp_create_qkv_heads_decode",
+    "nlp_create_qkv_heads_segformer",
+    "repeat_and_interleave_eltwise_mul",
     "rms_norm_post_all_gather",
     "rms_norm_pre_all_gather",
     "rotary_embedding_llama",
+    "rotary_embedding_llama_fused_qk",
 ]

@@ -13,6 +13,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -382,8 +383,84 @@ def deallocate(tensor: Tensor, force: bool = True) -> None:
     tensor.deallocate(force)
 
 
+def dram_prefetcher(
+    tensors: Sequence[Tensor],
+    num_layers: int,
+    global_cb: Any,
+    *,
+    enable_performance_mode: bool = False,
+) -> Tensor:
+    """TT-NN's ``ttnn.dram_prefetcher`` (ttnn/cpp/ttnn/operations/prefetcher): on a chip it streams
+    ``num_layers`` layers of the weights in ``tensors[:-1]`` from DRAM into ``global_cb`` on the
+    receiver cores, where the matmuls given ``global_cb=`` read them; ``tensors[-1]`` is the table
+    of their buffer addresses. ttjax's matmuls read their weights directly, so no values move;
+    every TT-NN rule is checked (DramPrefetcher::validate) and, as in TT-NN, a [32, 32] tensor of
+    the first weight's dtype comes back (a placeholder to deallocate after the layers ran)."""
+    op = "dram_prefetcher"
+    tensors = list(tensors)
+
+    def fail(rule: str, fix: str) -> MemoryConfigError:
+        return MemoryConfigError(f"ttnn.{op}: {rule}.\nfix: {fix}")
+
+    if not tensors or not all(isinstance(t, Tensor) for t in tensors):
+        raise fail("Must have at least one input tensor (the weights, then their address table)",
+                   "pass prefetcher_setup.get_input_tensors().")  # fmt: skip
+    if int(num_layers) <= 0:
+        raise fail(f"Prefetcher must run for at least 1 layer (num_layers={num_layers})",
+                   "pass num_layers >= 1.")  # fmt: skip
+    if global_cb is None:
+        raise fail("Global circular buffer must be provided",
+                   "ttnn.create_global_circular_buffer(mesh, sender_receiver_mapping, size).")  # fmt: skip
+    mapping = list(global_cb.sender_receiver_core_mapping)
+    sizes = {receivers.num_cores() for _, receivers in mapping}
+    if len(sizes) != 1:
+        raise fail("Global circular buffer must have same number of receivers for each sender core",
+                   "give every sender core as many receiver cores.")  # fmt: skip
+    per_sender = sizes.pop()
+    weights, addrs = tensors[:-1], tensors[-1]
+    for i, t in enumerate(weights):
+        mc = t.memory_config()
+        if t.layout != Layout.TILE:
+            raise fail(f"All tensors must be tilized (tensor {i} is {t.layout!r})",
+                       "create the weights with layout=ttnn.TILE_LAYOUT.")  # fmt: skip
+        if (
+            mc.memory_layout is not TensorMemoryLayout.WIDTH_SHARDED
+            or mc.buffer_type is not BufferType.DRAM
+        ):
+            raise fail(f"Input tensors must be width sharded in DRAM (tensor {i}: {mc!r})",
+                       "create the weights with a DRAM WIDTH_SHARDED memory_config.")  # fmt: skip
+        if mc.shard_spec is not None and mc.shard_spec.shape[1] % per_sender:
+            raise fail(f"All tensors' padded shard size (in last dim) {mc.shard_spec.shape[1]} must be "
+                       f"divisible by the number of receiver cores per sender {per_sender}",
+                       "pad the weights' shard width to a multiple of the receivers per sender.")  # fmt: skip
+        if t.dtype not in (DataType.BFLOAT4_B, DataType.BFLOAT8_B, DataType.BFLOAT16):
+            raise fail(f"Input tensors must be of type Bfp4_b, Bfp8_b, or Float16_b (tensor {i} is "
+                       f"{t.dtype!r})", "store the weights as bfloat4_b, bfloat8_b or bfloat16.")  # fmt: skip
+    amc = addrs.memory_config()
+    if (
+        addrs.layout != Layout.ROW_MAJOR
+        or amc.memory_layout is not TensorMemoryLayout.HEIGHT_SHARDED
+        or amc.buffer_type is not BufferType.L1
+        or addrs.dtype is not DataType.UINT32
+    ):
+        raise fail(f"Tensor containing addresses must be row major, height sharded in L1 and of "
+                   f"type UInt32 (got {addrs.layout!r}, {amc!r}, {addrs.dtype!r})",
+                   "build it as prefetcher_setup.get_tensor_addrs() does.")  # fmt: skip
+    first = weights[0] if weights else addrs
+    mesh = common_mesh(op, tensors)
+    out_dtype = first.dtype
+    store = (DataType.BFLOAT16 if out_dtype.is_block_float else out_dtype).numpy_dtype
+
+    def fn(_: Any) -> Any:
+        return jnp.zeros((32, 32), store)
+
+    return run_op(op, fn, [first], mesh=mesh, out_dtype=out_dtype,
+                  memory_config=DRAM_MEMORY_CONFIG)  # fmt: skip
+
+
 __all__ = [
     "deallocate",
+    "dram_prefetcher",
     "get_memory_config",
     "interleaved_to_sharded",
     "interleaved_to_sharded_partial",

@@ -506,6 +506,22 @@ hardsigmoid = _unary(
     _float(lambda x: jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)),
     "clip(x / 6 + 1/2, 0, 1) per device.",
 )
+relu6 = _unary(
+    "relu6", lambda x: jnp.clip(x, 0, 6).astype(x.dtype), "min(max(x, 0), 6) per device."
+)
+hardswish = _unary(
+    "hardswish",
+    _float(lambda x: x * jnp.clip(x / 6.0 + 0.5, 0.0, 1.0)),
+    "x * hardsigmoid(x) per device (TT-NN's hardswish).",
+)
+swish = _unary("swish", _float(jax.nn.silu), "x * sigmoid(x) per device (TT-NN's name for SiLU).")
+remainder = _binary(
+    "remainder",
+    lambda x, y: jnp.remainder(x, y).astype(x.dtype),
+    "a - floor(a / b) * b per device: the remainder takes b's sign (torch.remainder's rule).",
+)
+bitwise_and = _binary("bitwise_and", jnp.bitwise_and, "a & b per device (integer tensors).")
+bitwise_or = _binary("bitwise_or", jnp.bitwise_or, "a | b per device (integer tensors).")
 sigmoid_accurate = _unary(
     "sigmoid_accurate",
     _float(jax.nn.sigmoid),

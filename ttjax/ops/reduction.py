@@ -7,6 +7,7 @@ result); combine the partials with ``ttnn.all_reduce``, exactly as in TT-NN.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ttjax._dispatch import run_op
+from ttjax._dispatch import common_mesh, run_op
 from ttjax.enums import TILE_SIZE, DataType, Layout
 from ttjax.errors import ShapeMismatchError, UnsupportedDTypeError
 from ttjax.ops._common import check_hw_kwargs, check_norm_program_config, norm_dim, write_output
@@ -264,6 +265,18 @@ def scale_mask_softmax_in_place(
     TT-NN ("Scale value must not be set when mask is not present")."""
     op = "scale_mask_softmax_in_place"
     check_hw_kwargs(op, kwargs)
+    return write_output(scale_mask_softmax_op(op, input_tensor, scale, mask), input_tensor)
+
+
+def scale_mask_softmax_op(
+    op: str,
+    input_tensor: Tensor,
+    scale: float | None,
+    mask: Tensor | None,
+    memory_config: Any = None,
+) -> Tensor:
+    """``softmax(x * scale + mask)`` over the last dim of each device's tensor, with TT-NN's
+    scale_mask_softmax rules (softmax_device_operation.cpp), as the op named ``op``."""
     if mask is None and scale is not None:
         raise ShapeMismatchError(
             f"ttnn.{op}: Scale value must not be set when mask is not present.\n"
@@ -280,8 +293,93 @@ def scale_mask_softmax_in_place(
             y = y + add.astype(jnp.float32)
         return jax.nn.softmax(y, axis=-1).astype(x.dtype)
 
-    out = run_op(op, local, tensors, static=(sc, mask is not None, rows))
-    return write_output(out, input_tensor)
+    return run_op(
+        op, local, tensors, static=(sc, mask is not None, rows), memory_config=memory_config
+    )
+
+
+# Each mesh's sampling stream: (the last nonzero seed, draws since it), as the chip's generator.
+_SAMPLING_STREAMS: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+
+
+def sampling(
+    input_values_tensor: Tensor,
+    input_indices_tensor: Tensor,
+    *,
+    k: Tensor,
+    p: Tensor,
+    temp: Tensor,
+    seed: int = 0,
+    sub_core_grids: Any = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """TT-NN's on-device token sampling for 32 users (ttnn/cpp/ttnn/operations/reduction/sampling):
+    per user (row of [.., 32 users, W]) the top ``k[u]`` values (k <= 32), softmax of them times
+    ``temp[u]`` (1/T), the smallest prefix whose cumulative probability passes ``p[u]``, then a
+    multinomial draw within that prefix; returns ``input_indices_tensor[u, chosen]`` as
+    [1, 1, 1, 32] uint32. As on the chip, a nonzero ``seed`` reseeds the mesh's generator and
+    ``seed=0`` draws the next numbers of its stream (the compute kernel's ``rand_tile_init`` runs
+    only for seed != 0). The draws are JAX's (TT-NN's generator differs), so the distribution,
+    not the sampled token, matches TT-NN; k = 1 or p = 0 is greedy."""
+    op = "sampling"
+    shape = tuple(input_values_tensor._shape)
+
+    def fail(rule: str, fix: str) -> ShapeMismatchError:
+        return ShapeMismatchError(f"ttnn.{op}: {rule}.\nfix: {fix}")
+
+    if len(shape) != 4 or shape[0] * shape[1] * shape[2] != 32 or shape[3] % TILE_SIZE:
+        raise fail(f"Input must have 32 users and an inner dim divisible by 32 (per-device shape "
+                   f"{list(shape)})", "pass the logits as [1, 1, 32, W], W padded to 32.")  # fmt: skip
+    if tuple(input_indices_tensor._shape) != shape:
+        raise fail(f"Input values and indices must have the same shape ({list(shape)} vs "
+                   f"{list(input_indices_tensor._shape)})", "pass one index per value.")  # fmt: skip
+    if input_indices_tensor._dtype not in (DataType.UINT32, DataType.INT32):
+        raise UnsupportedDTypeError(
+            f"ttnn.{op}: Only UINT32 & INT32 dtypes are supported for input indices (got "
+            f"{input_indices_tensor._dtype!r}).\nfix: create the indices with dtype=ttnn.uint32."
+        )
+    for name, t in (("k", k), ("p", p), ("temp", temp)):
+        if tuple(t._shape) != (32,):
+            raise fail(f"{name} must have shape [32]! (got {list(t._shape)})",
+                       f"pass one {name} per user as a [32] tensor.")  # fmt: skip
+    if sub_core_grids is not None and sub_core_grids.num_cores() != 32:
+        raise fail(f"Subcore grid expects num_users cores, but found {sub_core_grids.num_cores()}!",
+                   "pass 32 cores (one per user).")  # fmt: skip
+    width = shape[3]
+
+    mesh = common_mesh(op, [input_values_tensor])
+    base, step = _SAMPLING_STREAMS.get(mesh, (0, 0))
+    if int(seed) != 0:
+        base, step = int(seed) & 0xFFFFFFFF, 0
+    _SAMPLING_STREAMS[mesh] = (base, step + 1)
+
+    def fn(values: Any, indices: Any, kk: Any, pp: Any, tt: Any, sd: Any, n: Any) -> Any:
+        v = values.reshape(32, width).astype(jnp.float32)
+        top_v, top_i = jax.lax.top_k(v, 32)  # width is a multiple of 32
+        rank = jnp.arange(top_v.shape[-1])[None, :]
+        keep_k = rank < jnp.clip(kk.astype(jnp.int32), 1, 32)[:, None]
+        logits = jnp.where(keep_k, top_v * tt.astype(jnp.float32)[:, None], -jnp.inf)
+        probs = jax.nn.softmax(logits, axis=-1)
+        cum = jnp.cumsum(probs, axis=-1)
+        passed = cum > pp.astype(jnp.float32)[:, None]
+        cutoff = jnp.where(passed.any(-1), jnp.argmax(passed, axis=-1), top_v.shape[-1] - 1)
+        kept = jnp.where(rank <= cutoff[:, None], probs, 0.0)
+        draw = jax.random.uniform(jax.random.fold_in(jax.random.PRNGKey(sd), n), (32, 1))
+        over = jnp.cumsum(kept, axis=-1) / jnp.sum(kept, axis=-1, keepdims=True) > draw
+        choice = jnp.where(over.any(-1), jnp.argmax(over, axis=-1), 0)
+        picked = jnp.take_along_axis(top_i, choice[:, None], axis=-1)
+        ids = jnp.take_along_axis(indices.reshape(32, width), picked, axis=-1)
+        return ids.reshape(1, 1, 1, 32).astype(jnp.uint32)
+
+    out = run_op(
+        op,
+        fn,
+        [input_values_tensor, input_indices_tensor, k, p, temp],
+        scalars=(np.uint32(base), np.uint32(step)),
+        out_dtype=DataType.UINT32,
+        out_layout=Layout.ROW_MAJOR,
+    )
+    return write_output(out, output_tensor)
 
 
 def cumsum(

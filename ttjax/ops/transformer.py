@@ -21,7 +21,13 @@ import numpy as np
 from ttjax._dispatch import device_mask, run_op, spread_to_parent
 from ttjax.enums import DataType, Layout
 from ttjax.errors import LayoutError, ShapeMismatchError, TTJaxError, UnsupportedDTypeError
-from ttjax.ops._common import check_hw_kwargs, check_sdpa_program_config, norm_dim, write_output
+from ttjax.ops._common import (
+    check_hw_kwargs,
+    check_sdpa_program_config,
+    core_set,
+    norm_dim,
+    write_output,
+)
 from ttjax.ops.data_movement import slice as _slice
 from ttjax.placements import LOCAL, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor
@@ -965,6 +971,62 @@ def paged_update_cache(
         placement_rule=_cache_rule,
     )
     return write_output(out, cache_tensor)
+
+
+def paged_fused_update_cache(
+    cache_tensor1: Tensor,
+    input_tensor1: Tensor,
+    cache_tensor2: Tensor,
+    input_tensor2: Tensor,
+    *,
+    update_idxs: list[int] | None = None,
+    update_idxs_tensor: Tensor | None = None,
+    share_cache: bool | None = None,
+    page_table: Tensor | None = None,
+    batch_offset: int = 0,
+    compute_kernel_config: Any = None,
+    mesh_coords: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`paged_update_cache` of the K and the V cache in one op (the Galaxy Llama's decode
+    step), with TT-NN's FUSED_UPDATE rules (paged_cache_operation.cpp): both inputs tilized or
+    both row-major (row-major only at Llama-70B's shapes), each sharded, on as many cores and on
+    cores that do not overlap. Returns the two caches, updated in place."""
+    op = "paged_fused_update_cache"
+    layouts = {input_tensor1._layout, input_tensor2._layout}
+    if len(layouts) != 1:
+        raise LayoutError(
+            f"ttnn.experimental.{op}: input_tensor1 and input_tensor2 must be either both tiled "
+            f"or both row-major (got {input_tensor1._layout!r}, {input_tensor2._layout!r}).\n"
+            "fix: give the K and V inputs one layout."
+        )
+    if Layout.ROW_MAJOR in layouts and (
+        input_tensor1._shape[-1] != 128 or input_tensor2._shape[-2] != 8
+    ):
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: when input_tensor1 and input_tensor2 are row major, only "
+            f"Llama70b tensor shapes are supported (head_dim 128, 8 heads; got "
+            f"{list(input_tensor1._shape)}, {list(input_tensor2._shape)}).\nfix: tilize the inputs."
+        )
+    specs = [t._spec.memory_config.shard_spec for t in (input_tensor1, input_tensor2)]
+    grids: list[Any] = [getattr(spec, "grid", None) for spec in specs]
+    if not all(hasattr(g, "contains") and hasattr(g, "ranges") for g in grids):
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: both inputs must be sharded (each on its own cores).\n"
+            "fix: height-shard the K and V inputs, e.g. on two disjoint core sets."
+        )
+    cores = [core_set(g) for g in grids]
+    if cores[0] & cores[1] or len(cores[0]) != len(cores[1]):
+        raise ShapeMismatchError(
+            f"ttnn.experimental.{op}: input_tensor1 ({grids[0]!r}) and input_tensor2 ({grids[1]!r}) "
+            "must not overlap and must have same number of cores.\nfix: shard K and V on two "
+            "disjoint core sets of one size."
+        )
+    kwargs = dict(update_idxs=update_idxs, update_idxs_tensor=update_idxs_tensor,
+                  share_cache=share_cache, page_table=page_table, batch_offset=batch_offset,
+                  mesh_coords=mesh_coords)  # fmt: skip
+    paged_update_cache(cache_tensor1, input_tensor1, **kwargs)
+    paged_update_cache(cache_tensor2, input_tensor2, **kwargs)
+    return cache_tensor1, cache_tensor2
 
 
 def paged_fill_cache(

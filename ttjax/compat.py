@@ -147,7 +147,6 @@ NOT_PROVIDED: dict[str, str] = {
             "dtype",
             "ProgramConfig",
             "layernorm",
-            "conv",
             "to",
             "Tensors",
             "SiLU",

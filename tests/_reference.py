@@ -125,6 +125,20 @@ def blockfloat_quantize(x: np.ndarray, mag_bits: int, group: int = 16) -> np.nda
     return out.reshape(x.shape)
 
 
+def blockfloat_encode_frexp(xp: Any, x: Any, mag_bits: int, group: int = 16) -> tuple[Any, Any]:
+    """Block-float encoding as ttjax first wrote it, per element with ``frexp`` and ``ldexp``
+    (numpy or jax.numpy): the (int8 mantissas, uint8 biased exponents) that ``_blockfloat.encode``
+    must reproduce bit for bit. ``x``: float32, last dim a multiple of ``group``."""
+    g = xp.reshape(x, (*x.shape[:-1], x.shape[-1] // group, group))
+    _, e = xp.frexp(g)
+    e = xp.where(g == 0, -127, e)
+    emax = xp.clip(xp.max(e, axis=-1, keepdims=True), -127, 128)
+    shifted = xp.ldexp(g, xp.broadcast_to(mag_bits - emax, g.shape).astype(xp.int32))
+    limit = 2**mag_bits - 1
+    m = xp.clip(xp.round(shifted), -limit, limit).astype(xp.int8)
+    return xp.reshape(m, x.shape), xp.reshape((emax + 127).astype(xp.uint8), emax.shape[:-1])
+
+
 def llama_teacher_forced(
     config: Any, weights: dict[str, np.ndarray], tokens: np.ndarray, prompt_len: int
 ) -> tuple[np.ndarray, list[np.ndarray]]:

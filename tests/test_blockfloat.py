@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from _reference import blockfloat_quantize, pcc
+from _reference import blockfloat_encode_frexp, blockfloat_quantize, pcc
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -119,3 +120,32 @@ def test_bfloat4_b_packs_two_signed_nibbles_per_byte():
 def test_precision_on_normal_data(dtype, threshold, seed):
     x = np.random.default_rng(seed).standard_normal((4, 64)).astype(np.float32)
     assert pcc(_blockfloat.quantize(np, x, dtype), x) >= threshold
+
+
+def _every_bfloat16() -> np.ndarray:
+    """Rows of float32 values: every bfloat16 bit pattern (zeros, subnormals, inf, nan included)
+    in three orders, so groups of 16 mix magnitudes (shuffled) or hold neighbours (sorted)."""
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
+    every = every.astype(np.float32)
+    rng = np.random.default_rng(0)
+    by_size = every[np.argsort(np.abs(np.nan_to_num(every, nan=np.inf)), kind="stable")]
+    return np.stack([rng.permutation(every), rng.permutation(every), by_size])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
+def test_encode_is_the_frexp_ldexp_rule_bit_for_bit(dtype):
+    # The codec finds the shared exponent on the float bits and scales by exact powers of two;
+    # it must give the bits of the per-element frexp/ldexp rule, on the host and under jax.jit.
+    x = _every_bfloat16()
+    bits = BITS[dtype]
+    with np.errstate(invalid="ignore"):  # nan -> int8 (same cast in both)
+        want = blockfloat_encode_frexp(np, x, bits)
+        got = _blockfloat.encode(np, x, dtype)
+    want_dev = jax.jit(lambda v: blockfloat_encode_frexp(jnp, v, bits))(x)
+    got_dev = jax.jit(lambda v: _blockfloat.encode(jnp, v, dtype))(x)
+    for a, (m, e) in ((got, want), (got_dev, want_dev)):
+        m = np.asarray(m)
+        if dtype is ttnn.bfloat4_b:  # two signed nibbles a byte, the first in the low half
+            m = ((m[..., 0::2] & 0xF) | ((m[..., 1::2] & 0xF) << 4)).astype(np.uint8)
+        np.testing.assert_array_equal(np.asarray(a.mantissa), m)
+        np.testing.assert_array_equal(np.asarray(a.exponent), np.asarray(e))

@@ -55,8 +55,24 @@ def storage_dtypes(dtype: DataType) -> tuple[np.dtype, np.dtype]:
     )
 
 
+def _pow2(xp: Any, k: Any) -> Any:
+    """``2.0 ** k`` as float32, exactly, for integer arrays ``k`` in [-126, 127]: its bits.
+
+    >>> _pow2(np, np.array([-1, 0, 3]))
+    array([0.5, 1. , 8. ], dtype=float32)
+    """
+    return ((k + 127) << 23).astype(xp.int32).view(xp.float32)
+
+
 def encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
-    """Quantize ``x`` (any float array, rank >= 1) to block floats."""
+    """Quantize ``x`` (any float array, rank >= 1) to block floats.
+
+    Per group of 16: the shared exponent is ``frexp``'s exponent of the largest magnitude (zeros
+    never raise it; inf and nan count as exponent 0), and each value is rounded (half to even)
+    to ``bits`` magnitude bits below it, saturating. The exponent comes from the group's largest
+    magnitude found on the float bits, and the scaling is a multiply by an exact power of two,
+    so per element there is no ``frexp``/``ldexp`` (XLA has neither: each is a dozen ops).
+    """
     bits = _MAG_BITS[dtype]
     x = xp.asarray(x).astype(xp.float32)
     if x.ndim == 0:
@@ -67,14 +83,18 @@ def encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
         pad = [(0, 0)] * (x.ndim - 1) + [(0, wp - w)]
         x = xp.pad(x, pad)
     g = xp.reshape(x, (*x.shape[:-1], wp // GROUP, GROUP))
-    _, e = xp.frexp(g)
-    # frexp(0) has exponent 0: zeros (and the tile padding) must not raise the shared exponent,
-    # or a group of small values next to a zero would be flushed to multiples of 2**-bits.
-    e = xp.where(g == 0, -_BIAS, e)
-    emax = xp.clip(xp.max(e, axis=-1, keepdims=True), -_BIAS, 255 - _BIAS)
+    # |x|'s bits order like |x| for finite values; inf and nan stand in as 0.5 (exponent 0).
+    mag = g.view(xp.int32) & 0x7FFFFFFF
+    mag = xp.where(mag >= 0x7F800000, 0x3F000000, mag)
+    top = xp.max(mag, axis=-1, keepdims=True)
+    _, e = xp.frexp(top.view(xp.float32))
+    # A group of zeros (and the tile padding) gets the smallest exponent.
+    emax = xp.clip(xp.where(top == 0, -_BIAS, e), -_BIAS, 255 - _BIAS)
+    # g * 2**(bits - emax), exact: the power (up to 2**134) is split in two float32 factors.
+    n = (bits - emax).astype(xp.int32)
+    n1 = xp.minimum(n, 127)
+    shifted = g * _pow2(xp, n1) * _pow2(xp, n - n1)
     limit = 2**bits - 1
-    # ldexp(g, n) rather than g * 2**n: for an all-zero group 2**n overflows float32.
-    shifted = xp.ldexp(g, xp.broadcast_to(bits - emax, g.shape).astype(xp.int32))
     m = xp.clip(xp.round(shifted), -limit, limit).astype(xp.int8)
     m = xp.reshape(m, (*x.shape[:-1], wp))
     exp = xp.reshape((emax + _BIAS).astype(xp.uint8), (*x.shape[:-1], wp // GROUP))

@@ -362,7 +362,7 @@ def _program(group: _Group) -> Any:
         env = dict(zip(in_slots, datas))
         for node in nodes:
             # Each captured op names its instructions (HLO op_name metadata, profiler scopes).
-            with jax.named_scope(re.sub(r"\W+", "_", node.prog.name).strip("_")):
+            with jax.named_scope(re.sub(r"\W+", "_", node.prog.name).strip("_") or "op"):
                 out = node.prog.fn(*[env[s] for s in node.in_slots], *node.scalars)
             leaves = [out] if node.prog.single else list(out)
             env.update(zip(node.out_slots, leaves))

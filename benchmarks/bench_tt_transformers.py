@@ -19,15 +19,22 @@ eight device threads, torch's default pool made the Generator's ``process_output
 
 Each row's ``details`` count the traced ops and the compiled HLO's instructions per step.
 Skips with one line when ``TT_METAL_HOME`` (or what tt-metal's files import) is missing.
+``--breakdown`` profiles replays of both traces instead and prints where their CPU time goes,
+by family of op (``benchmarks/_profile.py: hlo_families``).
 
 TT_METAL_HOME=/path/to/tt-metal python -m benchmarks.run --only tt_transformers
+TT_METAL_HOME=/path/to/tt-metal python -m benchmarks.bench_tt_transformers --breakdown
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import re
+import statistics
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 from unittest import mock
@@ -36,6 +43,7 @@ import numpy as np
 
 import ttjax as ttnn
 from benchmarks._harness import Row, compare
+from benchmarks._profile import profile_families
 from models.llama.config import LlamaConfig
 from models.llama.model import TtLlama
 from models.llama.weights import random_weights
@@ -46,10 +54,15 @@ LAYERS = 2
 
 
 def _hlo_counts(tid: Any) -> dict[str, int]:
-    """Instructions of the trace's compiled programs: all, fusions and collectives."""
-    text = "\n".join(c.as_text() for _, c in ttnn.trace.trace_programs(tid))
+    """Instructions of the trace's compiled programs (all, fusions, collectives) and the bytes
+    they access per device (XLA's cost analysis)."""
+    programs = [c for _, c in ttnn.trace.trace_programs(tid)]
+    text = "\n".join(c.as_text() for c in programs)
     entry = [ln for ln in text.splitlines() if re.match(r"\s+(ROOT )?%?\S+ = ", ln)]
+    costs = [c.cost_analysis() for c in programs]
+    costs = [c[0] if isinstance(c, list) else c for c in costs]
     return {
+        "bytes_accessed": int(sum(c.get("bytes accessed", 0) for c in costs)),
         "hlo_instructions": len(entry),
         "fusions": sum(" fusion(" in ln for ln in entry),
         "collectives": sum(
@@ -169,13 +182,17 @@ def _ttjax_llama(mesh: ttnn.MeshDevice, args: Any) -> dict[str, Any]:
     return {"step": step, "replay": replay, "tid": tid}
 
 
-def run(mesh: ttnn.MeshDevice) -> list[Row]:
+@contextlib.contextmanager
+def _both(mesh: ttnn.MeshDevice) -> Iterator[tuple[dict[str, Any], dict[str, Any]] | None]:
+    """Both decodes captured (tt_transformers', ttjax Llama's), with ``ttnn`` bound to ttjax and
+    torch on one thread while inside; None (and one line printed) when tt-metal is missing."""
     from tests.real_models import harness
 
     why = harness.missing_requirements()
     if why:
         print(f"[tt_transformers] skipped: {why}")
-        return []
+        yield None
+        return
     import torch
 
     import ttjax.compat
@@ -190,27 +207,60 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
             torch.set_num_threads(1)
             try:
                 tt = _tt_transformers(mesh)
-                ours = _ttjax_llama(mesh, tt["args"])
-                details = {
-                    "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
-                    "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
-                    "tt_transformers_unfused": {
-                        **_trace_counts(tt["tid_unfused"]),
-                        **_hlo_counts(tt["tid_unfused"]),
-                    },
-                    "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
-                }
-                steps = {"tt": tt["step"], "ours": ours["step"]}
-                replays = {
-                    "tt": tt["replay"],
-                    "unfused": tt["replay_unfused"],
-                    "ours": ours["replay"],
-                }
-                t_step = compare(steps, repeats=15, number=10)
-                t_replay = compare(replays, repeats=15, number=10)
+                yield tt, _ttjax_llama(mesh, tt["args"])
             finally:
                 torch.set_num_threads(threads)
                 ttjax.compat.uninstall_ttnn()
+
+
+def breakdown(mesh: ttnn.MeshDevice, steps: int = 20, rounds: int = 3) -> dict[str, Any]:
+    """CPU ms per replay of each trace by family of op, summed over the 8 devices' threads: the
+    median of ``rounds`` profiles of ``steps`` replays, the two traces taking turns."""
+    with _both(mesh) as both:
+        if both is None:
+            return {}
+        tt, ours = both
+        sides = {"tt": tt, "ours": ours}
+        runs: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+        for _ in range(rounds):
+            for side, t in sides.items():
+                ((_, compiled),) = ttnn.trace.trace_programs(t["tid"])
+                runs[side].append(profile_families(t["replay"], compiled, steps))
+    out = {
+        side: {f: statistics.median(r.get(f, 0.0) for r in rs) for f in set().union(*rs)}
+        for side, rs in runs.items()
+    }
+    for side in out:
+        out[side]["compute (all but collectives)"] = sum(
+            v for f, v in out[side].items() if not f.startswith("collective")
+        )
+    families = sorted(set(out["tt"]) | set(out["ours"]), key=lambda f: -out["tt"].get(f, 0))
+    print(f"{'CPU ms per replay (8 devices)':48s} {'tt_transformers':>16s} {'ttjax Llama':>12s}")
+    for f in families:
+        print(f"{f:48s} {out['tt'].get(f, 0):16.2f} {out['ours'].get(f, 0):12.2f}")
+    return out
+
+
+def run(mesh: ttnn.MeshDevice) -> list[Row]:
+    from tests.real_models.checkpoint import TinyLlama
+
+    with _both(mesh) as both:
+        if both is None:
+            return []
+        tt, ours = both
+        details = {
+            "config": {**asdict(TinyLlama()), "num_hidden_layers": LAYERS, "batch": BATCH},
+            "tt_transformers": {**_trace_counts(tt["tid"]), **_hlo_counts(tt["tid"])},
+            "tt_transformers_unfused": {
+                **_trace_counts(tt["tid_unfused"]),
+                **_hlo_counts(tt["tid_unfused"]),
+            },
+            "ttjax_llama": {**_trace_counts(ours["tid"]), **_hlo_counts(ours["tid"])},
+        }
+        steps = {"tt": tt["step"], "ours": ours["step"]}
+        replays = {"tt": tt["replay"], "unfused": tt["replay_unfused"], "ours": ours["replay"]}
+        t_step = compare(steps, repeats=15, number=10)
+        t_replay = compare(replays, repeats=15, number=10)
     name = f"{LAYERS}-layer tiny Llama, TP {tuple(mesh.shape)}, batch {BATCH}"
     return [
         Row(
@@ -241,3 +291,18 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
             details,
         ),
     ]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--breakdown", action="store_true", help="profile replays by op family")
+    parser.add_argument("--steps", type=int, default=20, help="replays per profile")
+    parser.add_argument("--rounds", type=int, default=3, help="profiles per trace, taking turns")
+    ns = parser.parse_args()
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape((1, 8)))
+    if ns.breakdown:
+        breakdown(mesh, ns.steps, ns.rounds)
+    else:
+        from benchmarks._harness import report
+
+        report("ttjax benchmarks: tt_transformers", run(mesh))

@@ -221,3 +221,31 @@ __all__ = [
     "rounded",
     "seeds",
 ]
+
+
+def unnormalized_blocks(t: ttnn.Tensor, rng: np.random.Generator) -> ttnn.Tensor:
+    """``t`` (a block-float device tensor) now holding random blocks that are not normalized
+    (bfloat8_b mantissas below 64, bfloat4_b nibbles below 4, exponents 120-135): values that a
+    re-encode would store with other bits, so a test sees whether an op moved blocks as stored."""
+    import jax
+
+    m, e = t._data
+    if t.dtype is ttnn.bfloat8_b:
+        mant = rng.integers(-63, 64, m.shape).astype(np.int8)
+    else:
+        mant = rng.integers(0, 256, m.shape).astype(np.uint8) & 0x33
+    exp = rng.integers(120, 136, e.shape).astype(np.uint8)
+    t._data = type(t._data)(jax.device_put(mant, m.sharding), jax.device_put(exp, e.sharding))
+    return t
+
+
+def stored_blocks(t: ttnn.Tensor) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each device's stored (mantissas, exponents) of a block-float tensor, in mesh order."""
+    devices = list(t.mesh_device.jax_mesh.devices.flat)
+
+    def pieces(a: Any) -> list[np.ndarray]:
+        by_device = {s.device: np.asarray(s.data) for s in a.addressable_shards}
+        return [by_device[d] for d in devices]
+
+    m, e = t._data
+    return list(zip(pieces(m), pieces(e)))

@@ -3,10 +3,13 @@ per call with TT-NN's device groups; topology-faithful lowerings; errors."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from _op_testing import stored_blocks, unnormalized_blocks
 from _reference import coords
 from conftest import mesh_of
 from hypothesis import given
@@ -294,6 +297,61 @@ def test_doc_ring_and_line_all_gather_2x4(t3000):
             [x[..., 32 * c : 32 * c + 32], x[..., 32 * (4 + c) : 32 * (5 + c)]], 3
         )
         np.testing.assert_array_equal(ttnn.to_numpy(d), want)
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat8_b, ttnn.bfloat4_b], ids=["bfp8", "bfp4"])
+@pytest.mark.parametrize(("dim", "width"), [(3, 64), (2, 64), (3, 48)])
+@pytest.mark.parametrize(
+    ("axis", "topology", "lowering"),
+    [
+        (None, ttnn.Topology.Ring, "native"),
+        (1, ttnn.Topology.Ring, "topology"),
+        (0, ttnn.Topology.Linear, "topology"),
+    ],
+    ids=["all-native", "row-ring", "column-line"],
+)
+def test_all_gather_of_block_floats_moves_the_stored_blocks(
+    t3000, dtype, dim, width, axis, topology, lowering
+):
+    # TT-NN's all-gather copies tiles: the blocks arrive as stored, with no decode and
+    # re-encode, whenever each device's piece is whole groups of 16 (width 48 is padded
+    # inside a tile, so those values are re-encoded: the same values, other bits).
+    rng = np.random.default_rng(dim + width)
+    x = np.zeros((1, 1, 32, 8 * width), np.float32)
+    t = ttnn.from_torch(
+        x,
+        dtype=dtype,
+        layout=ttnn.TILE_LAYOUT,
+        device=t3000,
+        mesh_mapper=ttnn.ShardTensorToMesh(t3000, dim=3),
+    )
+    t = unnormalized_blocks(t, rng)
+    values = dict(zip(coords((2, 4)), (ttnn.to_numpy(d) for d in ttnn.get_device_tensors(t))))
+    blocks = dict(zip(coords((2, 4)), stored_blocks(t)))
+    out = ttnn.all_gather(t, dim=dim, cluster_axis=axis, topology=topology, lowering=lowering)
+    assert out.dtype == dtype
+    want = ref_all_gather(values, (2, 4), dim, axis)
+    for c, d in zip(coords((2, 4)), ttnn.get_device_tensors(out)):
+        np.testing.assert_array_equal(ttnn.to_numpy(d), want[c])
+    if width % 32 == 0:
+        for c, got in zip(coords((2, 4)), stored_blocks(out)):
+            for field in range(2):  # mantissas, exponents
+                pieces = [blocks[g][field] for g in group_of(c, (2, 4), axis)]
+                np.testing.assert_array_equal(got[field], np.concatenate(pieces, dim))
+
+
+def test_all_gather_of_block_floats_is_one_collective_with_no_float_math(t3000):
+    t = ttnn.from_torch(
+        np.random.default_rng(0).standard_normal((1, 1, 32, 512)).astype(np.float32),
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=t3000,
+        mesh_mapper=ttnn.ShardTensorToMesh(t3000, dim=3),
+    )
+    gather = jax.jit(lambda x: ttnn.all_gather(x, dim=3))
+    text = gather.lower(t).compile().as_text()
+    assert count_collectives(text)["all-gather"] == 1  # mantissas and exponents together
+    assert not re.search(r"\b(f32|bf16)\[", text)  # no decode, no re-encode
 
 
 def test_reduce_scatter_2x4_non_flat_mesh(t3000):

@@ -3,6 +3,7 @@ equals numpy on its own shard, exactly."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from _op_testing import (
@@ -18,6 +19,8 @@ from _op_testing import (
     put_local,
     reference,
     seeds,
+    stored_blocks,
+    unnormalized_blocks,
 )
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -76,6 +79,58 @@ def test_concat_per_device(case, dim):
     check(y, reference(lambda *s: np.concatenate(s, axis=dim), *shards), exact=True)
     y2 = ttnn.concat(tensors[:2], dim)
     check(y2, reference(lambda *s: np.concatenate(s, axis=dim), *shards[:2]), exact=True)
+
+
+@pytest.mark.parametrize(("widths", "blocks"), [((32, 64), True), ((48, 32), False)])
+def test_concat_of_block_floats_joins_the_stored_blocks(widths, blocks):
+    # Pieces of whole tiles are joined as stored (TT-NN concatenates tiles); a piece padded
+    # inside a tile (width 48) is decoded and re-encoded: the same values either way.
+    mesh = mesh_of((1, 2))
+    rng = np.random.default_rng(sum(widths))
+    tensors = [
+        unnormalized_blocks(
+            ttnn.from_torch(
+                np.zeros((2, 32, w), np.float32),
+                dtype=ttnn.bfloat8_b,
+                layout=ttnn.TILE_LAYOUT,
+                device=mesh,
+                mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+            ),
+            rng,
+        )
+        for w in widths
+    ]
+    values = [[ttnn.to_numpy(d) for d in ttnn.get_device_tensors(t)] for t in tensors]
+    out = ttnn.concat(tensors, dim=-1)
+    for i, d in enumerate(ttnn.get_device_tensors(out)):
+        np.testing.assert_array_equal(ttnn.to_numpy(d), np.concatenate([v[i] for v in values], -1))
+    if blocks:
+        parts = [stored_blocks(t) for t in tensors]
+        for i, got in enumerate(stored_blocks(out)):
+            for field in range(2):
+                whole = np.concatenate([p[i][field] for p in parts], -1)
+                np.testing.assert_array_equal(got[field], whole)
+
+
+def test_concat_of_one_tensor_is_a_memory_config_move():
+    # TT-NN (concat.cpp): one input is to_memory_config(input, memory_config or DRAM); inside a
+    # program a memory-config move is nothing, for block floats no decode and re-encode.
+    mesh = mesh_of((1, 2))
+    x = ttnn.from_torch(
+        np.random.default_rng(0).standard_normal((2, 32, 64)).astype(np.float32),
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+        memory_config=ttnn.L1_MEMORY_CONFIG,
+    )
+    y = ttnn.concat([x], dim=2)
+    assert y.memory_config() == ttnn.DRAM_MEMORY_CONFIG and y.dtype == ttnn.bfloat8_b
+    for a, b in zip(ttnn.get_device_tensors(y), ttnn.get_device_tensors(x)):
+        np.testing.assert_array_equal(ttnn.to_numpy(a), ttnn.to_numpy(b))
+    assert not jax.make_jaxpr(lambda t: ttnn.concat([t], dim=1))(x).eqns
+    z = ttnn.concat([x], dim=2, memory_config=ttnn.L1_MEMORY_CONFIG)
+    assert z.memory_config() == ttnn.L1_MEMORY_CONFIG
 
 
 INDEXES = [

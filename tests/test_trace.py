@@ -3,6 +3,8 @@ into the captured output tensors, span submeshes, and fail loudly when misused."
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -62,6 +64,23 @@ def test_replay_matches_eager_and_picks_up_refreshed_inputs(setup):
         replayed = _per_device(out)
         eager = _per_device(run(x_dev))
         np.testing.assert_array_equal(replayed, eager)
+    ttnn.release_trace(mesh, tid)
+
+
+def test_each_captured_op_names_its_instructions(setup):
+    # A trace program's HLO says which captured op made each instruction (op_name metadata, the
+    # profiler's scopes): benchmarks/_profile.py splits a replay's time by them.
+    mesh, run, x_dev, batch, rng = setup
+    ttnn.copy_host_to_device_tensor(_host(rng.random(batch, np.float32), mesh), x_dev)
+    run(x_dev)
+    tid = ttnn.begin_trace_capture(mesh, cq_id=0)
+    out = run(x_dev)
+    ttnn.end_trace_capture(mesh, tid, cq_id=0)
+    (group,) = ttnn.trace._traces[int(tid)].groups
+    program = jax.jit(ttnn.trace._program(group)).lower(*[t._data for t in group.in_tensors])
+    scopes = set(re.findall(r'"jit\(program\)/(\w+)/', program.as_text(debug_info=True)))
+    assert {"linear", "gelu", "all_gather", "sum", "add_scalar"} <= scopes
+    assert out.is_allocated()
     ttnn.release_trace(mesh, tid)
 
 

@@ -176,6 +176,39 @@ def encode_local(y: Any, spec: TensorSpec) -> Any:
     return jnp.reshape(y, lead + tuple(shape)) if lead else y
 
 
+def blocks_local(x: Any, spec: TensorSpec) -> _blockfloat.BlockFloatData:
+    """A block-float device's storage without its hidden axes: (mantissas, exponents) as stored."""
+    k = _n_hidden(spec.placements)
+    return _blockfloat.BlockFloatData(*(jnp.reshape(a, a.shape[k:]) for a in x))
+
+
+def blocks_storage(data: Any, spec: TensorSpec) -> _blockfloat.BlockFloatData:
+    """Inverse of :func:`blocks_local`: the hidden axes of ``spec`` put back."""
+    lead = (1,) * _n_hidden(spec.placements)
+    return _blockfloat.BlockFloatData(*(jnp.reshape(a, lead + a.shape) for a in data))
+
+
+def per_field(fn: Callable[..., Any]) -> Callable[..., _blockfloat.BlockFloatData]:
+    """A ``blocks_fn`` for :func:`run_op` that applies ``fn`` (an op that only moves data) to the
+    mantissas of every input, then to their exponents."""
+
+    def apply(*blocks: _blockfloat.BlockFloatData) -> _blockfloat.BlockFloatData:
+        return _blockfloat.BlockFloatData(*(fn(*parts) for parts in zip(*blocks)))
+
+    return apply
+
+
+def moves_whole_blocks(spec: TensorSpec, dim: int) -> bool:
+    """Whether moving a block-float tensor's data along ``dim`` (gathering, concatenating,
+    slicing there in per-device pieces) keeps every group of 16 whole: ``dim`` is not the last,
+    or the last dim holds whole tiles (no padding inside a piece). Then the op can move the
+    stored blocks themselves, as TT-NN moves tiles, with no decode and re-encode."""
+    if not spec.dtype.is_block_float:
+        return False
+    rank = len(spec.shape)
+    return dim % max(rank, 1) != rank - 1 or spec.shape[-1] % 32 == 0
+
+
 def storage_spec(spec: TensorSpec, axis_names: Sequence[str]) -> PartitionSpec:
     return _specs.partition_spec(spec.placements, axis_names, len(spec.shape))
 
@@ -334,6 +367,7 @@ def build_program(
     placement_rule: PlacementRule | None,
     memory_config: MemoryConfig | None = None,
     meta: OpMeta | None = None,
+    blocks_fn: Callable[..., Any] | None = None,
 ) -> Program:
     metas = [t._spec for t in tensors]
     names = mesh.axis_names
@@ -375,13 +409,21 @@ def build_program(
         for p, dt, s, lay in zip(placements, dtypes, shapes, layouts)
     ]
     out_specs = [storage_spec(m, names) for m in out_metas]
+    dtypes_in = {m.dtype for m in metas}
+    if blocks_fn is not None and single and len(dtypes_in) == 1 and out_metas[0].dtype in dtypes_in:
 
-    def body(*args: Any) -> Any:
-        xs = [decode_local(a, m) for a, m in zip(args[:n], metas)]
-        ys = local_fn(*xs, *args[n:])
-        ys_list = [ys] if single else list(ys)
-        enc = [encode_local(y, m) for y, m in zip(ys_list, out_metas)]
-        return enc[0] if single else tuple(enc)
+        def body(*args: Any) -> Any:
+            blocks = [blocks_local(a, m) for a, m in zip(args[:n], metas)]
+            return blocks_storage(blocks_fn(*blocks, *args[n:]), out_metas[0])
+
+    else:
+
+        def body(*args: Any) -> Any:
+            xs = [decode_local(a, m) for a, m in zip(args[:n], metas)]
+            ys = local_fn(*xs, *args[n:])
+            ys_list = [ys] if single else list(ys)
+            enc = [encode_local(y, m) for y, m in zip(ys_list, out_metas)]
+            return enc[0] if single else tuple(enc)
 
     mapped = jax.shard_map(
         body,
@@ -418,6 +460,7 @@ def _run_op(
     mesh: MeshDevice | None = None,
     memory_config: MemoryConfig | None = None,
     meta: OpMeta | None = None,
+    blocks_fn: Callable[..., Any] | None = None,
 ) -> Any:
     """Run ``local_fn`` on every device's local tensors; return the output Tensor(s).
 
@@ -426,6 +469,11 @@ def _run_op(
     so a loop over changing scalars does not recompile. ``memory_config`` (an op's
     ``memory_config=``) becomes the outputs' memory config (see :func:`output_memory_config`).
     ``meta`` (an :class:`OpMeta`) tells a trace capture what the op computes.
+
+    ``blocks_fn`` (for an op that only moves data, keeping groups of 16 whole: see
+    :func:`moves_whole_blocks`, :func:`per_field`) computes the op on block-float inputs of one
+    dtype as stored, ``BlockFloatData`` in and out, with no decode and re-encode: the same
+    values, as encoding decoded blocks gives the blocks back, and TT-NN moves tiles as stored.
     """
     if mesh is None:
         mesh = common_mesh(name, tensors)
@@ -441,6 +489,7 @@ def _run_op(
         out_dtype,
         out_layout,
         memory_config,
+        blocks_fn is not None,
     )
     cache = mesh._program_cache
     prog = cache.get(key)
@@ -456,6 +505,7 @@ def _run_op(
             placement_rule,
             memory_config,
             meta,
+            blocks_fn,
         )
         if mesh._program_cache_enabled:
             cache[key] = prog
@@ -482,6 +532,8 @@ def call_program(
 __all__ = [
     "OpMeta",
     "Program",
+    "blocks_local",
+    "blocks_storage",
     "build_program",
     "call_program",
     "capture_active",
@@ -490,7 +542,9 @@ __all__ = [
     "default_placements",
     "device_mask",
     "encode_local",
+    "moves_whole_blocks",
     "output_memory_config",
+    "per_field",
     "run_op",
 ]
 

@@ -36,7 +36,7 @@ import numpy as np
 from jax import lax
 
 from ttjax import _policy, _specs, numerics
-from ttjax._dispatch import OpMeta, run_op
+from ttjax._dispatch import OpMeta, moves_whole_blocks, run_op
 from ttjax.enums import DataType, Layout, ReduceType, Topology
 from ttjax.errors import CCLError, CCLSignatureError, MeshMismatchError
 from ttjax.fabric import FabricConfig
@@ -416,25 +416,41 @@ def all_gather(
     if c.mode == "native":
         meta = OpMeta("all_gather", dim=d, axes=_axis_names(c))
 
-        def fn(x: Any) -> Any:  # its backward sums: in device order under the numerics policy
-            return numerics.all_gather(x, names, axis=d, tiled=True)
+        def gather(x: Any, dim: int) -> Any:  # its backward sums: in device order (policy)
+            return numerics.all_gather(x, names, axis=dim, tiled=True)
 
     else:
         sched = _ring_all_gather if c.ring else _line_all_gather
 
-        def fn(x: Any) -> Any:
-            return sched(x, names, n, d)
+        def gather(x: Any, dim: int) -> Any:
+            return sched(x, names, n, dim)
 
     out = run_op(
         op,
-        fn,
+        lambda x: gather(x, d),
         [c.t],
         static=(d, policy, *c.key),
         placement_rule=_rule(c.axes, REPLICATE),
         memory_config=memory_config,
         meta=meta,
+        blocks_fn=_gather_blocks(gather, d) if moves_whole_blocks(c.t._spec, d) else None,
     )
     return write_output(out, output_tensor)
+
+
+def _gather_blocks(gather: Callable[[Any, int], Any], dim: int) -> Callable[[Any], Any]:
+    """All-gather of block-float storage as stored (TT-NN's all-gather moves tiles): mantissas
+    and exponents side by side in one byte array, so it is one collective, then put back."""
+
+    def fn(blocks: Any) -> Any:
+        m, e = blocks
+        width = m.shape[-1]
+        packed = jnp.concatenate([lax.bitcast_convert_type(m, jnp.uint8), e], axis=-1)
+        every = gather(packed[None], 0)  # [group, *shape]: each device's blocks
+        mant = lax.bitcast_convert_type(every[..., :width], m.dtype)
+        return type(blocks)(_stack_to_dim(mant, dim), _stack_to_dim(every[..., width:], dim))
+
+    return fn
 
 
 def reduce_scatter(

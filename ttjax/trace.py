@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -360,7 +361,9 @@ def _program(group: _Group) -> Any:
     def program(*datas: Any) -> list[Any]:
         env = dict(zip(in_slots, datas))
         for node in nodes:
-            out = node.prog.fn(*[env[s] for s in node.in_slots], *node.scalars)
+            # Each captured op names its instructions (HLO op_name metadata, profiler scopes).
+            with jax.named_scope(re.sub(r"\W+", "_", node.prog.name).strip("_") or "op"):
+                out = node.prog.fn(*[env[s] for s in node.in_slots], *node.scalars)
             leaves = [out] if node.prog.single else list(out)
             env.update(zip(node.out_slots, leaves))
         return [env[s] for s in out_slots]

@@ -16,10 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ttjax import _specs
-from ttjax._dispatch import default_placements, run_op
+from ttjax._dispatch import default_placements, moves_whole_blocks, per_field, run_op
 from ttjax.enums import DataType, EmbeddingsType, Layout, StorageType
 from ttjax.errors import LayoutError, ShapeMismatchError, TensorIndexError, TTJaxError
+from ttjax.hardware import DRAM_MEMORY_CONFIG
 from ttjax.ops._common import check_dtype, check_hw_kwargs, norm_dim, write_output
+from ttjax.ops.memory import to_memory_config
 from ttjax.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
 from ttjax.tensor import Tensor, deallocated_error, host_blocks
 
@@ -229,7 +231,12 @@ def concat(
     output_tensor: Tensor | None = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Concatenate each device's tensors along ``dim`` (no communication)."""
+    """Concatenate each device's tensors along ``dim`` (no communication).
+
+    One tensor is moved to ``memory_config`` (DRAM when not given), as TT-NN does
+    (concat.cpp: ``input_tensors.size() == 1`` returns ``to_memory_config``): inside a program
+    that is nothing. Block-float tensors whose groups of 16 stay whole are joined as stored.
+    """
     check_hw_kwargs("concat", kwargs)
     tensors = list(tensors)
     if not tensors:
@@ -237,12 +244,18 @@ def concat(
             "ttnn.concat needs at least one tensor.\nfix: pass a non-empty list of tensors."
         )
     d = norm_dim("concat", tensors[0], dim)
+    if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+        out = to_memory_config(tensors[0], memory_config or DRAM_MEMORY_CONFIG)
+        return write_output(out, output_tensor)
     out = run_op(
         "concat",
         lambda *xs: jnp.concatenate(xs, axis=d),
         tensors,
         static=(d, len(tensors)),
         memory_config=memory_config,
+        blocks_fn=per_field(lambda *xs: jnp.concatenate(xs, axis=d))
+        if all(isinstance(t, Tensor) and moves_whole_blocks(t._spec, d) for t in tensors)
+        else None,
     )
     return write_output(out, output_tensor)
 

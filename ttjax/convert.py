@@ -262,7 +262,11 @@ def from_torch(
             )
         if device is not None:
             mesh = device
-        placements = mapper.placements_for(tuple(arr.shape))
+        # A 1-D split with fewer chunks than devices (or a distribution over part of the mesh)
+        # lands on the block of the mesh's first devices, as TT-NN places it.
+        placed, placements = mapper.placed_on(tuple(arr.shape))
+        if placed is not mapper.mesh_device:
+            mesh = mesh._block_view((0,) * mesh.shape.dims(), tuple(placed.shape))
     local = _local_shape(tuple(arr.shape), placements, mesh)
     if device is None:
         if dt.is_block_float:
@@ -442,7 +446,9 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
         raise deallocated_error("to_device", tensor)
     if tensor._storage is StorageType.DEVICE:
         check_live(tensor, "to_device")
-        if tensor._mesh is not None and tensor._mesh.same_mesh(device):
+        if tensor._mesh is not None and (
+            tensor._mesh.same_mesh(device) or _block_within(tensor._mesh, device) is not None
+        ):
             return tensor
         raise MeshMismatchError(
             f"to_device: the tensor already lives on {tensor._mesh!r}, not {device!r}.\n"
@@ -454,20 +460,29 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
         return _put(
             tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape, memory_config
         )
-    if not tensor._mesh.same_mesh(device):
+    target = device if tensor._mesh.same_mesh(device) else _block_within(tensor._mesh, device)
+    if target is None:
         raise MeshMismatchError(
             f"to_device: this host tensor was distributed for {tensor._mesh!r}, not {device!r}.\n"
             "fix: distribute it again with a mapper built for the target mesh."
         )
     return _put(
         tensor._data,
-        device,
+        target,
         tensor._placements,
         tensor._dtype,
         tensor._layout,
         tensor._shape,
         memory_config,
     )
+
+
+def _block_within(mesh: MeshDevice, device: MeshDevice) -> MeshDevice | None:
+    """``device``'s view of the block ``mesh`` is of it (a tensor TT-NN placed on some of a
+    mesh's devices), or None when ``mesh`` is no block of ``device``."""
+    if mesh._offset is None or mesh._parent is None or not mesh._parent.same_mesh(device):
+        return None
+    return device._block_view(tuple(mesh._offset), tuple(mesh.shape))
 
 
 def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:

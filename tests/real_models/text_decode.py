@@ -85,19 +85,8 @@ def qwen25_vl_generate(
     )
     kv_cache = [layer.attention.layer_past for layer in model.layers]
     gen = Generator(model, args, s.mesh, tokenizer=args.tokenizer)
-    torch.manual_seed(0)
-    prompt = torch.randint(3, args.vocab_size, (1, prompt_len))
+    prompt, ref_logits, ref_tokens = harness.reference_generate(s, prompt_len, new_tokens)
     with torch.no_grad():
-        ref = hf.generate(
-            prompt,
-            max_new_tokens=new_tokens + 1,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-        ref_logits = [x[0] for x in ref.logits]
-        ref_tokens = tuple(int(t) for t in ref.sequences[0, prompt_len:])
         inputs = BatchFeature({"input_ids": prompt, "attention_mask": torch.ones_like(prompt)})
         embed = hf.model.language_model.embed_tokens
         input_embeds = embed(prompt)

@@ -351,8 +351,16 @@ def _placement_from(code: Sequence[Any]) -> Placement:
 def _dump_tensorbin(path: pathlib.Path, host: Tensor) -> None:
     """Store a host tensor (its global data and spec) at ``path`` (numpy's .npz format)."""
     spec = host.spec
+    mesh = spec.mesh
+    block = None
+    if mesh is not None and mesh._offset is not None and mesh._parent is not None:
+        # on some devices of a mesh only (fewer chunks than devices): stored with that mesh's
+        # shape and where the block lies in it
+        block = {"offset": list(mesh._offset), "shape": list(mesh.shape)}
+        mesh = mesh._parent
     meta = {
-        "mesh_shape": list(spec.mesh.shape) if spec.mesh is not None else None,
+        "mesh_shape": list(mesh.shape) if mesh is not None else None,
+        "block": block,
         "placements": [_placement_code(p) for p in spec.placements],
         "dtype": spec.dtype.name,
         "layout": spec.layout.name,
@@ -393,6 +401,19 @@ def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | Non
     if stored_mesh is None or mesh is None:
         return Tensor(data, TensorSpec(None, (), dt, lay, shape, StorageType.HOST))
     placements = tuple(_placement_from(c) for c in meta["placements"])
+    block = meta.get("block")
+    if block is not None:
+        full = tuple(mesh.shape)
+        try:
+            offset = tuple(int(o) for o in block["offset"])
+            size = tuple(int(n) for n in block["shape"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if len(offset) != len(full) or len(size) != len(full):
+            return None
+        if any(o < 0 or n < 1 or o + n > m for o, n, m in zip(offset, size, full)):
+            return None
+        mesh = mesh._block_view(offset, size)
     return Tensor(data, TensorSpec(mesh, placements, dt, lay, shape, StorageType.HOST))
 
 

@@ -521,7 +521,7 @@ def on_smallest(op: str, tensors: Sequence[Tensor]) -> Sequence[Tensor]:
         for t in tensors
         if isinstance(t, Tensor) and t._mesh is not None and t._storage is StorageType.DEVICE
     ]
-    if len(meshes) < 2:
+    if all(m is meshes[0] for m in meshes):  # the usual case: one mesh
         return tensors
     small = min(meshes, key=lambda m: m.get_num_devices())
     big = [m for m in meshes if not m.same_mesh(small)]

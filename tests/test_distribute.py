@@ -530,6 +530,10 @@ def test_1d_split_with_fewer_chunks_lives_on_the_first_devices(mesh_shape, rows,
     )
     assert tuple(t.mesh_device.shape) == block
     assert t.mesh_device.get_device_ids() == mesh.get_device_ids()[: int(np.prod(block))]
+    spec = ttnn.abstract_tensor(
+        x.shape, ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0)
+    )
+    assert spec.mesh_device is t.mesh_device and spec.shape == t.shape
     want = _chunks(x, 0, mesh.get_num_devices())
     got = ttnn.get_device_tensors(t)
     assert len(got) == len(want)

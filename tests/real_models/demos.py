@@ -354,6 +354,13 @@ QWEN25_VL_CASES: list[Case] = [
          llama_reference=True, script=True,
          where="prefill PCC 0.99939, decode 0.99957; the 5th greedy token is a near tie in "
                "transformers' own logits (299: 1.862, 1626: 1.839; std 0.645)"),
+    # the vision tower at its test's own sizes with 2 of its 32 blocks (the full-depth test takes
+    # about 90 minutes here); the wrapped one is what demo.py runs (its cos/sin are a size-1 dim
+    # split over the devices too), and the parametrization qwen25_vl's CI runs
+    Case("qwen25_vl", "vision transformer, 2 blocks + patch merger, 14308 patches", "1x8",
+         f"{QV}/test_model.py", "two_layers and 240dpi", "", llama_reference=True),
+    Case("qwen25_vl", "vision tower as demo.py wraps it (DropInVisionTransformer), 2 blocks",
+         "1x8", f"{QV}/test_wrapped_model.py", "two_layers", "", llama_reference=True),
     # its input: ShardTensorToMesh(dim=0) of a size-1 dim (tt/model_config.py:76), which TT-NN
     # (and ttjax) puts on device 0 only; the attention then runs there
     Case("qwen25_vl", "vision attention (windowed), 14336 rows, on device 0", "1x8",

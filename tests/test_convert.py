@@ -443,3 +443,36 @@ def test_to_torch_gives_uint16_and_uint32_as_int16_and_int32():
     np.testing.assert_array_equal(u16.numpy().view(np.uint16), x)
     np.testing.assert_array_equal(u32.numpy(), x)
     assert torch.equal(torch.tensor([[0, 7, 300]]), u16[:, :3].long())
+
+
+def test_as_tensor_cache_of_a_split_with_fewer_chunks_keeps_its_block(tmp_path):
+    """A 1-D split with fewer chunks than devices lives on the first devices (TT-NN's rule); its
+    cache file says so, and a second as_tensor loads it onto the same block (preprocess not run)."""
+    mesh = mesh_of((2, 4))
+    x = np.arange(2 * 32 * 32, dtype=np.float32).reshape(2, 1, 32, 32)
+    calls = []
+
+    def twice(t):
+        calls.append(1)
+        return 2 * t
+
+    kw = dict(
+        dtype=ttnn.float32,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=ttnn.DRAM_MEMORY_CONFIG,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+        cache_file_name=tmp_path / "x",
+        preprocess=twice,
+    )
+    for _ in range(2):
+        t = ttnn.as_tensor(x, **kw)
+        assert t.mesh_device.get_device_ids() == mesh.get_device_ids()[:2]
+        got = [ttnn.to_numpy(d) for d in ttnn.get_device_tensors(t)]
+        np.testing.assert_array_equal(np.concatenate(got), 2 * x)
+    assert calls == [1]
+    ttnn.dump_tensor(tmp_path / "t.tensorbin", t)
+    back = ttnn.load_tensor(tmp_path / "t.tensorbin", device=mesh)
+    assert back.mesh_device is t.mesh_device
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=0)
+    np.testing.assert_array_equal(ttnn.to_numpy(back, mesh_composer=composer), 2 * x)

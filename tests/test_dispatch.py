@@ -242,6 +242,32 @@ def test_ops_on_two_meshes_raise_mesh_mismatch():
         ttnn.close_mesh_device(right)
 
 
+def test_op_on_a_block_and_the_whole_mesh_runs_on_the_block():
+    """TT-NN runs an op on its smallest input's devices (mesh_device_operation_utils.hpp): a
+    tensor on the first 2 devices of 1x8 times a weight sharded over all 8 uses devices 0 and
+    1's own shards (a block-float one too); under jax.jit ttjax refuses with a fix."""
+    mesh = mesh_of((1, 8))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 1, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((1, 1, 32, 8 * 32)).astype(np.float32)
+    tx = ttnn.from_torch(
+        x, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0)
+    )
+    for dtype, tol in ((ttnn.float32, 1e-5), (ttnn.bfloat8_b, 0.05)):
+        tw = ttnn.from_torch(
+            w, dtype=dtype, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, 3)
+        )
+        wq = [ttnn.to_numpy(s).astype(np.float32) for s in ttnn.get_device_tensors(tw)]
+        y = ttnn.matmul(tx, tw, dtype=ttnn.float32)
+        assert tuple(y.mesh_device.shape) == (1, 2)
+        got = ttnn.get_device_tensors(y)
+        for d in range(2):
+            ref = x[d : d + 1].astype(np.float32) @ wq[d]
+            np.testing.assert_allclose(ttnn.to_numpy(got[d]), ref, rtol=tol, atol=tol)
+    with pytest.raises(ttnn.MeshMismatchError, match="fix:"):
+        jax.jit(lambda a, b: ttnn.matmul(a, b))(tx, tw)
+
+
 @pytest.mark.parametrize(
     ("op", "shapes"),
     [

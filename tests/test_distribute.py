@@ -497,3 +497,123 @@ def test_plan_mesh_mapper_flat_plan_and_a_plan_that_does_not_fit() -> None:
         np.testing.assert_array_equal(np.asarray(ttnn.to_torch(d)), w[2 * i : 2 * i + 2])
     with pytest.raises(ShardingError, match=r"fits neither all 8 devices[\s\S]*fix:"):
         ttnn.plan_mesh_mapper(mesh, ParallelDims((4,), ("tp",)), LogicalAxes("vocab"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fewer chunks than devices: TT-NN places them on the first devices only
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunks(x: np.ndarray, dim: int, n: int) -> list[np.ndarray]:
+    """TT-NN's chunk_ndim along one dim: pieces of ceil(size / n), as many as it takes."""
+    size = -(-x.shape[dim] // n)
+    return [np.take(x, range(i, i + size), axis=dim) for i in range(0, x.shape[dim], size)]
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "rows", "block"),
+    [((1, 8), 1, (1, 1)), ((1, 8), 10, (1, 5)), ((2, 4), 2, (1, 2)), ((2, 4), 4, (1, 4))],
+)
+def test_1d_split_with_fewer_chunks_lives_on_the_first_devices(mesh_shape, rows, block):
+    """qwen25_vl's vision input: ShardTensorToMesh(dim=0) of a size-1 dim on 1x8 (model_config.py:
+    76). TT-NN gives the chunks to the first devices only; ops with whole-mesh replicated
+    weights run there and ConcatMeshToTensor returns just those chunks."""
+    mesh = mesh_of(mesh_shape)
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 1, 32, 32)).astype(np.float32)
+    t = ttnn.from_torch(
+        x,
+        dtype=ttnn.float32,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+    )
+    assert tuple(t.mesh_device.shape) == block
+    assert t.mesh_device.get_device_ids() == mesh.get_device_ids()[: int(np.prod(block))]
+    spec = ttnn.abstract_tensor(
+        x.shape, ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0)
+    )
+    assert spec.mesh_device is t.mesh_device and spec.shape == t.shape
+    want = _chunks(x, 0, mesh.get_num_devices())
+    got = ttnn.get_device_tensors(t)
+    assert len(got) == len(want)
+    for mine, ref in zip(got, want):
+        np.testing.assert_array_equal(ttnn.to_numpy(mine), ref)
+
+    w = rng.standard_normal((1, 1, 32, 64)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, 64)).astype(np.float32)
+    rep = ttnn.ReplicateTensorToMesh(mesh)
+    tw, tb = (
+        ttnn.from_torch(
+            a, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=rep
+        )
+        for a in (w, b)
+    )
+    y = ttnn.add(ttnn.matmul(t, tw), tb)
+    assert y.mesh_device is t.mesh_device
+    for mine, ref in zip(ttnn.get_device_tensors(y), want):
+        np.testing.assert_allclose(ttnn.to_numpy(mine), ref @ w + b, rtol=1e-5, atol=1e-5)
+    out = ttnn.to_numpy(y, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+    np.testing.assert_allclose(out, x @ w + b, rtol=1e-5, atol=1e-5)
+
+
+def test_split_with_fewer_chunks_round_trips_through_host_and_to_device():
+    mesh = mesh_of((1, 8))
+    x = np.arange(2 * 3, dtype=np.float32).reshape(2, 3)
+    host = ttnn.from_torch(x, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0))
+    t = ttnn.to_device(host, mesh)
+    assert tuple(t.mesh_device.shape) == (1, 2)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=1)),
+        np.concatenate([x[:1], x[1:]], axis=1),
+    )
+
+
+def test_partial_2d_distribution_lives_on_its_submesh_block():
+    """A 2-D distribution shape that fits in the mesh keeps its coordinates (TT-NN's SUBMESH
+    mode): (2, 2) over 2x4 fills the left half; a composer of that shape reads it back."""
+    mesh = mesh_of((2, 4))
+    x = np.arange(4 * 6, dtype=np.float32).reshape(4, 6)
+    t = ttnn.from_torch(
+        x, device=mesh, mesh_mapper=ttnn.ShardTensor2dMesh(mesh, mesh_shape=(2, 2), dims=(0, 1))
+    )
+    assert tuple(t.mesh_device.shape) == (2, 2)
+    assert t.mesh_device.get_device_ids() == [mesh.get_device_ids()[i] for i in (0, 1, 4, 5)]
+    ref = shard(x, (2, 2), [0, 1])
+    for mine, c in zip(ttnn.get_device_tensors(t), coords((2, 2))):
+        np.testing.assert_array_equal(ttnn.to_numpy(mine), ref[c])
+    composer = ttnn.ConcatMesh2dToTensor(mesh, mesh_shape=(2, 2), dims=(0, 1))
+    np.testing.assert_array_equal(ttnn.to_numpy(t, mesh_composer=composer), x)
+    with pytest.raises(
+        ttnn.ShardingError, match=r"ND composition requires the number of tensors 4"
+    ):
+        ttnn.to_numpy(t, mesh_composer=ttnn.ConcatMesh2dToTensor(mesh, (2, 4), dims=(0, 1)))
+    # A 1-D composer over part of the mesh reads its first devices (row-major), as TT-NN does.
+    y = np.arange(2 * 8, dtype=np.float32).reshape(2, 8)
+    full = ttnn.from_torch(y, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1))
+    half = ttnn.create_mesh_composer(
+        mesh, ttnn.MeshComposerConfig([1], mesh_shape_override=ttnn.MeshShape(2))
+    )
+    np.testing.assert_array_equal(ttnn.to_numpy(full, mesh_composer=half), y[:, :2])
+
+
+def test_fewer_chunks_that_make_no_block_or_uneven_chunks_say_how_to_fix():
+    wide = mesh_of((2, 4))
+    with pytest.raises(ttnn.ShardingError, match=r"shape \[6, 2\].*6 chunks of 1") as e:
+        ttnn.from_torch(
+            np.zeros((6, 2), np.float32), device=wide, mesh_mapper=ttnn.ShardTensorToMesh(wide, 0)
+        )
+    assert "fix: pad dim 0 to a multiple of 8" in str(e.value)
+    row = mesh_of((1, 8))
+    with pytest.raises(ttnn.ShardingError, match=r"size 9.*Shard shape mismatch: 9 % 8") as e:
+        ttnn.from_torch(
+            np.zeros((9, 2), np.float32), device=row, mesh_mapper=ttnn.ShardTensorToMesh(row, 0)
+        )
+    assert "fix:" in str(e.value)
+    # An N-D split needs one chunk per position (TT-NN: "ND sharding requires ...").
+    with pytest.raises(ttnn.ShardingError, match="does not split evenly"):
+        ttnn.from_torch(
+            np.zeros((1, 8), np.float32),
+            device=wide,
+            mesh_mapper=ttnn.ShardTensor2dMesh(wide, (2, 4), dims=(0, 1)),
+        )

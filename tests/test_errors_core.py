@@ -197,9 +197,10 @@ def test_composer_config_errors():
     _raises(
         ttnn.ShardingError,
         lambda: ttnn.create_mesh_composer(
-            mesh, ttnn.MeshComposerConfig([0], mesh_shape_override=ttnn.MeshShape(4))
+            mesh, ttnn.MeshComposerConfig([0], mesh_shape_override=ttnn.MeshShape(16))
         ),
-        "ND composition requires the number of tensors 8 to match the mesh shape MeshShape([4])",
+        "The size of the supplied mesh shape MeshShape([16]) does not match the device shape "
+        "size MeshShape([2, 4])",
     )
     t = ttnn.from_torch(
         np.zeros((8, 4), np.float32), mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0), device=mesh
@@ -243,13 +244,14 @@ def test_mapper_construction_errors():
         ),
         "MeshShape([16])",
     )
-    # A distribution over part of the mesh: ttjax asks for a submesh instead.
+    # A distribution over the first 6 devices of 2x4 (row-major) holds no block of it: ttjax
+    # asks for a submesh instead. (1, 4) would be row 0, a block (TT-NN's SUBMESH mode).
     _raises(
         ttnn.ShardingError,
         lambda: ttnn.create_mesh_mapper(
-            mesh, ttnn.MeshMapperConfig([R, S(0)], mesh_shape_override=ttnn.MeshShape(1, 4))
+            mesh, ttnn.MeshMapperConfig([S(0)], mesh_shape_override=ttnn.MeshShape(6))
         ),
-        "MeshShape([1, 4])",
+        "MeshShape([6])",
         "create_submesh",
     )
 

@@ -38,7 +38,7 @@ from ttjax.placements import (
     PlacementShard,
     placements_str,
 )
-from ttjax.tensor import Tensor, TensorSpec, deallocated_error, tile_padded
+from ttjax.tensor import Tensor, TensorSpec, deallocated_error, is_traced, tile_padded
 
 PlacementRule = Callable[[Sequence[Tensor], Sequence[tuple[int, ...]]], list[tuple[Placement, ...]]]
 
@@ -475,6 +475,7 @@ def _run_op(
     dtype as stored, ``BlockFloatData`` in and out, with no decode and re-encode: the same
     values, as encoding decoded blocks gives the blocks back, and TT-NN moves tiles as stored.
     """
+    tensors = on_smallest(name, tensors)
     if mesh is None:
         mesh = common_mesh(name, tensors)
     elif tensors:
@@ -547,6 +548,87 @@ __all__ = [
     "per_field",
     "run_op",
 ]
+
+
+def _view_of(small: MeshDevice, mesh: MeshDevice) -> bool:
+    """Whether ``small`` is a block or device view of ``mesh`` (not a submesh of it)."""
+    parent = small._parent
+    return (
+        parent is not None
+        and small not in parent._submeshes
+        and parent.same_mesh(mesh)
+        and not small.same_mesh(mesh)
+    )
+
+
+def on_smallest(op: str, tensors: Sequence[Tensor]) -> Sequence[Tensor]:
+    """``tensors``, those of a whole mesh restricted to the devices of an input TT-NN keeps on
+    some of that mesh's devices only (a block of it), when there is one.
+
+    TT-NN runs an op on the coordinates of its input that spans the fewest devices, the others'
+    being a superset (``extract_tensor_coordinates``, mesh_device_operation_utils.hpp): a
+    replicated weight meets an activation that lives on the first device only, and the op runs
+    there. Anything else is left to :func:`common_mesh`'s checks.
+    """
+    meshes = [
+        t._mesh
+        for t in tensors
+        if isinstance(t, Tensor) and t._mesh is not None and t._storage is StorageType.DEVICE
+    ]
+    if all(m is meshes[0] for m in meshes):  # the usual case: one mesh
+        return tensors
+    small = min(meshes, key=lambda m: m.get_num_devices())
+    big = [m for m in meshes if not m.same_mesh(small)]
+    if not big or not all(_view_of(small, m) for m in big):
+        return tensors
+    if _capture.active() or any(is_traced(t) for t in tensors):
+        raise MeshMismatchError(
+            f"ttnn.{op}: one input lives on the {small.shape!r} block of {big[0]!r} only (a "
+            "split with fewer chunks than devices, or combine_device_tensors of some devices' "
+            "tensors); ttjax runs such an op on that block eagerly, not inside a trace capture "
+            "or jax.jit.\nfix: run it outside the capture / jit, or give that input every "
+            "device of the mesh (e.g. ttnn.ReplicateTensorToMesh)."
+        )
+    return [
+        restrict_to_block(t, small)
+        if isinstance(t, Tensor) and t._mesh is not None and not t._mesh.same_mesh(small)
+        else t
+        for t in tensors
+    ]
+
+
+def restrict_to_block(tensor: Tensor, block: MeshDevice) -> Tensor:
+    """``tensor`` (on ``block``'s parent mesh) held on ``block``'s devices only: replicated it
+    stays replicated; otherwise each device keeps its own local tensor (``PlacementLocal``)."""
+    parent = tensor._mesh
+    assert parent is not None
+    spec = tensor._spec
+    replicated = all(isinstance(p, PlacementReplicate) for p in spec.placements)
+    placements: tuple[Placement, ...] = (
+        (PlacementReplicate(),) * block.shape.dims()
+        if replicated
+        else (PlacementLocal(),) * block.shape.dims()
+    )
+    lead = () if replicated else (1,) * block.shape.dims()
+    sharding = jax.sharding.NamedSharding(
+        block.jax_mesh, _specs.partition_spec(placements, block.axis_names, len(spec.shape))
+    )
+    devices = [block.devices[c] for c in np.ndindex(*block.shape)]
+
+    def restrict(leaf: Any, shape: tuple[int, ...]) -> Any:
+        here = {s.device: s.data for s in leaf.addressable_shards}
+        arrays = [jnp.reshape(here[d], lead + shape) for d in devices]
+        gshape = shape if replicated else tuple(block.shape) + shape
+        return jax.make_array_from_single_device_arrays(gshape, sharding, arrays)
+
+    if spec.dtype.is_block_float:
+        ms, es = _blockfloat.storage_shapes(spec.dtype, spec.shape)
+        data: Any = _blockfloat.BlockFloatData(
+            restrict(tensor._data.mantissa, tuple(ms)), restrict(tensor._data.exponent, tuple(es))
+        )
+    else:
+        data = restrict(tensor._data, tuple(spec.shape))
+    return Tensor(data, spec.replace(mesh=block, placements=placements))
 
 
 def spread_to_parent(tensor: Tensor) -> tuple[Tensor, Tensor]:

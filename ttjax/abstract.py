@@ -59,7 +59,10 @@ def abstract_tensor(
         if mesh_mapper is None:
             pl = (PlacementReplicate(),) * len(mesh_shape)
         else:
-            pl = mesh_mapper.placements_for(host_shape)
+            placed, pl = mesh_mapper.placed_on(host_shape)
+            if placed is not mesh_mapper.mesh_device:  # fewer chunks than devices: a block
+                device = device._block_view((0,) * device.shape.dims(), tuple(placed.shape))
+                mesh_shape = tuple(device.shape)
         local = tuple(s // _specs.shard_count(pl, mesh_shape, d) for d, s in enumerate(host_shape))
     spec = _specs.partition_spec(pl, device.axis_names, len(local))
     sharding = NamedSharding(device.jax_mesh, spec)

@@ -262,7 +262,11 @@ def from_torch(
             )
         if device is not None:
             mesh = device
-        placements = mapper.placements_for(tuple(arr.shape))
+        # A 1-D split with fewer chunks than devices (or a distribution over part of the mesh)
+        # lands on the block of the mesh's first devices, as TT-NN places it.
+        placed, placements = mapper.placed_on(tuple(arr.shape))
+        if placed is not mapper.mesh_device:
+            mesh = mesh._block_view((0,) * mesh.shape.dims(), tuple(placed.shape))
     local = _local_shape(tuple(arr.shape), placements, mesh)
     if device is None:
         if dt.is_block_float:
@@ -347,8 +351,16 @@ def _placement_from(code: Sequence[Any]) -> Placement:
 def _dump_tensorbin(path: pathlib.Path, host: Tensor) -> None:
     """Store a host tensor (its global data and spec) at ``path`` (numpy's .npz format)."""
     spec = host.spec
+    mesh = spec.mesh
+    block = None
+    if mesh is not None and mesh._offset is not None and mesh._parent is not None:
+        # on some devices of a mesh only (fewer chunks than devices): stored with that mesh's
+        # shape and where the block lies in it
+        block = {"offset": list(mesh._offset), "shape": list(mesh.shape)}
+        mesh = mesh._parent
     meta = {
-        "mesh_shape": list(spec.mesh.shape) if spec.mesh is not None else None,
+        "mesh_shape": list(mesh.shape) if mesh is not None else None,
+        "block": block,
         "placements": [_placement_code(p) for p in spec.placements],
         "dtype": spec.dtype.name,
         "layout": spec.layout.name,
@@ -389,6 +401,19 @@ def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | Non
     if stored_mesh is None or mesh is None:
         return Tensor(data, TensorSpec(None, (), dt, lay, shape, StorageType.HOST))
     placements = tuple(_placement_from(c) for c in meta["placements"])
+    block = meta.get("block")
+    if block is not None:
+        full = tuple(mesh.shape)
+        try:
+            offset = tuple(int(o) for o in block["offset"])
+            size = tuple(int(n) for n in block["shape"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if len(offset) != len(full) or len(size) != len(full):
+            return None
+        if any(o < 0 or n < 1 or o + n > m for o, n, m in zip(offset, size, full)):
+            return None
+        mesh = mesh._block_view(offset, size)
     return Tensor(data, TensorSpec(mesh, placements, dt, lay, shape, StorageType.HOST))
 
 
@@ -442,7 +467,9 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
         raise deallocated_error("to_device", tensor)
     if tensor._storage is StorageType.DEVICE:
         check_live(tensor, "to_device")
-        if tensor._mesh is not None and tensor._mesh.same_mesh(device):
+        if tensor._mesh is not None and (
+            tensor._mesh.same_mesh(device) or _block_within(tensor._mesh, device) is not None
+        ):
             return tensor
         raise MeshMismatchError(
             f"to_device: the tensor already lives on {tensor._mesh!r}, not {device!r}.\n"
@@ -454,20 +481,29 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_
         return _put(
             tensor._data, device, pl, tensor._dtype, tensor._layout, tensor._shape, memory_config
         )
-    if not tensor._mesh.same_mesh(device):
+    target = device if tensor._mesh.same_mesh(device) else _block_within(tensor._mesh, device)
+    if target is None:
         raise MeshMismatchError(
             f"to_device: this host tensor was distributed for {tensor._mesh!r}, not {device!r}.\n"
             "fix: distribute it again with a mapper built for the target mesh."
         )
     return _put(
         tensor._data,
-        device,
+        target,
         tensor._placements,
         tensor._dtype,
         tensor._layout,
         tensor._shape,
         memory_config,
     )
+
+
+def _block_within(mesh: MeshDevice, device: MeshDevice) -> MeshDevice | None:
+    """``device``'s view of the block ``mesh`` is of it (a tensor TT-NN placed on some of a
+    mesh's devices), or None when ``mesh`` is no block of ``device``."""
+    if mesh._offset is None or mesh._parent is None or not mesh._parent.same_mesh(device):
+        return None
+    return device._block_view(tuple(mesh._offset), tuple(mesh.shape))
 
 
 def from_device(tensor: Tensor, blocking: bool = True, **_: Any) -> Tensor:

@@ -153,10 +153,62 @@ def _axis_groups(dist: MeshShape, mesh: MeshShape) -> list[list[int]] | None:
     return groups if j == len(mesh_dims) else None
 
 
+def _submesh_mode(mesh: MeshShape, override: MeshShape | None) -> bool:
+    """TT-NN's distribution mode (``compute_distribution_mode``, distribution_mode.cpp): a
+    distribution shape of the mesh's rank that fits inside it keeps its coordinates (SUBMESH);
+    any other is laid out over the mesh in row-major order (ROW_MAJOR)."""
+    if override is None:
+        return True
+    return override.dims() == mesh.dims() and all(a <= b for a, b in zip(override, mesh))
+
+
+def first_devices_block(mesh: MeshShape, count: int) -> tuple[int, ...] | None:
+    """The shape of the block the first ``count`` devices of ``mesh`` (row-major) make up, at
+    the origin; None when they make up no block (e.g. 6 devices of a 2x4 mesh)."""
+    coords = list(np.ndindex(*mesh))[:count]
+    hi = np.array(coords).max(axis=0)
+    shape = tuple(int(h) + 1 for h in hi)
+    return shape if list(np.ndindex(*shape)) == coords else None
+
+
+def distribution_block(
+    mesh: MeshShape, dist: MeshShape, override: MeshShape | None, count: int
+) -> tuple[int, ...] | None:
+    """The block (at the origin) of ``mesh`` that the first ``count`` positions of the
+    distribution ``dist`` reach, or None when they make up no block.
+
+    TT-NN places shard ``i`` at distribution coordinate ``i`` and maps coordinates to the mesh
+    as they are (SUBMESH mode) or in row-major order (``get_remap_fn``, distributed_tensor.cpp);
+    a 1-D distribution with fewer chunks than positions fills only its first ``count``.
+    """
+    if _submesh_mode(mesh, override) and count == dist.mesh_size():
+        return tuple(dist)
+    return first_devices_block(mesh, count)
+
+
+def placements_over(
+    block: tuple[int, ...], placements: Sequence[Placement], dist: MeshShape
+) -> tuple[Placement, ...] | None:
+    """``placements`` (one per dim of the distribution ``dist``) as one per axis of the mesh
+    block of shape ``block`` the distribution fills, or None when it does not line up."""
+    shape = MeshShape(list(block))
+    if tuple(dist) == block:
+        return canonical(tuple(placements), block)
+    groups = _axis_groups(dist, shape)
+    if groups is None:
+        return None
+    out: list[Placement] = [PlacementReplicate()] * len(block)
+    for p, group in zip(placements, groups):
+        for axis in group:
+            out[axis] = p
+    return canonical(tuple(out), block)
+
+
 def resolve_mapper_placements(
     mesh: MeshDevice, placements: Sequence[Placement], override: MeshShape | None
-) -> tuple[Placement, ...]:
-    """A mapper config as one placement per mesh axis of ``mesh`` (TT-NN's distribution modes)."""
+) -> tuple[tuple[int, ...], tuple[Placement, ...]]:
+    """A mapper config as the block of ``mesh`` its distribution fills (the whole mesh unless
+    the distribution shape is smaller) and one placement per axis of that block."""
     dist = override if override is not None else mesh.shape
     if len(placements) != dist.dims():
         raise ShardingError(
@@ -177,28 +229,24 @@ def resolve_mapper_placements(
             "two mesh dimensions.\nfix: shard different tensor dims, or use "
             "ShardTensorToMesh(mesh, dim) to split one dim over every device."
         )
-    if dist == mesh.shape:
-        return canonical(tuple(placements), mesh.shape)
-    if dist.mesh_size() != mesh.shape.mesh_size():
+    block = distribution_block(mesh.shape, dist, override, dist.mesh_size())
+    if block is None:
         raise ShardingError(
-            f"A distribution over {dist!r} covers only part of the {mesh.shape!r} mesh; ttjax "
-            "keeps every device of a mesh in use.\n"
-            f"fix: open or cut a submesh of shape {dist!r} (mesh_device.create_submesh) and "
-            "distribute over that."
+            f"A distribution over {dist!r} reaches the first {dist.mesh_size()} devices of the "
+            f"{mesh.shape!r} mesh (row-major), which make up no block of it; ttjax holds a "
+            "tensor on a block of a mesh.\n"
+            f"fix: open or cut a submesh (mesh_device.create_submesh) and distribute over it, "
+            f"or use a distribution shape such as {mesh.shape!r}."
         )
-    groups = _axis_groups(dist, mesh.shape)
-    if groups is None:
+    out = placements_over(block, placements, dist)
+    if out is None:
         raise ShardingError(
             f"A distribution over {dist!r} does not line up with the {mesh.shape!r} mesh: each "
             "distribution dim must cover whole consecutive mesh dims (row-major).\n"
             f"fix: reshape the mesh (mesh_device.reshape(ttnn.MeshShape({list(dist)}))), or use "
             f"a distribution shape such as {mesh.shape!r} or MeshShape([{mesh.shape.mesh_size()}])."
         )
-    out: list[Placement] = [PlacementReplicate()] * mesh.shape.dims()
-    for p, group in zip(placements, groups):
-        for axis in group:
-            out[axis] = p
-    return canonical(tuple(out), mesh.shape)
+    return block, out
 
 
 def canonical(
@@ -265,13 +313,18 @@ def _check_mesh(mesh_device: Any, what: str) -> MeshDevice:
 
 
 class TensorToMesh:
-    """A mesh mapper: splits or replicates a host tensor over ``mesh_device``."""
+    """A mesh mapper: splits or replicates a host tensor over ``mesh_device``.
+
+    ``placements`` are per axis of the block the distribution fills: the whole mesh unless its
+    distribution shape is smaller (then the block at the origin, as TT-NN places it).
+    """
 
     def __init__(self, mesh_device: MeshDevice, config: MeshMapperConfig) -> None:
         _check_mesh(mesh_device, type(self).__name__)
         self.mesh_device = mesh_device
         self._config = config
-        self.placements = resolve_mapper_placements(
+        self._dist = config.mesh_shape_override or mesh_device.shape
+        self._block, self.placements = resolve_mapper_placements(
             mesh_device, config.placements, config.mesh_shape_override
         )
 
@@ -279,7 +332,18 @@ class TensorToMesh:
         return self._config
 
     def placements_for(self, shape: tuple[int, ...]) -> tuple[Placement, ...]:
-        """Placements for a host tensor of ``shape`` (dims normalized; divisibility checked)."""
+        """Placements for a host tensor of ``shape`` over :meth:`placed_on`'s mesh."""
+        return self.placed_on(shape)[1]
+
+    def placed_on(self, shape: tuple[int, ...]) -> tuple[MeshDevice, tuple[Placement, ...]]:
+        """The mesh a host tensor of ``shape`` lands on (``mesh_device``, or the block of its
+        first devices the shards fill) and its placements there (dims normalized, sizes checked).
+
+        TT-NN cuts a sharded dim of size ``s`` into chunks of ``ceil(s / n)`` over ``n``
+        positions (``chunk_ndim``, xtensor/partition.cpp): a 1-D distribution may get fewer
+        chunks than devices, which then go to its first positions only (distributed_tensor.cpp);
+        an N-D one needs one chunk per position.
+        """
         what = type(self).__name__
         given = _normalize_dims(shape, self._config.placements, what)
         dims = [p.dim for p in given if isinstance(p, PlacementShard)]
@@ -292,13 +356,55 @@ class TensorToMesh:
                 "fix: shard different tensor dims, or use ShardTensorToMesh(mesh, dim) to split "
                 "one dim over every device."
             )
-        return _check_divisible(shape, self.placements, self.mesh_device, what)
+        mesh, block, placements = self.mesh_device, self._block, self.placements
+        first = given[0] if len(given) == 1 else None
+        if isinstance(first, PlacementShard) and shape[first.dim] % self._dist[0]:
+            block, placements = self._fewer_chunks(shape, first.dim, what)
+        if block != tuple(mesh.shape):
+            mesh = mesh._block_view((0,) * len(block), block)
+        return mesh, _check_divisible(shape, placements, mesh, what)
+
+    def _fewer_chunks(
+        self, shape: tuple[int, ...], dim: int, what: str
+    ) -> tuple[tuple[int, ...], tuple[Placement, ...]]:
+        """The block and placements of a 1-D split of ``dim`` whose size the distribution's
+        ``n`` positions do not divide: ``ceil(s / n)``-sized chunks on the first positions."""
+        n, s = self._dist[0], shape[dim]
+        size = -(-s // n) if s else 0
+        if s == 0 or s % size:
+            # Uneven chunks: TT-NN's "Shard shape mismatch"; _check_divisible says so.
+            return self._block, self.placements
+        count = s // size
+        mesh = self.mesh_device.shape
+        block = first_devices_block(mesh, count)
+        placements = (
+            placements_over(block, [PlacementShard(dim)], MeshShape(count))
+            if block is not None
+            else None
+        )
+        if block is None or placements is None:
+            full = _normalize_dims(shape, self.placements, what)
+            names = [
+                f"{self.mesh_device.axis_names[a]}({mesh[a]})"
+                for a in _specs.axes_sharding(full, dim)
+            ]
+            raise ShardingError(
+                f"{what}: tensor dim {dim} of shape {list(shape)} has size {s}, which does not "
+                f"split evenly into {n} shards over mesh axes {names} of {mesh!r}: TT-NN cuts "
+                f"it into {count} chunks of {size} for the first {count} devices (row-major), "
+                "which make up no block of the mesh, and ttjax holds a tensor on a block.\n"
+                f"fix: pad dim {dim} to a multiple of {n}, shard a dim whose chunks fill whole "
+                "mesh rows, or reshape the mesh "
+                f"(mesh_device.reshape(ttnn.MeshShape([1, {mesh.mesh_size()}])))."
+            )
+        return block, placements
 
     def map(self, tensor: Any) -> list[np.ndarray]:
-        """The per-device shards of ``tensor`` in row-major device order (for inspection)."""
+        """The per-device shards of ``tensor`` in row-major device order (for inspection); only
+        the devices of :meth:`placed_on`'s mesh get one."""
         arr = _host.to_host_array(tensor)
-        pl = self.placements_for(arr.shape)
-        mesh_shape = tuple(self.mesh_device.shape)
+        mesh, pl = self.placed_on(arr.shape)
+        mesh_shape = tuple(mesh.shape)
         local = tuple(s // _specs.shard_count(pl, mesh_shape, d) for d, s in enumerate(arr.shape))
         blocks = _specs.local_blocks(np, arr, pl, mesh_shape, local)
         return list(np.reshape(blocks, (-1, *local)))
@@ -403,10 +509,11 @@ class MeshToTensor:
                 f"dimensions in the config {list(config.dims)}.\n"
                 f"fix: give {dist.dims()} concat dims, one per mesh dimension."
             )
-        if dist.mesh_size() != mesh_device.shape.mesh_size():
+        if dist.mesh_size() > mesh_device.shape.mesh_size():
             raise ShardingError(
-                f"ND composition requires the number of tensors {mesh_device.shape.mesh_size()} to "
-                f"match the mesh shape {dist!r}.\nfix: compose over the whole mesh, or over a submesh."
+                f"The size of the supplied mesh shape {dist!r} does not match the device shape "
+                f"size {mesh_device.shape!r}.\nfix: use a distribution shape with at most "
+                f"{mesh_device.shape.mesh_size()} devices."
             )
         self.dist_shape = dist
 
@@ -451,12 +558,16 @@ class MeshToTensor:
         if t._storage is StorageType.DEVICE:
             _capture.forbid_host_io("Reads")
             check_live(t, "to_torch")
-        if self.mesh_device.shape != mesh.shape:
-            raise MeshMismatchError(
-                f"The composer was built for {self.mesh_device!r} but the tensor lives on "
-                f"{mesh!r}.\nfix: build the composer with the tensor's mesh (t.mesh_device)."
-            )
         rank = len(t._shape)
+        if self.mesh_device.shape != mesh.shape:
+            if mesh._offset is None or not self.mesh_device.same_mesh(mesh._parent):
+                raise MeshMismatchError(
+                    f"The composer was built for {self.mesh_device!r} but the tensor lives on "
+                    f"{mesh!r}.\nfix: build the composer with the tensor's mesh (t.mesh_device)."
+                )
+            return self._compose_part(t, mesh, tuple(mesh._offset), rank)
+        if self.dist_shape.mesh_size() != mesh.shape.mesh_size():
+            return self._compose_part(t, mesh, (0,) * mesh.shape.dims(), rank)
         fast = self.fast_placements(rank)
         if (
             fast is not None
@@ -468,6 +579,41 @@ class MeshToTensor:
         return _specs.concat_blocks(
             blocks, mesh.shape.dims(), self.dist_shape, self.concat_dims(rank)
         )
+
+    def _compose_part(
+        self, t: Tensor, block: MeshDevice, offset: tuple[int, ...], rank: int
+    ) -> np.ndarray:
+        """TT-NN's composer where its distribution and the tensor's devices differ: position
+        ``i`` of the distribution reads the device at its coordinates (SUBMESH mode) or at the
+        ``i``-th coordinate of the mesh, row-major (``get_remap_fn``); a 1-D composer
+        concatenates the shards found there, an N-D one needs all of them
+        (``MeshToTensor::Impl::compose``, distributed_tensor.cpp). ``block`` is the tensor's
+        mesh, at ``offset`` of the composer's."""
+        mesh = self.mesh_device.shape
+        dist = self.dist_shape
+        if _submesh_mode(mesh, self._config.mesh_shape_override):
+            positions = list(np.ndindex(*dist))
+        else:
+            positions = list(np.ndindex(*mesh))[: dist.mesh_size()]
+        blocks = host_blocks(t)
+        inside = [
+            tuple(c - o for c, o in zip(pos, offset))
+            for pos in positions
+            if all(o <= c < o + n for c, o, n in zip(pos, offset, block.shape))
+        ]
+        dims = self.concat_dims(rank)
+        if len(dims) == 1 and inside:
+            shards = np.stack([blocks[c] for c in inside])
+            return _specs.concat_blocks(shards, 1, (len(inside),), dims)
+        if len(inside) != dist.mesh_size():
+            raise ShardingError(
+                f"ND composition requires the number of tensors {len(inside)} to match the mesh "
+                f"shape {dist!r}: the tensor lives on the {block.shape!r} block at {list(offset)} "
+                f"of {self.mesh_device!r}.\nfix: compose with ttnn.ConcatMeshToTensor(mesh, dim), "
+                "or with a composer whose mesh_shape_override covers the tensor's devices "
+                f"(e.g. ttnn.MeshShape({list(block.shape)}))."
+            )
+        return _specs.concat_blocks(np.stack([blocks[c] for c in inside]), 1, tuple(dist), dims)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.mesh_device!r}, {self._config!r})"

@@ -636,6 +636,27 @@ def run_generator_chunked(s: Setup) -> float:
     return min(r.prefill_pcc, r.decode_pcc)
 
 
+def reference_generate(
+    hf: Any, vocab_size: int, prompt_len: int, new_tokens: int
+) -> tuple[Any, list[Any], tuple[int, ...]]:
+    """A random prompt (seed 0) of ``prompt_len`` tokens, and transformers' greedy ``generate``
+    of ``new_tokens + 1`` tokens on it: (prompt [1, prompt_len], each step's logits, tokens)."""
+    import torch
+
+    torch.manual_seed(0)
+    prompt = torch.randint(3, vocab_size, (1, prompt_len))
+    with torch.no_grad():
+        out = hf.generate(
+            prompt,
+            max_new_tokens=new_tokens + 1,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    return prompt, [x[0] for x in out.logits], tuple(int(t) for t in out.sequences[0, prompt_len:])
+
+
 def generate(
     s: Setup, prompt_len: int = 40, new_tokens: int = 4, paged: bool = False, trace: bool = False
 ) -> GenerationResult:
@@ -685,19 +706,7 @@ def greedy_decode(
     greedy tokens (teacher forcing), each step's logits compared with ``generate``'s."""
     import torch
 
-    torch.manual_seed(0)
-    prompt = torch.randint(3, vocab_size, (1, prompt_len))
-    with torch.no_grad():
-        ref_out = hf.generate(
-            prompt,
-            max_new_tokens=new_tokens + 1,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-    ref_logits = [x[0] for x in ref_out.logits]
-    ref_tokens = tuple(int(t) for t in ref_out.sequences[0, prompt_len:])
+    prompt, ref_logits, ref_tokens = reference_generate(hf, vocab_size, prompt_len, new_tokens)
     logits = gen.prefill_forward_text(
         prompt, page_table=page_table, kv_cache=kv_cache, prompt_lens=[prompt_len]
     )

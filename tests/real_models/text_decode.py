@@ -17,6 +17,12 @@ decode traced as the demo traces it on 1x8). Its experts are stored as bfloat4_b
 takes torch's MoE to PCC ~0.96 against float weights: its logits are also compared with torch
 holding the experts as TT-NN stores them (:func:`stored_experts`), and that PCC is the one held
 to 0.99.
+
+``qwen25_vl`` runs qwen25_vl's own text model and ``Generator`` (``tt/model.py``'s mrope
+``Transformer``, ``tt/generator.py``) the way its ``demo/demo.py`` does on a text-only prompt:
+embeddings from the reference model's ``embed_tokens``, the prompt padded to 128 by
+``preprocess_inputs_prefill``, cos/sin from ``multimodal_rope_from_hf`` (transformers'
+``get_rope_index`` and mrope), ``update_cos_sin`` before decode.
 """
 
 from __future__ import annotations
@@ -126,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                 r, stored_pcc = gpt_oss(mesh, opts.prompt, opts.tokens, paged=not opts.unpaged)
             else:
                 s = harness.setup(mesh, n_layers=opts.layers, max_seq_len=256)
-                r = harness.generate(s, prompt_len=opts.prompt, new_tokens=opts.tokens, paged=True)
+                if opts.checkpoint == "qwen25_vl":
+                    r = qwen25_vl_generate(s, prompt_len=opts.prompt, new_tokens=opts.tokens)
+                else:
+                    r = harness.generate(
+                        s, prompt_len=opts.prompt, new_tokens=opts.tokens, paged=True
+                    )
         finally:
             ttnn.close_mesh_device(mesh)
     print(f"prefill PCC: {r.prefill_pcc:.5f}")
@@ -141,6 +152,74 @@ def main(argv: list[str] | None = None) -> int:
     worst = stored_pcc if stored_pcc is not None else min(r.prefill_pcc, r.decode_pcc)
     ok = worst >= harness.PCC_REQUIRED and r.tokens == r.reference_tokens
     return 0 if ok else 1
+
+
+def qwen25_vl_generate(
+    s: harness.Setup, prompt_len: int = 40, new_tokens: int = 4
+) -> harness.GenerationResult:
+    """qwen25_vl's demo path on a text-only prompt (prefill, then greedy decode with a paged KV
+    cache, no trace), against transformers' Qwen2.5-VL ``generate``; decode feeds transformers'
+    tokens back, as :func:`harness.generate` does."""
+    import torch
+    import ttnn
+    from transformers import BatchFeature
+
+    from models.demos.qwen25_vl.tt.common import multimodal_rope_from_hf, preprocess_inputs_prefill
+    from models.demos.qwen25_vl.tt.generator import Generator
+    from models.demos.qwen25_vl.tt.model import Transformer
+
+    args, hf = s.args, s.hf
+    paged_config, page_table = harness.paged_setup(s)
+    dtype = ttnn.bfloat8_b
+    model = Transformer(
+        args=args,
+        dtype=dtype,
+        mesh_device=s.mesh,
+        state_dict=s.state_dict,
+        weight_cache_path=args.weight_cache_path(dtype),
+        paged_attention_config=paged_config,
+    )
+    kv_cache = [layer.attention.layer_past for layer in model.layers]
+    gen = Generator(model, args, s.mesh, tokenizer=args.tokenizer)
+    prompt, ref_logits, ref_tokens = harness.reference_generate(s.hf, s.args.vocab_size, prompt_len, new_tokens)
+    with torch.no_grad():
+        inputs = BatchFeature({"input_ids": prompt, "attention_mask": torch.ones_like(prompt)})
+        embed = hf.model.language_model.embed_tokens
+        input_embeds = embed(prompt)
+        prefill, decoding_pos, _ = preprocess_inputs_prefill(
+            input_embeds, args, inputs.attention_mask, pad_embedding=embed(torch.tensor(0))
+        )
+        cos, sin = multimodal_rope_from_hf(inputs, input_embeds, hf, args, pad_token_id=0)
+    logits = gen.prefill_forward_text(
+        prefill, rot_mats=(cos, sin), page_table=page_table, kv_cache=kv_cache,
+        prompt_lens=decoding_pos,
+    )  # fmt: skip
+    gen.update_cos_sin(cos_matrix_pt=cos, sin_matrix_pt=sin)
+    first = logits.reshape(-1)[: args.vocab_size]
+    prefill_pcc = harness.pcc(ref_logits[0], first)
+    tokens = [int(torch.argmax(first))]
+    worst = 1.0
+    try:
+        pos = torch.tensor([prompt_len])
+        for i in range(new_tokens):
+            tok = torch.tensor([[ref_tokens[i]]])
+            out = gen.decode_forward_text(
+                tok, pos, page_table=page_table, kv_cache=kv_cache, enable_trace=False
+            )
+            step = out.reshape(-1)[: args.vocab_size]
+            worst = min(worst, harness.pcc(ref_logits[i + 1], step))
+            tokens.append(int(torch.argmax(step)))
+            pos = pos + 1
+    except Exception as e:
+        return harness.GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e)
+    for i, (mine, theirs) in enumerate(zip(tokens, ref_tokens)):
+        if mine != theirs:  # how close transformers' own logits were
+            r = ref_logits[i]
+            print(
+                f"step {i}: transformers' logits give {theirs} {float(r[theirs]):.4f} and {mine} "
+                f"{float(r[mine]):.4f} (their std {float(r.std()):.4f})"
+            )
+    return harness.GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens)
 
 
 if __name__ == "__main__":

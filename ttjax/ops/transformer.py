@@ -54,6 +54,10 @@ def _check_index(op: str, name: str, value: int, size: int, what: str) -> int:
     return v
 
 
+# Query rows windowed attention scores at a time on long sequences (see its fn).
+_ROWS = 512
+
+
 def _attend(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
     """q [b, h, s, d], k [b, kv, t, d], v [b, kv, t, dv]: grouped-query attention, float32 scores
     and softmax; out [b, h, s, dv].
@@ -181,11 +185,26 @@ def windowed_scaled_dot_product_attention(
         # window of each position: -1 before the first boundary or at/after the last one
         win = jnp.searchsorted(bounds, pos, side="right") - 1
         win = jnp.where((pos >= bounds[0]) & (pos < bounds[-1]), win, -1)
-        same = (win[:, None] == win[None, :]) & (win[:, None] >= 0)
-        out = _attend(qa, ka, va, jnp.where(same, 0.0, -jnp.inf), sc)
-        return jnp.where((win >= 0)[None, None, :, None], out, jnp.zeros_like(out))
 
-    return run_op(op, fn, [q, k, v, cu], static=(sc,), memory_config=memory_config)
+        def rows(qr: Any, wr: Any) -> Any:  # queries [b, h, r, d] in windows wr [r]
+            same = (wr[:, None] == win[None, :]) & (wr[:, None] >= 0)
+            out = _attend(qr, ka, va, jnp.where(same, 0.0, -jnp.inf), sc)
+            return jnp.where((wr >= 0)[None, None, :, None], out, jnp.zeros_like(out))
+
+        if s <= _ROWS:
+            return rows(qa, win)
+        # A vision tower's 14k tokens: the [heads, s, s] scores would take tens of GB; a few
+        # hundred query rows at a time need [heads, rows, s] only.
+        n = -(-s // _ROWS)
+        pad = n * _ROWS - s
+        qp = jnp.pad(qa, ((0, 0), (0, 0), (0, pad), (0, 0)))
+        wp = jnp.pad(win, (0, pad), constant_values=-1)
+        qb = jnp.moveaxis(jnp.reshape(qp, (*qa.shape[:2], n, _ROWS, qa.shape[3])), 2, 0)
+        out = jax.lax.map(lambda a: rows(*a), (qb, jnp.reshape(wp, (n, _ROWS))))
+        out = jnp.reshape(jnp.moveaxis(out, 0, 2), (*qa.shape[:2], n * _ROWS, out.shape[-1]))
+        return out[:, :, :s]
+
+    return run_op(op, fn, [q, k, v, cu], static=(sc, _ROWS), memory_config=memory_config)
 
 
 def _check_int_tensor(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import pytest
+from _bounded import run_bounded
 
 import ttjax as ttnn
 from ttjax import _config
@@ -88,3 +89,58 @@ def test_bad_visible_device_ids(monkeypatch, value, match):
         _config.visible_device_ids()
     assert f"TT_VISIBLE_DEVICES='{value}'" in str(info.value)
     assert "fix:" in str(info.value)
+
+
+def test_launch_pool_size_two_threads_per_device_when_cpus_are_fewer():
+    assert _config.launch_pool_size(8, cpus=2) == 16
+    assert _config.launch_pool_size(32, cpus=2) == 64
+    assert _config.launch_pool_size(8, cpus=16) is None
+
+
+def test_size_launch_pool_keeps_the_users_and_recomputes_a_parents(monkeypatch):
+    monkeypatch.setattr(_config.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    monkeypatch.setenv("PJRT_NPROC", "5")
+    monkeypatch.delenv(_config._POOL_MARK, raising=False)
+    _config.size_launch_pool(8)
+    assert _config.os.environ["PJRT_NPROC"] == "5"  # the user's
+    monkeypatch.setenv("PJRT_NPROC", "64")
+    monkeypatch.setenv(_config._POOL_MARK, "64")  # set by a parent ttjax with 32 devices
+    _config.size_launch_pool(8)
+    assert _config.os.environ["PJRT_NPROC"] == _config.os.environ[_config._POOL_MARK] == "16"
+    assert _config.launch_pool_sized(8)
+    assert not _config.launch_pool_sized(32)  # a backend of 32 devices on that pool
+
+
+def test_launch_pool_sized_false_under_a_smaller_users_pool_or_none(monkeypatch):
+    monkeypatch.setenv("PJRT_NPROC", "8")
+    monkeypatch.delenv(_config._POOL_MARK, raising=False)
+    _config.size_launch_pool(8)
+    assert not _config.launch_pool_sized(8)  # 8 threads for 8 devices: the window stays on
+    _config._state.pop("pool")
+    assert not _config.launch_pool_sized(8)  # JAX started before ttjax sized it
+
+
+# 64 programs of 8 devices with a psum, dispatched without waiting on any: with XLA's default
+# launch pool (one thread per device on a small machine) the 33rd launch on a device blocks a
+# pool thread and the running psum waits forever for its last device (the hang gemma3's and
+# gpt_oss's demos met); the pool ttjax sizes on import runs them all.
+EAGER_PSUMS = """
+import numpy as np
+import ttjax
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+mesh = jax.make_mesh((8,), ("x",), devices=jax.devices()[:8])
+f = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a @ a.T, "x"), mesh=mesh, in_specs=P("x"),
+                          out_specs=P("x")))
+a = np.random.default_rng(0).standard_normal((8 * 256, 256)).astype(np.float32) / 16
+x = jax.device_put(a, NamedSharding(mesh, P("x")))
+outs = [f(x) for _ in range(64)]
+want = sum(b @ b.T for b in a.reshape(8, 256, 256))
+print(max(float(np.abs(np.asarray(o) - np.tile(want, (8, 1))).max()) for o in outs[-2:]))
+"""
+
+
+def test_eager_collective_programs_past_xla_in_flight_limit_do_not_hang():
+    out = run_bounded(EAGER_PSUMS, {"TTJAX_NUM_DEVICES": "8"})
+    assert float(out.split()[-1]) < 1e-3

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import jax
 import numpy as np
 import pytest
+from _bounded import run_bounded
 from _op_testing import F32, REPLICATED, Layout, check, device_arrays, mesh_of, put, reference
 
 import ttjax as ttnn
@@ -379,3 +380,33 @@ def test_hardware_kwargs_are_accepted_and_change_nothing():
         for c in gp:
             np.testing.assert_array_equal(gt[c], gp[c])
     assert F32 == a.dtype
+
+
+# Eager TT-NN ops (a matmul, then an all-gather: 48 programs of 8 devices) dispatched without
+# reading any result, in a process whose JAX started before ttjax could size XLA's launch pool:
+# past 32 programs in flight on a device XLA's CPU client blocks a launch thread and the running
+# all-gather waits forever for its last device (gemma3's vision MLP, gpt_oss's prefill froze so).
+# The dispatch window waits for old work instead, and every result is the numpy one.
+EAGER_ALL_GATHERS = """
+import jax
+jax.devices()  # the backend starts first, with XLA's default launch pool
+import numpy as np
+import ttjax as ttnn
+
+mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 8))
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1, 1, 512, 4096)).astype(np.float32) / 32
+w = rng.standard_normal((4096, 64)).astype(np.float32) / 32
+tx = ttnn.from_torch(x, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=2),
+                     layout=ttnn.TILE_LAYOUT)
+tw = ttnn.from_torch(w, device=mesh, layout=ttnn.TILE_LAYOUT)
+outs = [ttnn.all_gather(ttnn.matmul(tx, tw), dim=2) for _ in range(24)]
+got = [ttnn.to_torch(o, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)) for o in outs[-2:]]
+print(max(float(np.abs(np.asarray(g) - np.tile(x @ w, (8, 1, 1, 1))).max()) for g in got))
+"""
+
+
+def test_eager_collectives_past_xla_in_flight_limit_do_not_hang():
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    out = run_bounded(EAGER_ALL_GATHERS, env)
+    assert float(out.split()[-1]) < 1e-4

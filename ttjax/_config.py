@@ -88,13 +88,70 @@ def configure_virtual_devices(num_devices: int | None = None) -> bool:
         and not launched()
     ):
         # The user forced a count through XLA_FLAGS (and did not ask ttjax for one): respect it.
+        size_launch_pool(_xla_flag_count() or n)
         _state["configured"] = True
         _state["reason"] = "XLA_FLAGS"
         return True
+    size_launch_pool(n)
     jax.config.update("jax_num_cpu_devices", n)
     _state["configured"] = True
     _state["reason"] = f"jax_num_cpu_devices={n}"
     return True
+
+
+def launch_pool_size(num_devices: int, cpus: int) -> int | None:
+    """The launch threads XLA's CPU client needs for ``num_devices`` virtual devices on ``cpus``
+    CPUs (None: its default of one per CPU is enough).
+
+    XLA's CPU client runs a multi-device program's per-device launches and executions on one pool
+    of ``max(CPUs, devices)`` threads. A launch that finds its device already running 32 programs
+    (``max_inflight_computations_per_device``) blocks its pool thread, while the running program's
+    collective waits in a rendezvous for a device thread no free pool thread is left to run: with
+    one thread per device, 33 eagerly dispatched programs with a collective freeze. One launching
+    thread blocks at most one pool thread per device, so twice the devices always leaves every
+    device of the running program a thread.
+
+    >>> launch_pool_size(8, cpus=2)
+    16
+    >>> launch_pool_size(8, cpus=64) is None
+    True
+    """
+    return 2 * num_devices if cpus < 2 * num_devices else None
+
+
+_POOL_MARK = "_TTJAX_PJRT_NPROC"  # the PJRT_NPROC ttjax set (a child process recomputes it)
+
+
+def size_launch_pool(num_devices: int) -> None:
+    """Set ``PJRT_NPROC`` (read by XLA's CPU client when JAX starts its backend,
+    xla/pjrt/cpu/cpu_client.cc ``DefaultThreadPoolSize``) to :func:`launch_pool_size`, unless the
+    user set it. A value ttjax set in a parent process (marked in ``_TTJAX_PJRT_NPROC``) is
+    recomputed for this process's device count."""
+    given = os.environ.get("PJRT_NPROC")
+    if given is not None and given != os.environ.get(_POOL_MARK):
+        _state["pool"] = int(given) if given.strip().isdigit() else None
+        return
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    size = launch_pool_size(num_devices, cpus)
+    if size is None:
+        os.environ.pop("PJRT_NPROC", None)
+        os.environ.pop(_POOL_MARK, None)
+    else:
+        os.environ["PJRT_NPROC"] = os.environ[_POOL_MARK] = str(size)
+    _state["pool"] = size or cpus
+
+
+def launch_pool_sized(num_devices: int) -> bool:
+    """Whether XLA's CPU client started with two launch threads per device (of ``num_devices``):
+    False when JAX started its backend before ttjax could size the pool, or under a smaller
+    ``PJRT_NPROC`` of the user's (ttjax's eager dispatch then bounds its run-ahead instead)."""
+    given = _state.get("pool")
+    if not isinstance(given, int):
+        return False
+    return max(given, num_devices) >= 2 * num_devices
 
 
 def visible_device_ids() -> list[int] | None:

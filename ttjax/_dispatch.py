@@ -9,6 +9,7 @@ retraces; under ``jax.jit`` the same program is inlined into the caller's trace.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec
 
-from ttjax import _blockfloat, _capture, _specs
+from ttjax import _blockfloat, _capture, _config, _specs
 from ttjax.enums import DataType, Layout, StorageType, from_numpy_dtype
 from ttjax.errors import (
     DeviceClosedError,
@@ -517,6 +518,43 @@ def _run_op(
     return results[0] if prog.single else tuple(results)
 
 
+# Programs ttjax lets run ahead of the host when XLA's CPU launch pool could not be sized
+# (_config.launch_pool_sized): XLA's CPU client lets 32 run per device, then blocks a launch thread.
+DISPATCH_WINDOW = 16
+_in_flight: collections.deque[Any] = collections.deque()
+_window: list[bool] = []  # [whether the window is on], decided at the first launch
+
+
+def launched(output: Any) -> None:
+    """Note a program just dispatched (``output``: one of its output arrays); past
+    :data:`DISPATCH_WINDOW` programs in flight, wait for the oldest to finish, unless XLA's CPU
+    client has two launch threads per device (``import ttjax`` before JAX starts sees to that).
+
+    A launch on XLA's CPU client that finds 32 programs running on a device blocks one of the
+    client's pool threads until one finishes; a program's collective needs a pool thread on each
+    of its devices at once, so with one thread per device the blocked launches starve it and the
+    process freezes (gemma3's vision MLP all-gather, gpt_oss's prefill reduce-scatter). Bounding
+    the run-ahead keeps every launch from blocking; the wait is on work ``DISPATCH_WINDOW``
+    programs old, so the devices stay busy. The window costs time where the pool was sized (each
+    wait gives the host thread's CPU away), so it is on only where it is needed.
+
+    >>> import jax.numpy as jnp
+    >>> launched(jnp.zeros(2)); len(_in_flight) <= DISPATCH_WINDOW
+    True
+    """
+    if not _window:
+        devices = jax.devices()
+        sized = _config.launch_pool_sized(len(devices))
+        _window.append(devices[0].platform == "cpu" and not sized)
+    if not _window[0]:
+        return
+    _in_flight.append(output)
+    if len(_in_flight) > DISPATCH_WINDOW:
+        oldest = _in_flight.popleft()
+        if not oldest.is_deleted():
+            oldest.block_until_ready()
+
+
 def call_program(
     prog: Program, mesh: MeshDevice, datas: Sequence[Any], scalars: Sequence[Any]
 ) -> list[Tensor]:
@@ -527,6 +565,7 @@ def call_program(
     first = _blockfloat.primary(leaves[0])
     if not isinstance(first, jax.core.Tracer):
         mesh._last_outputs = (first,)
+        launched(first)
     return results
 
 
@@ -543,6 +582,7 @@ __all__ = [
     "default_placements",
     "device_mask",
     "encode_local",
+    "launched",
     "moves_whole_blocks",
     "output_memory_config",
     "per_field",

@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ttjax import _blockfloat, _capture
+from ttjax import _blockfloat, _capture, _dispatch
 from ttjax._dispatch import OpMeta, Program, decode_local, encode_local, storage_spec
 from ttjax.errors import TraceError
 from ttjax.mesh import MeshDevice
@@ -506,6 +506,7 @@ def execute_trace(
                 obj._spec = spec
         if outs:
             g.mesh._last_outputs = (_blockfloat.primary(outs[0]),)
+            _dispatch.launched(g.mesh._last_outputs[0])
         pending.append(outs)
     if blocking:
         jax.block_until_ready(pending)

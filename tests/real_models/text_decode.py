@@ -181,7 +181,9 @@ def qwen25_vl_generate(
     )
     kv_cache = [layer.attention.layer_past for layer in model.layers]
     gen = Generator(model, args, s.mesh, tokenizer=args.tokenizer)
-    prompt, ref_logits, ref_tokens = harness.reference_generate(s.hf, s.args.vocab_size, prompt_len, new_tokens)
+    prompt, ref_logits, ref_tokens = harness.reference_generate(
+        s.hf, s.args.vocab_size, prompt_len, new_tokens
+    )
     with torch.no_grad():
         inputs = BatchFeature({"input_ids": prompt, "attention_mask": torch.ones_like(prompt)})
         embed = hf.model.language_model.embed_tokens

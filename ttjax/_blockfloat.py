@@ -127,6 +127,15 @@ def _encode(xp: Any, x: Any, dtype: DataType) -> BlockFloatData:
     return BlockFloatData(m, exp)
 
 
+def _pow2(xp: Any, k: Any) -> Any:
+    """``2.0 ** k`` as float32, exactly, for integer arrays ``k`` in [-126, 127], from its bits.
+
+    >>> _pow2(np, np.array([-1, 0, 3]))
+    array([0.5, 1. , 8. ], dtype=float32)
+    """
+    return ((k + 127) << 23).astype(xp.int32).view(xp.float32)
+
+
 def decode(xp: Any, data: BlockFloatData, dtype: DataType, shape: tuple[int, ...]) -> Any:
     """Dequantize to float32 values of logical ``shape`` (padding dropped): magnitude times
     2 ** (shared - 127 - (bits - 1)), as ``convert_bfp_to_u32`` rebuilds the float. A shared
@@ -141,9 +150,14 @@ def decode(xp: Any, data: BlockFloatData, dtype: DataType, shape: tuple[int, ...
     wp = m.shape[-1]
     g = xp.reshape(m.astype(xp.int32), (*m.shape[:-1], wp // GROUP, GROUP))
     shared = exp.astype(xp.int32)[..., None]
-    # ldexp of the magnitude itself: a separate 2**e factor is subnormal for the smallest
-    # exponents, which flush-to-zero CPU modes (XLA's) turn into 0.
-    vals = xp.ldexp(g.astype(xp.float32), xp.broadcast_to(shared - _BIAS - (bits - 1), g.shape))
+    # The scale 2**k per group, as two exact float32 powers of two built from bits (no per-value
+    # ldexp: in XLA that is a dozen ops a value, and every bfloat8_b weight is decoded each step).
+    # k reaches -133: a single factor would be subnormal there, which flush-to-zero CPU modes
+    # (XLA's) turn into 0, so it is split at -126; the products are exact (small integers times
+    # powers of two), the same values as ldexp.
+    k = shared - _BIAS - (bits - 1)
+    k_hi = xp.maximum(k, -126)
+    vals = g.astype(xp.float32) * _pow2(xp, k - k_hi) * _pow2(xp, k_hi)
     top = 1 << (bits - 1)
     vals = xp.where((shared == 255) & (xp.abs(g) > top), xp.float32(np.nan), vals)
     vals = xp.reshape(vals, (*m.shape[:-1], wp))

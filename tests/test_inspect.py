@@ -86,8 +86,10 @@ def test_abstract_inputs_report_exact_argument_memory(galaxy):
     bfp8 = hidden * per_dev_cols + hidden * per_dev_cols // 16  # 1 byte + 1/16 exponent
     assert report.memory is not None
     assert report.memory.argument_bytes == 32 * hidden * 2 + bfp8
-    matmul_flops = 2 * 32 * hidden * per_dev_cols  # plus the bfloat8_b dequantization
-    assert matmul_flops <= report.flops <= 1.1 * matmul_flops
+    matmul_flops = 2 * 32 * hidden * per_dev_cols
+    # plus the bfloat8_b dequantization: a few elementwise ops per stored weight value (convert,
+    # the group's two power-of-two scalings, the inf/NaN check), no more than 8
+    assert matmul_flops <= report.flops <= matmul_flops + 8 * hidden * per_dev_cols
     assert report.collectives == []
 
 

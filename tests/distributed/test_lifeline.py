@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -92,3 +93,37 @@ def test_sigterm_ends_the_rank_within_the_grace(tmp_path, mode, code, within, sa
     assert within[0] <= end - sent < within[1], f"took {end - sent:.2f} s"
     assert f"ttjax rank 3: {said}" in w.text("err")
     assert ("stop requested" in w.text("out")) == (mode == "stubborn")
+
+
+# Two threads detach at once (the watch thread, and a signal handler's print on the main thread):
+# the second must not return before the first has moved fd 1, or its retried write meets the
+# broken pipe again and the handler raises. dup2 is slowed so the first is caught inside.
+DETACH_RACE = """
+import os, sys, threading, time
+from ttjax.distributed import lifeline
+lifeline._state["log"] = sys.argv[1]
+dup2 = os.dup2
+def slow_dup2(fd, fd2, *rest):
+    time.sleep(0.3)
+    return dup2(fd, fd2, *rest)
+os.dup2 = slow_dup2
+first = threading.Thread(target=lifeline._detach_streams)
+first.start()
+time.sleep(0.05)
+lifeline._detach_streams()
+os.write(1, b"written after the second detach returned")
+first.join()
+"""
+
+
+def test_a_second_detach_waits_for_the_first(tmp_path):
+    log = tmp_path / "rank.log"
+    out = subprocess.run(
+        [sys.executable, "-c", DETACH_RACE, str(log)],
+        env=child_env(),
+        capture_output=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout == b""
+    assert log.read_text() == "written after the second detach returned"

@@ -89,19 +89,26 @@ _state: dict[str, Any] = {
 }
 
 
+# The watch thread and the main thread (a signal handler's print) both detach: whichever comes
+# second must not return before the first has moved fds 1 and 2, or its retried write meets the
+# broken pipe again. Reentrant: a handler may interrupt the main thread inside the lock.
+_DETACH_LOCK = threading.RLock()
+
+
 def _detach_streams() -> None:
     """Point fds 1 and 2 at the rank's log (or /dev/null): the launcher's pipes are gone."""
-    if _state["detached"]:
-        return
-    _state["detached"] = True
-    try:
-        fd = os.open(_state["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except (OSError, TypeError):
-        fd = os.open(os.devnull, os.O_WRONLY)
-    for target in (1, 2):
-        with contextlib.suppress(OSError):
-            os.dup2(fd, target)
-    os.close(fd)
+    with _DETACH_LOCK:
+        if _state["detached"]:
+            return
+        try:
+            fd = os.open(_state["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except (OSError, TypeError):
+            fd = os.open(os.devnull, os.O_WRONLY)
+        for target in (1, 2):
+            with contextlib.suppress(OSError):
+                os.dup2(fd, target)
+        os.close(fd)
+        _state["detached"] = True
 
 
 class _Guarded:

@@ -704,27 +704,47 @@ def greedy_decode(
     """A tt_transformers ``Generator`` (whatever model it drives) against transformers' ``hf``:
     a random prompt prefilled, then ``new_tokens`` greedy decode steps fed transformers' own
     greedy tokens (teacher forcing), each step's logits compared with ``generate``'s."""
-    import torch
 
     prompt, ref_logits, ref_tokens = reference_generate(hf, vocab_size, prompt_len, new_tokens)
     logits = gen.prefill_forward_text(
         prompt, page_table=page_table, kv_cache=kv_cache, prompt_lens=[prompt_len]
     )
-    steps = [logits[0, -1, :vocab_size].float()]
+    return teacher_forced_decode(
+        gen, logits[0, -1], prompt, ref_logits, ref_tokens, vocab_size, page_table, kv_cache, trace
+    )
+
+
+def teacher_forced_decode(
+    gen: Any,
+    prefill_logits: Any,
+    prompt: Any,
+    ref_logits: list[Any],
+    ref_tokens: tuple[int, ...],
+    vocab_size: int,
+    page_table: Any = None,
+    kv_cache: Any = None,
+    trace: bool = False,
+) -> GenerationResult:
+    """After a ``Generator``'s prefill (its last-position ``prefill_logits``): one greedy decode
+    step per reference step after the first, each fed transformers' previous token, its logits
+    compared with ``reference_generate``'s (the worst PCC) and its argmax kept."""
+    import torch
+
+    prompt_len = prompt.shape[-1]
+    steps = [prefill_logits.reshape(-1)[:vocab_size].float()]
     prefill_pcc = pcc(ref_logits[0], steps[0])
     tokens = [int(torch.argmax(steps[0]))]
     worst = 1.0
     try:
-        tok = torch.tensor([[ref_tokens[0]]])
         pos = torch.tensor([prompt_len])
-        for i in range(new_tokens):
+        for i in range(len(ref_logits) - 1):
+            tok = torch.tensor([[ref_tokens[i]]])
             out = gen.decode_forward_text(
                 tok, pos, page_table=page_table, kv_cache=kv_cache, enable_trace=trace
             )
             steps.append(out.reshape(-1)[:vocab_size].float())
             worst = min(worst, pcc(ref_logits[i + 1], steps[-1]))
             tokens.append(int(torch.argmax(steps[-1])))
-            tok = torch.tensor([[ref_tokens[i + 1]]])
             pos = pos + 1
     except Exception as e:
         return GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e, prompt, steps)

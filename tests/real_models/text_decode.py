@@ -197,31 +197,19 @@ def qwen25_vl_generate(
         prompt_lens=decoding_pos,
     )  # fmt: skip
     gen.update_cos_sin(cos_matrix_pt=cos, sin_matrix_pt=sin)
-    first = logits.reshape(-1)[: args.vocab_size]
-    prefill_pcc = harness.pcc(ref_logits[0], first)
-    tokens = [int(torch.argmax(first))]
-    worst = 1.0
-    try:
-        pos = torch.tensor([prompt_len])
-        for i in range(new_tokens):
-            tok = torch.tensor([[ref_tokens[i]]])
-            out = gen.decode_forward_text(
-                tok, pos, page_table=page_table, kv_cache=kv_cache, enable_trace=False
-            )
-            step = out.reshape(-1)[: args.vocab_size]
-            worst = min(worst, harness.pcc(ref_logits[i + 1], step))
-            tokens.append(int(torch.argmax(step)))
-            pos = pos + 1
-    except Exception as e:
-        return harness.GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e)
-    for i, (mine, theirs) in enumerate(zip(tokens, ref_tokens)):
+    r = harness.teacher_forced_decode(
+        gen, logits, prompt, ref_logits, ref_tokens, args.vocab_size, page_table, kv_cache
+    )
+    if r.decode_error is not None:
+        return r
+    for i, (mine, theirs) in enumerate(zip(r.tokens, ref_tokens)):
         if mine != theirs:  # how close transformers' own logits were
-            r = ref_logits[i]
+            ref = ref_logits[i]
             print(
-                f"step {i}: transformers' logits give {theirs} {float(r[theirs]):.4f} and {mine} "
-                f"{float(r[mine]):.4f} (their std {float(r.std()):.4f})"
+                f"step {i}: transformers' logits give {theirs} {float(ref[theirs]):.4f} and {mine} "
+                f"{float(ref[mine]):.4f} (their std {float(ref.std()):.4f})"
             )
-    return harness.GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens)
+    return r
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 import ttjax as ttnn
 from benchmarks._harness import Row, compare
-from ttjax._hlo import count_collectives
+from ttjax._src.tools.hlo import count_collectives
 
 
 def jit_vs_shard_map(

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ttjax as ttnn
-from ttjax import _blockfloat
+from ttjax._src.core import blockfloat as _blockfloat
 
 BITS = {ttnn.bfloat8_b: 7, ttnn.bfloat4_b: 3}
 DTYPES = list(BITS)

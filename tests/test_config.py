@@ -7,7 +7,7 @@ import pytest
 from _bounded import run_bounded
 
 import ttjax as ttnn
-from ttjax import _config
+from ttjax._src.core import config as _config
 
 
 def test_default_and_env_device_count(monkeypatch):

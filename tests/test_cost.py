@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import pytest
 
 import ttjax as ttnn
-from ttjax import _hlo, cost
+from ttjax import cost
+from ttjax._src.tools import hlo as _hlo
 from ttjax.errors import ConfigError
 from ttjax.hardware import ETHERNET_HOP_SECONDS as HOP
 from ttjax.hardware import ETHERNET_LINK_BANDWIDTH as LINK

@@ -13,7 +13,7 @@ from _bounded import run_bounded
 from _op_testing import F32, REPLICATED, Layout, check, device_arrays, mesh_of, put, reference
 
 import ttjax as ttnn
-from ttjax._dispatch import run_op
+from ttjax._src.core.dispatch import run_op
 
 
 @contextlib.contextmanager

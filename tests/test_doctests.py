@@ -9,6 +9,7 @@ from __future__ import annotations
 import doctest
 import functools
 import importlib
+import inspect
 import pkgutil
 from typing import Any
 
@@ -26,6 +27,7 @@ _FRONTENDS = (
     "ttjax.dist",
     "ttjax.distributed",
     "ttjax.run",
+    "ttjax._src.launch",  # the implementation of ttjax.distributed and ttjax.run
     "ttjax.torchxla",
     "ttjax.torch_xla_run",
 )
@@ -77,12 +79,55 @@ def _namespace() -> dict[str, Any]:
     }
 
 
+def _home_globals(obj: Any) -> dict[str, Any] | None:
+    """The globals of the module that defines ``obj`` (under ``ttjax._src`` for what a public
+    module re-exports): a function's own, a wrapper's or a class's first method's."""
+    if inspect.isfunction(obj):
+        return obj.__globals__
+    if isinstance(obj, (staticmethod, classmethod)):
+        return _home_globals(obj.__func__)
+    if isinstance(obj, property):
+        return _home_globals(obj.fget)
+    if hasattr(obj, "__wrapped__"):
+        return _home_globals(obj.__wrapped__)
+    if inspect.isclass(obj):
+        for value in vars(obj).values():
+            found = _home_globals(value)
+            if found is not None and found.get("__name__", "").startswith("ttjax."):
+                return found
+    return None
+
+
+class _Finder(doctest.DocTestFinder):
+    """doctest's finder for a tree whose public modules re-export ``ttjax._src``: it also takes
+    the methods of a class such a module re-exports (the class's ``__module__`` is the public
+    module, its methods' globals are not), and runs each example in the globals of the module
+    that defines its object, as the examples were written."""
+
+    def __init__(self, extraglobs: dict[str, Any]) -> None:
+        super().__init__()
+        self.extraglobs = extraglobs
+
+    def _from_module(self, module: Any, object: Any) -> bool:
+        if inspect.isfunction(object) and "." in object.__qualname__:
+            owner = getattr(module, object.__qualname__.split(".")[0], None)
+            if isinstance(owner, type) and owner.__module__ == module.__name__:
+                return True
+        return super()._from_module(module, object)  # type: ignore[misc]
+
+    def _get_test(self, obj: Any, name: str, module: Any, globs: Any, source_lines: Any) -> Any:
+        home = None if inspect.ismodule(obj) else _home_globals(obj)
+        if home is not None and home is not module.__dict__:
+            globs = {**home, **self.extraglobs}
+        return super()._get_test(obj, name, module, globs, source_lines)  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
     module = importlib.import_module(name)
     tests = [
-        t for t in doctest.DocTestFinder().find(module, name, extraglobs=_namespace()) if t.examples
+        t for t in _Finder(_namespace()).find(module, name, extraglobs=_namespace()) if t.examples
     ]
     runner = doctest.DocTestRunner(
         optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False

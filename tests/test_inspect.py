@@ -28,7 +28,7 @@ def test_axes_of_groups_maps_replica_groups_to_cluster_axes():
 def test_iota_replica_groups_are_read_whole():
     """``replica_groups=[4,2]<=[2,4]T(1,0)`` (XLA's iota form, e.g. a partitioner's all-reduce
     over the major axis of 2x4) is four groups of two, not a truncated ``[4``."""
-    from ttjax import _hlo
+    from ttjax._src.tools import hlo as _hlo
 
     line = (
         "  %ar = f32[4]{0} all-reduce(f32[4]{0} %p), channel_id=2, "
@@ -223,7 +223,7 @@ def test_nested_loops_multiply_and_conditionals_are_reported(n300):
 
 
 def test_trip_count_from_the_loop_condition():
-    from ttjax import _hlo
+    from ttjax._src.tools import hlo as _hlo
 
     hlo = """HloModule m
 

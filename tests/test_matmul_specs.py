@@ -9,7 +9,7 @@ import pytest
 from _op_testing import REPLICATED, Layout, check, put
 
 import ttjax as ttnn
-from ttjax._matmul_specs import matmul_output_memory_config as derive
+from ttjax._src.core.matmul_specs import matmul_output_memory_config as derive
 
 L1 = ttnn.BufferType.L1
 TML = ttnn.TensorMemoryLayout

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from _op_testing import REPLICATED, Layout, check, put
 
 import ttjax as ttnn
-import ttjax.ops.transformer
+import ttjax._src.ttnn.ops.transformer
 
 MESH = (1, 2)
 ROWS = Layout("1d", (0, 0))
@@ -112,7 +112,7 @@ def test_attn_matmul_from_cache_reads_num_tokens():
 @pytest.mark.parametrize("windows", [[0, 4, 20, 32], [0, 16, 20], [3, 32]])
 def test_windowed_sdpa_matches_the_block_diagonal_mask(windows, rows, monkeypatch):
     if rows is not None:  # long sequences go a few query rows at a time (padded at the end)
-        monkeypatch.setattr(ttjax.ops.transformer, "_ROWS", rows)
+        monkeypatch.setattr(ttjax._src.ttnn.ops.transformer, "_ROWS", rows)
     q, wq = _rand(9, (1, 4, 32, 32))
     k, wk = _rand(10, (1, 2, 32, 32))
     v, wv = _rand(11, (1, 2, 32, 32))

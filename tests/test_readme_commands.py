@@ -383,10 +383,13 @@ INSTALLED_TOOLS = {"pytest"}  # `python -m pytest ...`: the dev extra's, not the
 
 
 def _source(clone: Path, module: str) -> str | None:
+    """The module's code; a public re-export module's with its implementation's (``ttjax._src``)."""
     path = clone / Path(*module.split("."))
     for file in (path / "__main__.py", path.with_suffix(".py")):
         if file.is_file():
-            return file.read_text()
+            text = file.read_text()
+            impl = re.search(r"the implementation is :mod:`(ttjax\._src\.[\w.]+)`", text)
+            return text + (_source(clone, impl[1]) or "") if impl else text
     return None
 
 

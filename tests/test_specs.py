@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jax.sharding import PartitionSpec as P
 
-from ttjax import _specs
+from ttjax._src.core import specs as _specs
 from ttjax.placements import PlacementLocal, PlacementReplicate, PlacementShard
 
 R = PlacementReplicate()

@@ -11,6 +11,7 @@ import pytest
 from conftest import mesh_of
 
 import ttjax as ttnn
+from ttjax._src.ttnn import trace as _trace  # the captured programs (private)
 
 SHAPE = (1, 1, 32, 64)
 
@@ -76,8 +77,8 @@ def test_each_captured_op_names_its_instructions(setup):
     tid = ttnn.begin_trace_capture(mesh, cq_id=0)
     out = run(x_dev)
     ttnn.end_trace_capture(mesh, tid, cq_id=0)
-    (group,) = ttnn.trace._traces[int(tid)].groups
-    program = jax.jit(ttnn.trace._program(group)).lower(*[t._data for t in group.in_tensors])
+    (group,) = _trace._traces[int(tid)].groups
+    program = jax.jit(_trace._program(group)).lower(*[t._data for t in group.in_tensors])
     scopes = set(re.findall(r'"jit\(program\)/(\w+)/', program.as_text(debug_info=True)))
     assert {"linear", "gelu", "all_gather", "sum", "add_scalar"} <= scopes
     assert out.is_allocated()

@@ -13,7 +13,7 @@ import pytest
 from conftest import mesh_of
 
 import ttjax as ttnn
-from ttjax._hlo import count_collectives
+from ttjax._src.tools.hlo import count_collectives
 
 
 def _per_device(t):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ttjax._cli import debug_requested, report_errors
+from ttjax._src.core.cli import debug_requested, report_errors
 from ttjax.errors import ConfigError
 
 

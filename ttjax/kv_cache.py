@@ -1,31 +1,12 @@
 """``ttnn.kv_cache``: TT-NN's in-place KV-cache writes under their kv_cache names.
 
-``fill_cache_for_user_`` is :func:`ttjax.fill_cache` (a prefill into one user's row) and
-``update_cache_for_token_`` is :func:`ttjax.update_cache` (one decode token for every user).
+Public names only; the implementation is :mod:`ttjax._src.ttnn.kv_cache`.
 """
 
-from __future__ import annotations
+from ttjax._src.core.reexport import publish as _publish
+from ttjax._src.ttnn.kv_cache import (
+    fill_cache_for_user_ as fill_cache_for_user_,
+    update_cache_for_token_ as update_cache_for_token_,
+)
 
-from typing import Any
-
-from ttjax.ops.transformer import fill_cache, update_cache
-from ttjax.tensor import Tensor
-
-
-def fill_cache_for_user_(cache: Tensor, input: Tensor, batch_index: int) -> Tensor:
-    """Write a prefill's k or v [1, nkv, s, d] into ``cache[batch_index, :, :s]`` in place."""
-    return fill_cache(cache, input, batch_index)
-
-
-def update_cache_for_token_(
-    cache: Tensor,
-    input: Tensor,
-    update_index: int,
-    batch_offset: int = 0,
-    compute_kernel_config: Any = None,
-) -> Tensor:
-    """Write one decode token's k or v [1, nkv, b, d] at position ``update_index``, in place."""
-    return update_cache(cache, input, update_index, batch_offset)
-
-
-__all__ = ["fill_cache_for_user_", "update_cache_for_token_"]
+_publish(globals(), "ttjax._src.ttnn.kv_cache")

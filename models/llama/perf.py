@@ -1,7 +1,7 @@
 """Llama step times on Wormhole systems: the cost model's calibration rows and a layout search.
 
     python -m models.llama.perf calibrate            # fit ttjax.cost on the published rows, table
-    python -m models.llama.perf calibrate --write    # ... and store the fit (ttjax/calibration.json)
+    python -m models.llama.perf calibrate --write    # ... and store the fit (ttjax/_src/tools/calibration.json)
     python -m models.llama.perf predict --config llama-3.1-70b --system galaxy --batch 32
     ttjax plan --model llama-3.1-70b --system galaxy --batch 128   # the layout search (plan())
 
@@ -438,7 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("calibrate", help="fit ttjax.cost on the published rows and print the table")
-    c.add_argument("--write", action="store_true", help="store the fit in ttjax/calibration.json")
+    c.add_argument(
+        "--write", action="store_true", help="store the fit in ttjax/_src/tools/calibration.json"
+    )
     c.add_argument("--json", help="write the table here")
     p = sub.add_parser("predict", help="predict one layout")
     p.add_argument("--config", default="llama-3.1-8b")

@@ -225,7 +225,7 @@ def test_shipped_configs_parse(tmp_path):
 
 def test_rank_device_count_follows_visible_devices(monkeypatch):
     """Under ttjax-run a rank asks XLA for one CPU device per id in TT_VISIBLE_DEVICES."""
-    from ttjax import _config
+    from ttjax._src.core import config as _config
 
     monkeypatch.setenv("TTJAX_NUM_DEVICES", "32")
     monkeypatch.setenv("TT_VISIBLE_DEVICES", "4,5,6,7")

@@ -25,8 +25,8 @@ from _launch import (
     write_bindings,
 )
 
+from ttjax._src.launch.run import RankLaunch, _Terminal, _visible, free_port, launch_local, plan
 from ttjax.distributed import load_rank_bindings
-from ttjax.run import RankLaunch, _Terminal, _visible, free_port, launch_local, plan
 
 # Real processes on 127.0.0.1: bounded, so a hang fails the test instead of the suite.
 pytestmark = pytest.mark.timeout(180)

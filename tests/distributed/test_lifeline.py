@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 # trainer's caller, a stubborn one never gets there (a step stuck in a collective).
 RANK = """
 import os, signal, sys, time
-from ttjax.distributed import lifeline
+from ttjax._src.launch.distributed import lifeline
 lifeline.install(os.getppid(), float(sys.argv[1]), 3, os.environ.get("TTJAX_RANK_LOG"))
 stop = []
 if sys.argv[2] in ("graceful", "stubborn"):
@@ -40,7 +40,7 @@ sys.exit(143)
 # A launcher: starts the rank with pipes it reads, with or without the parent-death signal.
 PARENT = """
 import os, subprocess, sys
-from ttjax.distributed import lifeline
+from ttjax._src.launch.distributed import lifeline
 pdeath = lifeline.die_with_parent(os.getpid()) if sys.argv[2] == "pdeathsig" else None
 child = subprocess.Popen([sys.executable, "-c", sys.argv[1], "5", "graceful", sys.argv[3]],
                          stdout=subprocess.PIPE, preexec_fn=pdeath)
@@ -100,7 +100,7 @@ def test_sigterm_ends_the_rank_within_the_grace(tmp_path, mode, code, within, sa
 # broken pipe again and the handler raises. dup2 is slowed so the first is caught inside.
 DETACH_RACE = """
 import os, sys, threading, time
-from ttjax.distributed import lifeline
+from ttjax._src.launch.distributed import lifeline
 lifeline._state["log"] = sys.argv[1]
 dup2 = os.dup2
 def slow_dup2(fd, fd2, *rest):

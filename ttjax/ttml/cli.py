@@ -26,7 +26,7 @@ from typing import Any
 
 import jax
 
-from ttjax._cli import DEBUG_ENV, debug_requested, report_errors
+from ttjax._src.core.cli import DEBUG_ENV, debug_requested, report_errors
 from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
@@ -410,7 +410,7 @@ def run_cli(fn: Callable[[list[str]], int], argv: Sequence[str] | None, prog: st
 
     The message is the error's own (it names the bad value and ends with ``fix:``). With
     ``--debug`` in ``argv`` or ``TTJAX_DEBUG`` set, the traceback is printed first
-    (:func:`ttjax._cli.report_errors`).
+    (:func:`ttjax._src.core.cli.report_errors`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     try:

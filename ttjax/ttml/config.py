@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from ttjax._userfile import read_user_text
+from ttjax._src.core.userfile import read_user_text
 from ttjax.errors import ParallelPlanError
 from ttjax.plan import ParallelDims
 from ttjax.ttml import sp
@@ -202,7 +202,7 @@ def _written() -> Any:
     return field(default=frozenset(), repr=False, compare=False)
 
 
-def _f(default: Any, check: Check, *, key: str | None = None) -> Any:
+def _checked_field(default: Any, check: Check, *, key: str | None = None) -> Any:
     meta: dict[str, Any] = {"check": check}
     if key:
         meta["key"] = key
@@ -227,18 +227,18 @@ class OptimizerConfig:
     SGD, NoOp, ``stochastic_rounding`` and ``kahan_summation`` rather than ignore them.
     """
 
-    type: str = _f("AdamW", _choice(*OPTIMIZER_TYPES))
-    lr: float | None = _f(None, _opt(_float(0.0, strict=True)))
-    beta1: float = _f(0.9, _float(0.0, maximum=1.0))
-    beta2: float = _f(0.999, _float(0.0, maximum=1.0))
-    epsilon: float = _f(1e-8, _float(0.0, strict=True))
-    weight_decay: float | None = _f(None, _opt(_float(0.0)))
-    amsgrad: bool = _f(False, _bool)
-    stochastic_rounding: bool = _f(False, _bool)
-    kahan_summation: bool = _f(False, _bool)
-    momentum: float = _f(0.0, _float(0.0))
-    dampening: float = _f(0.0, _float(0.0))
-    nesterov: bool = _f(False, _bool)
+    type: str = _checked_field("AdamW", _choice(*OPTIMIZER_TYPES))
+    lr: float | None = _checked_field(None, _opt(_float(0.0, strict=True)))
+    beta1: float = _checked_field(0.9, _float(0.0, maximum=1.0))
+    beta2: float = _checked_field(0.999, _float(0.0, maximum=1.0))
+    epsilon: float = _checked_field(1e-8, _float(0.0, strict=True))
+    weight_decay: float | None = _checked_field(None, _opt(_float(0.0)))
+    amsgrad: bool = _checked_field(False, _bool)
+    stochastic_rounding: bool = _checked_field(False, _bool)
+    kahan_summation: bool = _checked_field(False, _bool)
+    momentum: float = _checked_field(0.0, _float(0.0))
+    dampening: float = _checked_field(0.0, _float(0.0))
+    nesterov: bool = _checked_field(False, _bool)
 
     @property
     def is_adamw(self) -> bool:
@@ -263,35 +263,37 @@ class TrainingConfig:
     ``transformer_config`` (the old layout) is read into ``RunConfig.model``.
     """
 
-    project_name: str = _f("tt_train_nano_gpt", _str)
-    model_type: str = _f("gpt2", _choice("gpt2", "llama"))
-    seed: int = _f(5489, _int(0))
-    model_save_interval: int = _f(500, _int(0))
-    batch_size: int = _f(64, _int(1))
-    num_epochs: int = _f(1, _int(1))
-    max_steps: int = _f(5000, _int(1))
-    learning_rate: float = _f(3e-4, _float(0.0, strict=True))
-    weight_decay: float = _f(1e-2, _float(0.0))
-    use_no_op: bool = _f(False, _bool)
-    use_moreh_adamw: bool = _f(False, _bool)
-    use_kahan_summation: bool = _f(False, _bool)
-    gradient_accumulation_steps: int = _f(1, _int(1))
-    model_config: str | None = _f(None, _opt_str)
-    model_path: str = _f("", _str)
-    data_path: str = _f("", _str)
-    tokenizer_type: str = _f("char", _choice("char", "bpe"))
-    tokenizer_path: str = _f("", _str)
-    scheduler_type: str = _f("identity", _choice("identity", "warmup_linear", "warmup_cosine"))
-    use_clip_grad_norm: bool = _f(False, _bool)
-    clip_grad_norm_max_norm: float = _f(1.0, _float(0.0, strict=True))
-    eval_every: int = _f(200, _int(0))
-    checkpoint_dir: str = _f("checkpoints", _str)
-    multihost_config: str | None = _f(None, _opt_str)
+    project_name: str = _checked_field("tt_train_nano_gpt", _str)
+    model_type: str = _checked_field("gpt2", _choice("gpt2", "llama"))
+    seed: int = _checked_field(5489, _int(0))
+    model_save_interval: int = _checked_field(500, _int(0))
+    batch_size: int = _checked_field(64, _int(1))
+    num_epochs: int = _checked_field(1, _int(1))
+    max_steps: int = _checked_field(5000, _int(1))
+    learning_rate: float = _checked_field(3e-4, _float(0.0, strict=True))
+    weight_decay: float = _checked_field(1e-2, _float(0.0))
+    use_no_op: bool = _checked_field(False, _bool)
+    use_moreh_adamw: bool = _checked_field(False, _bool)
+    use_kahan_summation: bool = _checked_field(False, _bool)
+    gradient_accumulation_steps: int = _checked_field(1, _int(1))
+    model_config: str | None = _checked_field(None, _opt_str)
+    model_path: str = _checked_field("", _str)
+    data_path: str = _checked_field("", _str)
+    tokenizer_type: str = _checked_field("char", _choice("char", "bpe"))
+    tokenizer_path: str = _checked_field("", _str)
+    scheduler_type: str = _checked_field(
+        "identity", _choice("identity", "warmup_linear", "warmup_cosine")
+    )
+    use_clip_grad_norm: bool = _checked_field(False, _bool)
+    clip_grad_norm_max_norm: float = _checked_field(1.0, _float(0.0, strict=True))
+    eval_every: int = _checked_field(200, _int(0))
+    checkpoint_dir: str = _checked_field("checkpoints", _str)
+    multihost_config: str | None = _checked_field(None, _opt_str)
     # ttjax's own keys (not in tt-train's YAMLs): the run's metrics line, checkpoints kept, and
     # the forward/backward dtype (parameters and optimizer state stay float32).
-    log_every: int = _f(10, _int(0))
-    keep_checkpoints: int = _f(2, _int(1))
-    compute_dtype: str = _f("float32", _choice("float32", "bfloat16"))
+    log_every: int = _checked_field(10, _int(0))
+    keep_checkpoints: int = _checked_field(2, _int(1))
+    compute_dtype: str = _checked_field("float32", _choice("float32", "bfloat16"))
     optimizer: OptimizerConfig | None = field(default=None, metadata=_NESTED)
     transformer_config: Any = field(default=None, repr=False, compare=False, metadata=_NESTED)
     written: frozenset[str] = _written()
@@ -301,15 +303,15 @@ class TrainingConfig:
 class DeviceConfig:
     """``device_config``: the mesh and the parallelism strategies (axes given out DDP, FSDP, CP, TP, PP)."""
 
-    mesh_shape: tuple[int, ...] = _f((1, 1), _mesh_shape)
-    device_ids: tuple[int, ...] = _f((), _int_list)
-    enable_ddp: bool = _f(False, _bool)
-    enable_tp: bool = _f(False, _bool)
-    enable_pp: bool = _f(False, _bool)
-    enable_fsdp: bool = _f(False, _bool)
-    enable_cp: bool = _f(False, _bool)
+    mesh_shape: tuple[int, ...] = _checked_field((1, 1), _mesh_shape)
+    device_ids: tuple[int, ...] = _checked_field((), _int_list)
+    enable_ddp: bool = _checked_field(False, _bool)
+    enable_tp: bool = _checked_field(False, _bool)
+    enable_pp: bool = _checked_field(False, _bool)
+    enable_fsdp: bool = _checked_field(False, _bool)
+    enable_cp: bool = _checked_field(False, _bool)
     # Megatron sequence parallelism over the TP axis (ttjax.ttml.sp); not a mesh axis of its own.
-    enable_sp: bool = _f(False, _bool)
+    enable_sp: bool = _checked_field(False, _bool)
 
     def total_devices(self) -> int:
         return math.prod(self.mesh_shape)
@@ -337,10 +339,10 @@ class DeviceConfig:
 class RopeScalingConfig:
     """``transformer_config.rope_scaling`` (Llama 3); applied only when factor and length are non-zero."""
 
-    scaling_factor: float = _f(0.0, _float(0.0))
-    high_freq_factor: float = _f(4.0, _float(0.0))
-    low_freq_factor: float = _f(1.0, _float(0.0))
-    original_context_length: int = _f(0, _int(0))
+    scaling_factor: float = _checked_field(0.0, _float(0.0))
+    high_freq_factor: float = _checked_field(4.0, _float(0.0))
+    low_freq_factor: float = _checked_field(1.0, _float(0.0))
+    original_context_length: int = _checked_field(0, _int(0))
 
     @property
     def enabled(self) -> bool:
@@ -357,22 +359,22 @@ class TransformerConfig:
     config's, with TTML's Llama defaults for a Llama.
     """
 
-    model_type: str = _f("gpt2", _choice("gpt2", "llama"))
-    num_heads: int = _f(6, _int(1))
-    num_groups: int = _f(3, _int(1))
-    embedding_dim: int = _f(384, _int(1))
-    intermediate_dim: int | None = _f(None, _opt(_int(1)))
-    num_blocks: int = _f(6, _int(1))
-    vocab_size: int = _f(96, _int(1))
-    max_sequence_length: int = _f(128, _int(1))
-    dropout_prob: float = _f(0.2, _float(0.0, maximum=1.0))
-    runner_type: str = _f("default", _choice("default", "memory_efficient"))
-    weight_tying: str = _f("disabled", _choice("disabled", "enabled"))
-    positional_embedding_type: str = _f("trainable", _choice("trainable", "fixed"))
-    theta: float = _f(500000.0, _float(0.0, strict=True))
+    model_type: str = _checked_field("gpt2", _choice("gpt2", "llama"))
+    num_heads: int = _checked_field(6, _int(1))
+    num_groups: int = _checked_field(3, _int(1))
+    embedding_dim: int = _checked_field(384, _int(1))
+    intermediate_dim: int | None = _checked_field(None, _opt(_int(1)))
+    num_blocks: int = _checked_field(6, _int(1))
+    vocab_size: int = _checked_field(96, _int(1))
+    max_sequence_length: int = _checked_field(128, _int(1))
+    dropout_prob: float = _checked_field(0.2, _float(0.0, maximum=1.0))
+    runner_type: str = _checked_field("default", _choice("default", "memory_efficient"))
+    weight_tying: str = _checked_field("disabled", _choice("disabled", "enabled"))
+    positional_embedding_type: str = _checked_field("trainable", _choice("trainable", "fixed"))
+    theta: float = _checked_field(500000.0, _float(0.0, strict=True))
     rope_scaling: RopeScalingConfig = field(default_factory=RopeScalingConfig, metadata=_NESTED)
-    use_composite_layernorm: bool = _f(False, _nested, key="experimental")
-    model_path: str = _f("", _str)
+    use_composite_layernorm: bool = _checked_field(False, _nested, key="experimental")
+    model_path: str = _checked_field("", _str)
     written: frozenset[str] = _written()
 
     @property
@@ -391,10 +393,10 @@ class PipelineParallelConfig:
     PipelineParallelConfig(num_blocks=6, blocks_per_rank=(3, 3), num_microbatches=1, schedule='gpipe')
     """
 
-    num_blocks: int = _f(6, _int(1))
-    blocks_per_rank: tuple[int, ...] = _f((), _nested)
-    num_microbatches: int = _f(1, _int(1))
-    schedule: str = _f("gpipe", _choice(*SCHEDULES))
+    num_blocks: int = _checked_field(6, _int(1))
+    blocks_per_rank: tuple[int, ...] = _checked_field((), _nested)
+    num_microbatches: int = _checked_field(1, _int(1))
+    schedule: str = _checked_field("gpipe", _choice(*SCHEDULES))
 
     @classmethod
     def from_dict(
@@ -417,9 +419,9 @@ class PipelineParallelConfig:
 class MultihostConfig:
     """``multihost_config``: off by default; with a pipeline config it is pipeline-parallel training."""
 
-    enabled: bool = _f(False, _bool)
-    num_workers: int = _f(0, _int(0))
-    socket_type: str = _f("mpi", _choice("mpi", "fabric"))
+    enabled: bool = _checked_field(False, _bool)
+    num_workers: int = _checked_field(0, _int(0))
+    socket_type: str = _checked_field("mpi", _choice("mpi", "fabric"))
     pipeline_parallel_config: PipelineParallelConfig | None = field(default=None, metadata=_NESTED)
 
 
@@ -427,20 +429,20 @@ class MultihostConfig:
 class SchedulerConfig:
     """``scheduler_config`` (tt-train's Python ``SchedulerConfig``); ``max_lr`` defaults to the lr."""
 
-    max_lr: float | None = _f(None, _opt(_float(0.0, strict=True)))
-    min_lr: float = _f(0.0, _float(0.0))
-    warmup_steps: int = _f(100, _int(0))
-    hold_steps: int = _f(0, _int(0))
+    max_lr: float | None = _checked_field(None, _opt(_float(0.0, strict=True)))
+    min_lr: float = _checked_field(0.0, _float(0.0))
+    warmup_steps: int = _checked_field(100, _int(0))
+    hold_steps: int = _checked_field(0, _int(0))
 
 
 @dataclass(frozen=True)
 class EvalConfig:
     """``eval_config``: sampling settings for generation after training."""
 
-    repetition_penalty: float = _f(1.0, _float(0.0, strict=True))
-    temperature: float = _f(1.0, _float(0.0))
-    top_k: int = _f(0, _int(0))
-    top_p: float = _f(1.0, _float(0.0, strict=True, maximum=1.0))
+    repetition_penalty: float = _checked_field(1.0, _float(0.0, strict=True))
+    temperature: float = _checked_field(1.0, _float(0.0))
+    top_k: int = _checked_field(0, _int(0))
+    top_p: float = _checked_field(1.0, _float(0.0, strict=True, maximum=1.0))
 
 
 @dataclass(frozen=True)
@@ -571,7 +573,7 @@ def _transformer(raw: Any, where: str, model_type: str | None = None) -> Transfo
 
 @dataclass(frozen=True)
 class _Experimental:
-    use_composite_layernorm: bool = _f(False, _bool)
+    use_composite_layernorm: bool = _checked_field(False, _bool)
 
 
 def _blocks_per_rank(v: Any, where: str) -> tuple[int, ...]:
@@ -637,7 +639,7 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_text(path: Path, what: str, example: str) -> str:
-    """The UTF-8 text of the user's file ``path`` (:func:`ttjax._userfile.read_user_text`)."""
+    """The UTF-8 text of the user's file ``path`` (:func:`ttjax._src.core.userfile.read_user_text`)."""
     return read_user_text(path, what, example, TrainingConfigError)
 
 

@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from jax import lax
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ttjax.errors import ConfigError
 from ttjax.ttml.pipeline import Pipeline

@@ -1,0 +1,1 @@
+"""``ttjax-run`` (TT-NN's ``tt-run``) and the multi-process runtime on ``jax.distributed``."""

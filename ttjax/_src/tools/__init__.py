@@ -1,0 +1,1 @@
+"""Tools over TT-NN programs: HLO inspection, the step-time cost model, mesh pictures."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 import tomllib
 from pathlib import Path
 
@@ -112,4 +111,3 @@ def write() -> None:
 
 if __name__ == "__main__":
     write()
-    sys.exit(0)

@@ -64,6 +64,20 @@ def test_upward_import_breaks_the_contract(package_copy: Path) -> None:
     assert "ttjax._src.core.tensor -> ttjax._src.ttnn.ops" in result.stdout
 
 
+def _imported(node: ast.AST) -> list[str]:
+    """The modules an import statement names (``from ttjax import ops``: ``ttjax.ops``; a relative
+    import: its dots); [] for any other node."""
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            return ["." * node.level]
+        if node.module == "ttjax":
+            return [f"ttjax.{a.name}" for a in node.names]
+        return [node.module or ""]
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    return []
+
+
 def _imports_inside_functions(path: Path, root: Path = ROOT) -> list[str]:
     """``path:line module`` for every ttjax import nested inside a function body."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -72,13 +86,7 @@ def _imports_inside_functions(path: Path, root: Path = ROOT) -> list[str]:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(fn):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] if node.level == 0 else ["." * node.level]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
+            for name in _imported(node):
                 if name.startswith(".") or name == "ttjax" or name.startswith("ttjax."):
                     found.append(f"{path.relative_to(root)}:{node.lineno} {name}")
     return found
@@ -131,27 +139,14 @@ def test_no_source_file_is_over_1000_lines() -> None:
     assert long == {}
 
 
-def _ttjax_imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "ttjax":
-                found += [f"ttjax.{a.name}" for a in node.names]
-            elif node.module.startswith("ttjax."):
-                found.append(node.module)
-        elif isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name.split(".")[0] == "ttjax"]
-    return found
-
-
 def test_the_implementation_never_imports_the_public_modules() -> None:
     """``ttjax._src`` imports ``ttjax._src`` (and the generated ``ttjax.proto``) only."""
     offenders = [
         f"{f.relative_to(ROOT)}: {name}"
         for f in sorted((ROOT / "ttjax" / "_src").rglob("*.py"))
-        for name in _ttjax_imports(f)
-        if not name.startswith(("ttjax._src", "ttjax.proto"))
+        for node in ast.walk(ast.parse(f.read_text()))
+        for name in _imported(node)
+        if name.split(".")[0] == "ttjax" and not name.startswith(("ttjax._src", "ttjax.proto"))
     ]
     assert offenders == []
 

@@ -55,7 +55,7 @@ def test_classes_pickle_and_print_under_their_public_path() -> None:
     assert pickle.dumps(ttjax.TTJaxError).find(b"ttjax.errors") >= 0
 
 
-def test_implementation_modules_are_not_public() -> None:
+def test_the_code_lives_under_src() -> None:
     """The public modules carry no code of their own: their objects live under ``ttjax._src``."""
     import ttjax.mesh
 

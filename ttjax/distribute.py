@@ -1,5 +1,16 @@
 """Mesh mappers and composers: how a host tensor is split over a mesh, and how shards come back.
 
+A mapper turns a host tensor into placements on the mesh (``PlacementShard``/``PlacementReplicate``
+per mesh axis); the global array is then the host tensor itself, placed with one ``device_put``.
+A composer concatenates the per-device shards in TT-NN's order (row-major device order;
+``ConcatMesh2dToTensor`` concatenates within each row, then the rows).
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+>>> mapper = ttnn.ShardTensor2dMesh(mesh, mesh_shape=(2, 4), dims=(None, 3))
+>>> mapper.placements
+(PlacementReplicate(), PlacementShard(3))
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.distribute`.
 """
 

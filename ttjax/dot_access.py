@@ -1,6 +1,10 @@
 """``ttnn.dot_access``: a dict whose keys read as attributes (model configs such as BERT's and
 ViT's ``DotAccessDict(dict(**config.to_dict(), core_grid=...))``).
 
+>>> from ttjax.dot_access import make_dot_access_dict
+>>> make_dot_access_dict({"a": {"b": 1}}).a.b
+1
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.dot_access`.
 """
 

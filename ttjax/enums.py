@@ -1,5 +1,8 @@
 """TT-NN's enums with TT-NN's names and reprs: DataType, Layout, Topology, ReduceType.
 
+``ttjax.bfloat16`` is ``DataType.BFLOAT16`` exactly as ``ttnn.bfloat16`` is, and it prints as
+``DataType::BFLOAT16``.
+
 Public names only; the implementation is :mod:`ttjax._src.core.enums`.
 """
 

@@ -1,5 +1,8 @@
 """ttjax's exceptions: one class per kind of mistake, each also a builtin so ``except ValueError`` works.
 
+Every message names the bad value and ends with a ``fix:`` line. Like TT-NN's ``TT_FATAL``
+(which Python sees as ``RuntimeError``), every ttjax error is a ``RuntimeError`` too.
+
 Public names only; the implementation is :mod:`ttjax._src.core.errors`.
 """
 

@@ -1,5 +1,9 @@
 """``ttnn.experimental``: TT-NN's experimental ops that model code relies on.
 
+The ``*_async`` collectives (:mod:`ttjax.ccl_async`) take TT-NN's persistent buffers, global
+semaphores and sub-device ids, check them as TT-NN does, and give the synchronous collective's
+values, written into the persistent output buffer when one is given.
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.experimental`.
 """
 

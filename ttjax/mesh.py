@@ -1,5 +1,16 @@
 """MeshDevice: a 2-D (or N-D) grid of JAX devices with TT-NN's names and semantics.
 
+A ``MeshDevice`` wraps an immutable ``jax.sharding.Mesh`` whose axis names are the TT-NN cluster
+axes (``"y"`` = rows = cluster_axis 0, ``"x"`` = cols = cluster_axis 1). On a laptop the devices are
+XLA host devices (32 by default, see ``ttjax._src.core.config``); on a GPU/TPU host they are the real devices.
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+>>> mesh
+<MeshDevice: 2x4 grid, 8 devices>
+>>> [m.get_device_ids() for m in mesh.create_submeshes(ttnn.MeshShape(2, 2))]
+[[0, 1, 4, 5], [2, 3, 6, 7]]
+
 Public names only; the implementation is :mod:`ttjax._src.core.mesh`.
 """
 

@@ -1,6 +1,10 @@
 """``ttnn.transformer``: attention (prefill, decode, paged decode, chunked prefill, joint and
 ring-joint), ``attention_softmax`` and head-reshaping ops, per device.
 
+Ring joint attention is the one op here that communicates: it all-gathers the sequence-sharded
+K and V over the ring's mesh axis (TT-NN fuses that all-gather into the op), then attends
+locally.
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.transformer`.
 """
 

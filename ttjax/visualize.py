@@ -1,5 +1,23 @@
 """Pictures of a mesh and of how a tensor is spread over it: TT-NN's ``visualize_*`` functions.
 
+The ``visualize_*`` functions print a box grid with ``rich`` (imported inside each function,
+as ``jax.debug.visualize_sharding`` does, so importing ttjax stays cheap). Like TT-NN, they log
+errors and never raise. ``mesh_layout`` gives the same facts as plain data (for tests and tools)
+and ``save_mesh_layout_png`` draws them with matplotlib, an optional dependency.
+
+Everything here reads only metadata (mesh, placements, per-device shape), never tensor values,
+so it is cheap on big tensors and works on a tensor inside ``jax.jit``.
+
+>>> import ttjax as ttnn
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+>>> ttnn.visualize_mesh_device(mesh)
+       MeshDevice(rows=1, cols=2)
+┌──────────────────────────────┬──────────────────────────────┐
+│          Dev. ID: 0          │          Dev. ID: 1          │
+│            (0, 0)            │            (0, 1)            │
+│                              │                              │
+└──────────────────────────────┴──────────────────────────────┘
+
 Public names only; the implementation is :mod:`ttjax._src.tools.visualize`.
 """
 

@@ -1,5 +1,10 @@
 """Multi-process and multi-host ttjax: TT-NN's ``tt-run`` model on ``jax.distributed``.
 
+``ttjax-run --rank-binding config.yaml python prog.py`` starts one process per rank. In each,
+``open_mesh_device`` (or :func:`initialize`) joins the job: ranks sharing a ``mesh_id`` form one
+big mesh (SPMD), ranks with different ``mesh_id`` s own separate meshes and exchange tensors with
+:func:`send` / :func:`recv`.
+
 Public names only; the implementation is :mod:`ttjax._src.launch.distributed`.
 """
 

@@ -1,5 +1,13 @@
 """One ``jax.distributed`` job per ``ttjax-run``: read the launcher's environment and start the runtime.
 
+Each rank calls :func:`initialize` (``open_mesh_device`` does it for you under ``ttjax-run``). It
+starts JAX's coordination service client with gloo CPU collectives and a heartbeat timeout, then
+tells the core which devices make up this rank's mesh: the devices of every rank sharing its
+``TT_MESH_ID``, in the order of their global ``TT_VISIBLE_DEVICES`` ids.
+
+>>> env = ttjax.distributed.initialize()      # under ttjax-run
+>>> mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))   # 2 ranks x 4 devices: one big mesh
+
 Public names only; the implementation is :mod:`ttjax._src.launch.distributed.runtime`.
 """
 

@@ -1,5 +1,9 @@
 """Tensor factories: zeros, ones, full, empty, rand, arange (and the ``*_like`` forms).
 
+With ``device=mesh`` every device gets the per-device ``shape`` (replicated values); without a
+device the result is a host tensor. ``rand`` is seeded and gives the same values on every device
+and for every mesh shape.
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.ops.creation`.
 """
 

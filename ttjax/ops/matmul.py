@@ -1,5 +1,11 @@
 """matmul and linear: per-device matrix products (no communication; see ttjax.ccl for that).
 
+A replicated activation times a width-sharded weight gives each device its slice of the output
+columns; a height-sharded activation times a height-sharded weight gives each device a partial
+sum, which an ``all_reduce`` (or ``reduce_scatter``) then combines, as in TT-NN.
+
+>>> y = ttnn.linear(x, w, bias=b, activation="gelu")
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.ops.matmul`.
 """
 

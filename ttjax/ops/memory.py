@@ -1,6 +1,15 @@
 """Memory-config ops: to_memory_config, interleaved <-> sharded (and their ``_partial`` slices),
 deallocate.
 
+A tensor carries its TT-NN memory config (``t.memory_config()``); these ops change it (the values
+never change: XLA decides where buffers live) after validating sharded configs against the
+tensor's per-device padded shape, as TT-NN does. The ``_partial`` forms move one of
+``num_slices`` row slices, as TT-NN's ``sharded_partial`` ops do.
+
+>>> y = ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG, dtype=ttnn.bfloat16)
+>>> y.memory_config() == ttnn.L1_MEMORY_CONFIG
+True
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.ops.memory`.
 """
 

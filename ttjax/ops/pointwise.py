@@ -1,5 +1,11 @@
 """Elementwise ops (unary, binary, ternary) with TT-NN's per-device semantics.
 
+Each runs on every device over that device's local tensor; shapes broadcast per device, like
+numpy. A Python scalar operand is traced, not baked in, so changing it never recompiles.
+
+>>> y = ttnn.gelu(x)            # every device applies gelu to its own shard
+>>> z = ttnn.add(y, 1.0)
+
 Public names only; the implementation is :mod:`ttjax._src.ttnn.ops.pointwise`.
 """
 

@@ -1,12 +1,7 @@
 """TT-NN's global ``ttnn.CONFIG`` (``ttnn.Config``: cache and report paths, logging and
 comparison-mode switches) and ``ttnn.get_fallback_function``.
 
-The switches are plain settings, read and written as in TT-NN (ttnn/api/ttnn/config.hpp); ttjax
-keeps no report database, so the report switches only hold their values.
-
->>> with ttnn.manage_config("enable_comparison_mode", True):
-...     ttnn.CONFIG.enable_comparison_mode
-True
+The implementation of :mod:`ttjax.core_config`, whose docstring says more.
 """
 
 from __future__ import annotations

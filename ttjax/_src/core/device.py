@@ -1,15 +1,7 @@
 """TT-NN's device-level python API (``ttnn/ttnn/device.py``): the user-facing
 ``DispatchCoreConfig``, the default-device slot, the architecture tests and the profiler read.
 
-What tt-metal's own test fixtures (its top-level ``conftest.py``) call before opening a mesh.
-Dispatch cores only place TT-Metal's command processors, so the config is validated and defaulted
-as TT-NN does, and changes no numbers.
-
->>> import ttjax as ttnn
->>> ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER)
-DispatchCoreConfig(type=DispatchCoreType.WORKER, axis=DispatchCoreAxis.ROW)
->>> ttnn.device.is_wormhole_b0()
-True
+The implementation of :mod:`ttjax.device`, whose docstring says more.
 """
 
 from __future__ import annotations

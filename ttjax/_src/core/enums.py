@@ -1,7 +1,6 @@
 """TT-NN's enums with TT-NN's names and reprs: DataType, Layout, Topology, ReduceType.
 
-``ttjax.bfloat16`` is ``DataType.BFLOAT16`` exactly as ``ttnn.bfloat16`` is, and it prints as
-``DataType::BFLOAT16``.
+The implementation of :mod:`ttjax.enums`, whose docstring says more.
 """
 
 from __future__ import annotations

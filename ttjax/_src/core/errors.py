@@ -1,7 +1,6 @@
 """ttjax's exceptions: one class per kind of mistake, each also a builtin so ``except ValueError`` works.
 
-Every message names the bad value and ends with a ``fix:`` line. Like TT-NN's ``TT_FATAL``
-(which Python sees as ``RuntimeError``), every ttjax error is a ``RuntimeError`` too.
+The implementation of :mod:`ttjax.errors`, whose docstring says more.
 """
 
 from __future__ import annotations

@@ -29,12 +29,11 @@ def publish(namespace: dict[str, Any], *sources: str) -> None:
     if home == "__main__":
         return
     for value in list(namespace.values()):
-        if isinstance(value, type) or callable(value):
-            if getattr(value, "__module__", None) in sources:
-                try:
-                    value.__module__ = home
-                except (AttributeError, TypeError):  # a builtin or C-level object: keep it
-                    pass
+        if callable(value) and getattr(value, "__module__", None) in sources:
+            try:
+                value.__module__ = home
+            except (AttributeError, TypeError):  # a builtin or C-level object: keep it
+                pass
 
 
 def public_names(namespace: dict[str, Any], submodules: tuple[str, ...] = ()) -> list[str]:

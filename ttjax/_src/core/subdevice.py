@@ -1,19 +1,6 @@
 """TT-NN's host-side objects for overlapping work on a chip: sub-devices, global semaphores, global CBs.
 
-On hardware these partition a chip's worker cores (``SubDevice``), let CCL kernels synchronize
-across chips (``GlobalSemaphore``) and stream weights between cores (``GlobalCircularBuffer``).
-XLA schedules and synchronizes the collectives itself, so here they are host objects that are
-checked the way TT-Metal checks them: a sub-device's cores lie inside the grid and do not overlap
-another's, a ``SubDeviceId`` passed to an op exists in the loaded manager, a semaphore belongs to
-the mesh it is used on.
-
->>> cores = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 7))})
->>> sems = [ttnn.create_global_semaphore(mesh, cores, 0) for _ in range(2)]
->>> manager = mesh.create_sub_device_manager([ttnn.SubDevice([cores])], 0)
->>> mesh.load_sub_device_manager(manager)
->>> mesh.get_sub_device_ids()
-[SubDeviceId(0)]
->>> mesh.clear_loaded_sub_device_manager()
+The implementation of :mod:`ttjax.subdevice`, whose docstring says more.
 """
 
 from __future__ import annotations

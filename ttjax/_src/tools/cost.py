@@ -1,31 +1,6 @@
 """How fast a compiled program runs on a Wormhole system: a step-time model read off the program.
 
-:func:`predict` takes a :class:`ttjax.inspect.ProgramReport` (any program, compiled on abstract
-inputs) and a system (``n150``, ``n300``, ``t3000``, ``galaxy``) and adds up a few terms, each
-from the compiled program and a figure of tt-metal's documents (``ttjax.hardware``):
-
-* **DRAM**: the bytes each chip reads per step (every argument it uses whole: weights in their TT
-  dtypes, bfloat8_b at 1.0625 and bfloat4_b at 0.5625 bytes per element, the KV cache; only the
-  rows of a gathered table) over the chip's DRAM bandwidth;
-* **compute**: the matmul FLOPs per chip over the Tensix rate at the math fidelity used;
-* **Ethernet**: each collective scheduled on the system's topology (ring or line, links per
-  neighbour): per-hop latency x hops plus the busiest link's bytes over its bandwidth;
-* **fixed cost**: one per decoder layer (the program's layer loop trip count), fitted; it holds
-  what the other terms do not see (small ops, dispatch, synchronisation).
-
-DRAM and compute overlap (a decode matmul streams its weights while it multiplies), so a step is
-``max(DRAM, compute) + Ethernet + fixed``. Four free parameters (DRAM and matmul efficiency, and
-the per-layer cost for traced decode and for untraced prefill)
-are fitted by :func:`fit` on published Llama step times only (``python -m models.llama.perf
-calibrate``); they live in ``ttjax/_src/tools/calibration.json`` with a note of how they were fitted.
-
->>> h = ttnn.abstract_tensor((32, 8192), ttnn.bfloat16, device=mesh)  # 32 users' activations
->>> report = ttjax.inspect.inspect(lambda t: ttnn.all_reduce(t), h)
->>> p = ttjax.cost.predict(report, "t3000", users=32, layers=0)
->>> [t.name for t in p.terms], p.dominant
-(['DRAM', 'compute', 'Ethernet', 'layer fixed'], 'Ethernet')
->>> round(p.term("Ethernet").seconds * 1e6, 1)   # 8 hops x 650 ns + 896 KiB over 2 x 12.5 GB/s
-41.9
+The implementation of :mod:`ttjax.cost`, whose docstring says more.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Host <-> mesh conversion: from_torch, to_torch, to_device, from_device, per-device views.
 
-``from_torch`` accepts torch tensors (when torch is installed), numpy arrays and JAX arrays. A
-mapper turns the host tensor into placements; the host array then *is* the global array and is
-placed with one ``jax.device_put``. ``to_torch``/``to_numpy`` need a composer whenever the tensor
-has more than one shard, exactly like TT-NN.
+The implementation of :mod:`ttjax.convert`, whose docstring says more.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``ttnn.dot_access``: a dict whose keys read as attributes (model configs such as BERT's and
 ViT's ``DotAccessDict(dict(**config.to_dict(), core_grid=...))``).
 
->>> from ttjax.dot_access import make_dot_access_dict
->>> make_dot_access_dict({"a": {"b": 1}}).a.b
-1
+The implementation of :mod:`ttjax.dot_access`, whose docstring says more.
 """
 
 from __future__ import annotations

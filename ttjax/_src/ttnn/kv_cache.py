@@ -1,7 +1,6 @@
 """``ttnn.kv_cache``: TT-NN's in-place KV-cache writes under their kv_cache names.
 
-``fill_cache_for_user_`` is :func:`ttjax.fill_cache` (a prefill into one user's row) and
-``update_cache_for_token_`` is :func:`ttjax.update_cache` (one decode token for every user).
+The implementation of :mod:`ttjax.kv_cache`, whose docstring says more.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Model weights -> a tree of ttnn tensors: TT-NN's ``ttnn.model_preprocessing``.
 
-:func:`preprocess_model_parameters` walks a model (a torch ``nn.Module``, a Flax NNX module, or
-a nested dict of Flax linen params) and converts every parameter with ``ttnn.from_torch``, the
-way TT-NN stores weights: a linear weight becomes ``[in, out]`` (torch's ``weight.T``) in
-bfloat16 TILE layout, its bias ``[1, out]``. The mapper comes from the surrounding
-``ttnn.distribute`` block, so one call replicates or shards a whole model:
-
->>> with ttnn.distribute(ttnn.ShardTensorToMesh(mesh, dim=-1)):       # tensor parallel
-...     parameters = ttnn.model_preprocessing.preprocess_model_parameters(
-...         initialize_model=lambda: torch_mlp, device=mesh)
->>> parameters.dense_h_to_4h.weight.shape                          # [in, out / devices]
-Shape([32, 16])
-
-torch is imported only when a torch model is given, so ttjax works without it.
+The implementation of :mod:`ttjax.model_preprocessing`, whose docstring says more.
 """
 
 from __future__ import annotations

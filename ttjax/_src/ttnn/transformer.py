@@ -1,9 +1,7 @@
 """``ttnn.transformer``: attention (prefill, decode, paged decode, chunked prefill, joint and
 ring-joint), ``attention_softmax`` and head-reshaping ops, per device.
 
-Ring joint attention is the one op here that communicates: it all-gathers the sequence-sharded
-K and V over the ring's mesh axis (TT-NN fuses that all-gather into the op), then attends
-locally.
+The implementation of :mod:`ttjax.transformer`, whose docstring says more.
 """
 
 from __future__ import annotations

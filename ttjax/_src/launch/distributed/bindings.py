@@ -1,8 +1,6 @@
 """tt-run's rank-binding YAML: load it as untrusted input and reject every mistake before a rank starts.
 
->>> b = load_rank_bindings("configs/rank_bindings/2x4_big_mesh.yaml")
->>> [(r.rank, r.mesh_id, r.visible_devices) for r in b.ranks]
-[(0, 0, (0, 1, 2, 3)), (1, 0, (4, 5, 6, 7))]
+The implementation of :mod:`ttjax.distributed.bindings`, whose docstring says more.
 """
 
 from __future__ import annotations

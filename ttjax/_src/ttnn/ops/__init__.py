@@ -1,4 +1,7 @@
-"""TT-NN ops with per-device semantics; every op is one cached ``jax.shard_map`` (``ttjax._src.core.dispatch.run_op``)."""
+"""TT-NN ops with per-device semantics; every op is one cached ``jax.shard_map`` (``ttjax._src.core.dispatch.run_op``).
+
+The implementation of :mod:`ttjax.ops`, whose docstring says more.
+"""
 
 from ttjax._src.ttnn.ops.creation import (
     arange,

@@ -3,9 +3,7 @@ attention over two sequences (the diffusion transformers' ``joint_scaled_dot_pro
 whose ring form gathers K/V in :mod:`ttjax.transformer`), BERT-large's fused-QKV head split and
 the KV-cache slice load.
 
->>> probs = ttnn.transformer.attention_softmax(x, head_size=64)
->>> tuple(probs.shape)
-(1, 1, 32, 32)
+The implementation of :mod:`ttjax.ops.attention`, whose docstring says more.
 """
 
 from __future__ import annotations

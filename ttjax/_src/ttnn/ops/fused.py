@@ -2,14 +2,7 @@
 concatenation (prefill and decode), Llama rotary embeddings through the transformation matrix,
 distributed RMSNorm's two halves, ``fast_reduce_nc`` and the Mixtral ``moe`` gate.
 
-Everything here is local to a device; the multi-device parts (all-gathering the RMSNorm
-statistics, gathering expert outputs) are the model's own collectives.
-
->>> xqkv = ttnn.from_torch(torch.rand(1, 1, 32, (4 + 2 * 2) * 32), device=mesh)
->>> q, k, v = ttnn.experimental.nlp_create_qkv_heads(xqkv, num_heads=4, num_kv_heads=2,
-...                                                   transpose_k_heads=False)
->>> q.shape, k.shape
-(Shape([1, 4, 32, 32]), Shape([1, 2, 32, 32]))
+The implementation of :mod:`ttjax.ops.fused`, whose docstring says more.
 """
 
 from __future__ import annotations

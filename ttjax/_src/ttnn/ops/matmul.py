@@ -1,10 +1,6 @@
 """matmul and linear: per-device matrix products (no communication; see ttjax.ccl for that).
 
-A replicated activation times a width-sharded weight gives each device its slice of the output
-columns; a height-sharded activation times a height-sharded weight gives each device a partial
-sum, which an ``all_reduce`` (or ``reduce_scatter``) then combines, as in TT-NN.
-
->>> y = ttnn.linear(x, w, bias=b, activation="gelu")
+The implementation of :mod:`ttjax.ops.matmul`, whose docstring says more.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Elementwise ops (unary, binary, ternary) with TT-NN's per-device semantics.
 
-Each runs on every device over that device's local tensor; shapes broadcast per device, like
-numpy. A Python scalar operand is traced, not baked in, so changing it never recompiles.
-
->>> y = ttnn.gelu(x)            # every device applies gelu to its own shard
->>> z = ttnn.add(y, 1.0)
+The implementation of :mod:`ttjax.ops.pointwise`, whose docstring says more.
 """
 
 from __future__ import annotations

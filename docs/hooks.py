@@ -19,6 +19,7 @@ FAMILIES = {
     "pointwise": "Pointwise (unary, binary, ternary)",
     "matmul": "Matrix multiplication",
     "reduction": "Reductions and normalization",
+    "normalization": "Group norm",
     "data_movement": "Data movement",
     "creation": "Creation",
     "memory": "Memory configs and lifetime",

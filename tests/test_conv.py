@@ -95,6 +95,26 @@ def test_data_parallel_conv2d_splits_the_batch_over_the_mesh():
     np.testing.assert_allclose(whole.numpy(), _nhwc_flat(want).numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_tensor_parallel_conv2d_keeps_each_devices_host_weight_shard():
+    """Host weights and bias split by output channel over the mesh (tt_dit's Conv2d: from_torch
+    with a ShardTensor2dMesh mapper, on host): each device convolves with its own shard, so the
+    gathered output is torch's whole conv (not device 0's shard everywhere)."""
+    mesh = mesh_of((1, 4))
+    x, wt, b = _rand(1, 3, 5, 5), _rand(8, 3, 3, 3), _rand(8)
+    t = ttnn.from_torch(x.permute(0, 2, 3, 1), dtype=ttnn.float32, device=mesh)
+    split = ttnn.ShardTensor2dMesh(mesh, mesh_shape=(1, 4), dims=(None, 0))
+    out = ttnn.conv2d(
+        input_tensor=t, device=mesh, in_channels=3, out_channels=2, batch_size=1,
+        input_height=5, input_width=5, kernel_size=[3, 3], padding=[1, 1],
+        weight_tensor=ttnn.from_torch(wt, dtype=ttnn.float32, mesh_mapper=split),
+        bias_tensor=ttnn.from_torch(b.reshape(1, 1, 1, 8), dtype=ttnn.float32,
+                                    mesh_mapper=ttnn.ShardTensor2dMesh(mesh, (1, 4), (None, 3))),
+    )  # fmt: skip
+    whole = ttnn.to_torch(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3))
+    want = _nhwc_flat(F.conv2d(x, wt, b, padding=1)).numpy()
+    np.testing.assert_allclose(whole.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 def test_prepared_weights_and_the_returned_ones_give_the_same_conv():
     mesh = mesh_of((1, 2))
     x, wt, b = _rand(1, 4, 5, 5), _rand(6, 2, 3, 3), _rand(6)

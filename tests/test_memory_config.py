@@ -435,3 +435,33 @@ def test_dram_prefetcher_checks_tt_nn_rules_and_matmuls_read_the_weights():
         ttnn.dram_prefetcher([w3, addrs3], num_layers=1, global_cb=cb3)
     with pytest.raises(ttnn.MemoryConfigError, match="Tensor containing addresses"):
         ttnn.dram_prefetcher([w, w], num_layers=1, global_cb=cb)
+
+
+def test_dram_prefetcher_checks_receivers_of_the_first_num_readers_senders_only():
+    """DramPrefetcher::validate (dram_prefetcher_op.cpp) compares the receiver sets' range
+    counts of the first num_readers senders (the cores of the first weight's shard grid, 2 here):
+    a third sender with other receivers passes (the Galaxy's mapping has 20 senders for 12
+    readers), two receiver ranges of one core each against one range of two is refused."""
+    mesh = mesh_of((1, 2))
+    _, w, addrs, _ = _prefetch_setup(mesh)
+
+    def rng(x0, x1, y):
+        return ttnn.CoreRange(ttnn.CoreCoord(x0, y), ttnn.CoreCoord(x1, y))
+
+    extra = ttnn.create_global_circular_buffer(mesh, [
+        (ttnn.CoreCoord(0, 0), ttnn.CoreRangeSet({rng(2, 3, 0)})),
+        (ttnn.CoreCoord(1, 0), ttnn.CoreRangeSet({rng(2, 3, 1)})),
+        (ttnn.CoreCoord(0, 2), ttnn.CoreRangeSet({rng(2, 2, 2), rng(4, 6, 3)})),
+    ], 64 * 1024)  # fmt: skip
+    assert ttnn.dram_prefetcher([w, addrs], num_layers=1, global_cb=extra).shape == (32, 32)
+    split = ttnn.create_global_circular_buffer(mesh, [
+        (ttnn.CoreCoord(0, 0), ttnn.CoreRangeSet({rng(2, 3, 0)})),
+        (ttnn.CoreCoord(1, 0), ttnn.CoreRangeSet({rng(2, 2, 1), rng(4, 4, 1)})),
+    ], 64 * 1024)  # fmt: skip
+    with pytest.raises(ttnn.MemoryConfigError, match="same number of receivers"):
+        ttnn.dram_prefetcher([w, addrs], num_layers=1, global_cb=split)
+    one = ttnn.create_global_circular_buffer(
+        mesh, [(ttnn.CoreCoord(0, 0), ttnn.CoreRangeSet({rng(2, 3, 0)}))], 64 * 1024
+    )
+    with pytest.raises(ttnn.MemoryConfigError, match="fewer than the 2 readers"):
+        ttnn.dram_prefetcher([w, addrs], num_layers=1, global_cb=one)

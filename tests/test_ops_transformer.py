@@ -19,6 +19,7 @@ from _op_testing import (
     put,
     put_local,
     reference,
+    rounded,
     seeds,
 )
 from hypothesis import example, given
@@ -505,3 +506,65 @@ def test_flash_mla_prefill_is_causal_attention_with_latent_values():
     np.testing.assert_allclose(ttnn.to_torch(out).numpy()[0], want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ttnn.ShapeMismatchError, match="head_dim_v"):
         ttnn.transformer.flash_mla_prefill(put(q), put(kv), 200)
+
+
+def test_ring_distributed_sdpa_gives_each_ring_device_two_balanced_chunks():
+    """ring_distributed_scaled_dot_product_attention (the Galaxy Llama's prefill over 1024
+    tokens): on a 2x4 mesh with ring_size 4 the ring is mesh axis 1; column r holds the causal
+    attention of query chunks r and 7 - r (of 8), against numpy on the bfloat16 inputs."""
+    rng = np.random.default_rng(13)
+    nh, nkv, s, d, ring = 4, 2, 256, 32, 4
+    mesh = mesh_of((2, 4))
+    host = [rng.standard_normal((1, n, s, d)).astype(np.float32) for n in (nh, nkv, nkv)]
+
+    def put_bf16(x):
+        return ttnn.from_torch(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh,
+                               mesh_mapper=ttnn.ReplicateTensorToMesh(mesh))  # fmt: skip
+
+    q, k, v = (rounded(x, ttnn.bfloat16) for x in host)
+    full = attention(q, k, v, causal=True, scale=0.2)
+    c = s // (2 * ring)
+    out = ttnn.transformer.ring_distributed_scaled_dot_product_attention(
+        *(put_bf16(x) for x in host), ring_size=ring, scale=0.2
+    )
+    assert tuple(out.shape) == (1, nh, s // ring, d)
+    for (_, col), got in device_arrays(out).items():
+        want = np.concatenate([full[:, :, col * c : (col + 1) * c],
+                               full[:, :, (7 - col) * c : (8 - col) * c]], axis=2)  # fmt: skip
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+    fixed = ttnn.transformer.ring_distributed_scaled_dot_product_attention(
+        *(put_bf16(x) for x in host), 4, 1, scale=0.2
+    )
+    for got in device_arrays(fixed).values():
+        want = np.concatenate([full[:, :, c : 2 * c], full[:, :, 6 * c : 7 * c]], axis=2)
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-2, atol=3e-2)
+    with pytest.raises(ttnn.ShapeMismatchError, match="ring_size must be even"):
+        ttnn.transformer.ring_distributed_scaled_dot_product_attention(
+            *(put_bf16(x) for x in host), ring_size=3
+        )
+    with pytest.raises(ttnn.ShapeMismatchError, match="at least 2\\*ring_size"):
+        short = [put_bf16(x[:, :, :128]) for x in host]
+        ttnn.transformer.ring_distributed_scaled_dot_product_attention(*short, ring_size=4)
+    mesh = mesh_of((1, 8))  # put_bf16 reads it: no mesh axis of 4 devices
+    with pytest.raises(ttnn.ShapeMismatchError, match="doesn't match mesh dimensions"):
+        ttnn.transformer.ring_distributed_scaled_dot_product_attention(
+            *(put_bf16(x) for x in host), ring_size=4
+        )
+
+
+def test_paged_update_cache_writes_the_caches_heads_from_the_first_input_rows():
+    """TT-NN's update kernels write the cache's nkv heads from each user's first input rows: the
+    Galaxy's llama_rs_create_heads hands K over as [1, users, 8, d] whose row 0 is the head,
+    for a cache of one kv head per device."""
+    mesh = mesh_of((1, 1))
+    d, blocks = 32, 4
+    cache = ttnn.from_torch(np.zeros((blocks, 1, 32, d), np.float32), device=mesh)
+    table = ttnn.from_torch(np.asarray([[3, 1], [0, 2]], np.int32), device=mesh)
+    pos = ttnn.from_torch(np.asarray([5, 40], np.int32), device=mesh)
+    k = np.random.default_rng(14).standard_normal((1, 2, 8, d)).astype(np.float32)
+    ttnn.experimental.paged_update_cache(
+        cache, ttnn.from_torch(k, device=mesh), update_idxs_tensor=pos, page_table=table
+    )
+    want = np.zeros((blocks, 1, 32, d), np.float32)
+    want[3, 0, 5], want[2, 0, 8] = k[0, 0, 0], k[0, 1, 0]  # user 1: position 40 = block 1, row 8
+    np.testing.assert_array_equal(ttnn.to_torch(cache).numpy(), want)

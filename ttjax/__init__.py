@@ -85,6 +85,7 @@ from ttjax.conv import (
     Conv2dL1Full as Conv2dL1Full,
     Conv2dL1FullSliceConfig as Conv2dL1FullSliceConfig,
     Conv2dSliceConfig as Conv2dSliceConfig,
+    Conv3dConfig as Conv3dConfig,
     adaptive_avg_pool2d as adaptive_avg_pool2d,
     adaptive_max_pool2d as adaptive_max_pool2d,
     conv1d as conv1d,
@@ -273,6 +274,9 @@ from ttjax.mesh import (
     wait_for_event as wait_for_event,
 )
 from ttjax.ops import *  # noqa: F403
+from ttjax.ops.normalization import (
+    dram_group_norm_params_from_torch as dram_group_norm_params_from_torch,
+)
 from ttjax.placements import (
     PlacementLocal as PlacementLocal,
     PlacementReplicate as PlacementReplicate,

@@ -61,6 +61,7 @@ TTNN_MODULES: dict[str, Alias] = {
     "ttnn.operations": Alias(("ttjax",)),
     "ttnn.operations.ccl": Alias(("ttjax",)),
     "ttnn.operations.transformer": Alias(("ttjax.transformer", "ttjax")),
+    "ttnn.operations.normalization": Alias(("ttjax.ops.normalization", "ttjax")),
     "ttnn._ttnn": Alias(("ttjax",)),
     "ttnn._ttnn.multi_device": Alias(("ttjax.mesh", "ttjax")),
     "ttnn._ttnn.tensor": Alias(("ttjax",)),
@@ -92,9 +93,9 @@ TORCH_XLA_MODULES: dict[str, Alias] = {
 # TT-NN names ttjax does not provide on purpose, and why (the binding's AttributeError says so, and
 # docs/ttnn_api.md lists them). Everything else missing is "not yet".
 _CNN = (
-    "the rest of TT-NN's image family (ttjax provides conv1d, conv2d, conv_transpose2d, their "
-    "configs, the 2-D pools and upsample): ttjax covers the multi-device LLM and training "
-    "programming model, and none of tt-metal's multi-device LLM demos calls these"
+    "the rest of TT-NN's image family (ttjax provides conv1d, conv2d, conv_transpose2d, conv3d, "
+    "group_norm, their configs, the 2-D pools and upsample): ttjax covers the multi-device LLM "
+    "and training programming model, and none of tt-metal's multi-device LLM demos calls these"
 )
 _PROFILER = "device profiling and memory reports read a Tenstorrent chip; ttjax has none to read"
 _NOT_TTNN = (
@@ -106,20 +107,11 @@ NOT_PROVIDED: dict[str, str] = {
     **{
         f"ttnn.{name}": _CNN
         for name in (
-            "Conv3dConfig",
             "convert_conv_weight_tensor_to_tiled_layout",
             "fold",
             "grid_sample",
             "prepare_grid_sample_grid",
             "batch_norm",
-            "group_norm",
-            "create_group_norm_weight_bias_rm",
-            "create_group_norm_input_mask",
-            "create_group_norm_input_negative_mask",
-            "create_group_norm_reciprocals",
-            "determine_expected_group_norm_sharded_config_and_grid_size",
-            "dram_group_norm_params_from_torch",
-            "experimental.conv3d",
         )
     },
     **{
@@ -139,7 +131,6 @@ NOT_PROVIDED: dict[str, str] = {
             "torch_tracer",
         )
     },
-    "ttnn.operations.normalization": _CNN + " (its uses in models/ are group-norm helpers)",
     **{
         f"ttnn.{name}": _NOT_TTNN
         for name in (

@@ -1,8 +1,9 @@
 """TT-NN's convolution and pooling family (``ttnn.conv2d``, ``ttnn.conv1d``, ``ttnn.max_pool2d``,
-``ttnn.global_avg_pool2d``, ``ttnn.adaptive_avg_pool2d``, ...), per device, with TT-NN's names.
+``ttnn.global_avg_pool2d``, ``ttnn.adaptive_avg_pool2d``, ``ttnn.experimental.conv3d``, ...), per
+device, with TT-NN's names.
 
-Public names only; the implementation is :mod:`ttjax._src.ttnn.conv` (convolution) and
-:mod:`ttjax._src.ttnn.ops.pool` (pooling, upsample).
+Public names only; the implementation is :mod:`ttjax._src.ttnn.conv` (convolution),
+:mod:`ttjax._src.ttnn.conv3d` (conv3d) and :mod:`ttjax._src.ttnn.ops.pool` (pooling, upsample).
 """
 
 from ttjax._src.core.reexport import publish as _publish
@@ -21,6 +22,10 @@ from ttjax._src.ttnn.conv import (
     prepare_conv_bias as prepare_conv_bias,
     prepare_conv_weights as prepare_conv_weights,
 )
+from ttjax._src.ttnn.conv3d import (
+    Conv3dConfig as Conv3dConfig,
+    conv3d as conv3d,
+)
 from ttjax._src.ttnn.ops.pool import (
     adaptive_avg_pool2d as adaptive_avg_pool2d,
     adaptive_max_pool2d as adaptive_max_pool2d,
@@ -29,4 +34,4 @@ from ttjax._src.ttnn.ops.pool import (
     upsample as upsample,
 )
 
-_publish(globals(), "ttjax._src.ttnn.conv", "ttjax._src.ttnn.ops.pool")
+_publish(globals(), "ttjax._src.ttnn.conv", "ttjax._src.ttnn.conv3d", "ttjax._src.ttnn.ops.pool")

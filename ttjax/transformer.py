@@ -20,6 +20,7 @@ from ttjax._src.ttnn.transformer import (
     joint_scaled_dot_product_attention as joint_scaled_dot_product_attention,
     paged_flash_multi_latent_attention_decode as paged_flash_multi_latent_attention_decode,
     paged_scaled_dot_product_attention_decode as paged_scaled_dot_product_attention_decode,
+    ring_distributed_scaled_dot_product_attention as ring_distributed_scaled_dot_product_attention,
     ring_joint_scaled_dot_product_attention as ring_joint_scaled_dot_product_attention,
     scaled_dot_product_attention as scaled_dot_product_attention,
     scaled_dot_product_attention_decode as scaled_dot_product_attention_decode,

@@ -201,6 +201,9 @@ PROBES: list[tuple[str, Callable[[], str]]] = [
     ("qwen25_vl", _import("models.demos.qwen25_vl.tt.model")),
     ("deepseek_v3", _import("models.demos.deepseek_v3.tt.model.row_batched_model")),
     ("gpt_oss", _import("models.demos.gpt_oss.tt.model")),
+    ("tt_dit SD3.5 VAE", _import("models.experimental.tt_dit.models.vae.vae_sd35")),
+    ("tt_dit Mochi VAE", _import("models.experimental.tt_dit.models.vae.vae_mochi")),
+    ("tt_dit Wan 2.1 VAE", _import("models.experimental.tt_dit.models.vae.vae_wan2_1")),
 ]
 
 

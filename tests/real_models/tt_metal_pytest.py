@@ -1,5 +1,6 @@
 """``python -m tests.real_models.tt_metal_pytest <pytest args>``: pytest for tt-metal's own test
-files, with an empty ``torchvision`` module when none is installed.
+files, with an empty ``torchvision`` module when none is installed (and ``tracy.signpost``, a
+profiler marker, when tt-metal's profiler package is absent).
 
 tt-metal's ``models/conftest.py`` imports torchvision only for its image fixtures, which the
 tt_transformers text tests never request; no CPU build of torchvision matching this torch is
@@ -33,6 +34,21 @@ def _stand_in_torchvision() -> None:
     sys.modules["torchvision.transforms"] = transforms
 
 
+def _stand_in_tracy() -> None:
+    """tt-metal's ``tracy`` (tools/tracy, its profiler) is no pip package; the Galaxy tests import
+    only ``signpost``, which marks a profile (none is taken here) and logs its header."""
+    if importlib.util.find_spec("tracy") is not None:
+        return
+    tracy = types.ModuleType("tracy")
+    tracy.__spec__ = importlib.machinery.ModuleSpec("tracy", None)
+
+    def signpost(header: str, message: str | None = None) -> None:
+        print(f"signpost: {header}" + (f" : {message}" if message else ""), flush=True)
+
+    tracy.signpost = signpost  # type: ignore[attr-defined]
+    sys.modules["tracy"] = tracy
+
+
 def _log_comp_pcc() -> None:
     try:
         import models.common.utility_functions as uf
@@ -52,5 +68,6 @@ def _log_comp_pcc() -> None:
 
 if __name__ == "__main__":
     _stand_in_torchvision()
+    _stand_in_tracy()
     _log_comp_pcc()
     sys.exit(pytest.main(sys.argv[1:]))

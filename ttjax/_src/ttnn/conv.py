@@ -311,13 +311,36 @@ def _host_array(t: Tensor) -> np.ndarray:
     return np.asarray(host_blocks(t)).reshape((-1, *t._shape))[0]
 
 
+def _per_device(t: Tensor, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+    """A TILE host tensor of ``fn`` of ``t``'s array; of each device's block, kept per device,
+    when ``t`` is a multi-device host tensor whose blocks differ (tt_dit's tensor-parallel conv
+    weights: ``from_torch(w, mesh_mapper=ShardTensor2dMesh(..))`` on host), as TT-NN prepares
+    each device's weight shard."""
+    if t._mesh is None:
+        out = fn(np.asarray(t._data))
+        return Tensor(out, t._spec.replace(placements=(), shape=out.shape, layout=Layout.TILE))
+    blocks = np.asarray(host_blocks(t))
+    mesh_shape = blocks.shape[: blocks.ndim - len(t._shape)]
+    flat = blocks.reshape((-1, *t._shape))
+    if all(np.array_equal(flat[0], b) for b in flat[1:]):
+        out = fn(flat[0])
+        return Tensor(
+            out, t._spec.replace(mesh=None, placements=(), shape=out.shape, layout=Layout.TILE)
+        )
+    outs = np.stack([fn(b) for b in flat])
+    out = outs.reshape(mesh_shape + outs.shape[1:])
+    return Tensor(
+        out,
+        t._spec.replace(
+            placements=(LOCAL,) * len(mesh_shape), shape=outs.shape[1:], layout=Layout.TILE
+        ),
+    )
+
+
 def _prepare_weight(
     op: str, w: Tensor, device: MeshDevice, groups: int, wdtype: DataType | None
 ) -> Tensor:
-    matrix = _weight_matrix(_host_array(w).astype(np.float32), groups)
-    host = Tensor(
-        matrix, w._spec.replace(mesh=None, placements=(), shape=matrix.shape, layout=Layout.TILE)
-    )
+    host = _per_device(w, lambda a: _weight_matrix(a.astype(np.float32), groups))
     dev = to_device(host, device)
     dtype = wdtype if wdtype is not None else w._dtype
     return typecast(dev, dtype) if dtype is not dev._dtype else dev
@@ -343,10 +366,7 @@ def _prepare_bias(
             f"length as output channels ({out_channels}).\nfix: reshape the bias to "
             f"[1, 1, 1, {out_channels}]."
         )
-    arr = _host_array(b).astype(np.float32)
-    host = Tensor(
-        arr, b._spec.replace(mesh=None, placements=(), shape=arr.shape, layout=Layout.TILE)
-    )
+    host = _per_device(b, lambda a: a.astype(np.float32))
     dev = to_device(host, device)
     dtype = wdtype if wdtype is not None else b._dtype
     return typecast(dev, dtype) if dtype is not dev._dtype else dev

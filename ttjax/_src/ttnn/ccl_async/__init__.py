@@ -10,6 +10,10 @@ from ttjax._src.ttnn.ccl_async.all_gather_concat import all_gather_concat
 from ttjax._src.ttnn.ccl_async.all_reduce import all_reduce_async
 from ttjax._src.ttnn.ccl_async.all_to_all import all_to_all_async
 from ttjax._src.ttnn.ccl_async.halo import neighbor_pad_async, slice_reshard_async
+from ttjax._src.ttnn.ccl_async.llama_heads import (
+    all_reduce_create_qkv_heads,
+    llama_rs_create_heads,
+)
 from ttjax._src.ttnn.ccl_async.matmul import all_gather_matmul_async, llama_rs_matmul
 from ttjax._src.ttnn.ccl_async.reduce_scatter import (
     llama_reduce_scatter,
@@ -26,9 +30,11 @@ __all__ = [
     "all_gather_concat",
     "all_gather_matmul_async",
     "all_reduce_async",
+    "all_reduce_create_qkv_heads",
     "all_to_all_async",
     "fused_rms_1_1_32_8192",
     "llama_reduce_scatter",
+    "llama_rs_create_heads",
     "llama_rs_matmul",
     "neighbor_pad_async",
     "reduce_scatter_async",

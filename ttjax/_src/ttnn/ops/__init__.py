@@ -80,6 +80,14 @@ from ttjax._src.ttnn.ops.memory import (
     sharded_to_interleaved_partial,
     to_memory_config,
 )
+from ttjax._src.ttnn.ops.normalization import (
+    create_group_norm_input_mask,
+    create_group_norm_input_negative_mask,
+    create_group_norm_reciprocals,
+    create_group_norm_weight_bias_rm,
+    determine_expected_group_norm_sharded_config_and_grid_size,
+    group_norm,
+)
 from ttjax._src.ttnn.ops.pointwise import (
     abs,
     add,
@@ -192,8 +200,13 @@ __all__ = [
     "concat_heads",
     "copy",
     "cos",
+    "create_group_norm_input_mask",
+    "create_group_norm_input_negative_mask",
+    "create_group_norm_reciprocals",
+    "create_group_norm_weight_bias_rm",
     "cumsum",
     "deallocate",
+    "determine_expected_group_norm_sharded_config_and_grid_size",
     "div",
     "div_",
     "divide",
@@ -217,6 +230,7 @@ __all__ = [
     "gelu",
     "get_memory_config",
     "getitem",
+    "group_norm",
     "gt",
     "hardsigmoid",
     "hardswish",

@@ -256,7 +256,10 @@ def paged_update_cache(
             pos = rest[0].reshape(-1).astype(jnp.int32)
         else:  # one traced scalar per user: every step reuses the compiled program
             pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest[: len(positions)]])
-        upd = x[0].astype(cache.dtype)  # [b, nkv, d]
+        # TT-NN's kernels write the cache's nkv heads from the first rows of each user's tile
+        # (paged_*update_cache_program_factory.cpp: num_heads = cache.padded_shape()[1]); the
+        # Galaxy's llama_rs_create_heads hands K / V over with 8 rows, the first one the head.
+        upd = x[0, :, : cache.shape[1]].astype(cache.dtype)  # [b, nkv, d]
         # A scatter writes one position per user in place (no pass over the whole cache);
         # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
         skip = pos < 0

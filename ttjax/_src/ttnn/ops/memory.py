@@ -404,12 +404,27 @@ def dram_prefetcher(
     if global_cb is None:
         raise fail("Global circular buffer must be provided",
                    "ttnn.create_global_circular_buffer(mesh, sender_receiver_mapping, size).")  # fmt: skip
+    # TT-NN compares the receiver sets' range counts (CoreRangeSet::size) of the first
+    # num_readers senders only, num_readers being the cores of tensors[0]'s shard grid, and takes
+    # the receivers per sender from sender 0.
     mapping = list(global_cb.sender_receiver_core_mapping)
-    sizes = {receivers.num_cores() for _, receivers in mapping}
-    if len(sizes) != 1:
-        raise fail("Global circular buffer must have same number of receivers for each sender core",
-                   "give every sender core as many receiver cores.")  # fmt: skip
-    per_sender = sizes.pop()
+    # (an unsharded tensors[0] has no readers here; the width-sharding rule below refuses it)
+    spec = tensors[0].memory_config().shard_spec
+    num_readers = spec.num_cores() if spec is not None else 0
+    if num_readers > len(mapping) or not mapping:
+        raise fail(f"the global circular buffer maps {len(mapping)} sender cores, fewer than "
+                   f"the {num_readers} readers (cores of tensors[0]'s shard grid)",
+                   "give the global circular buffer a sender core for every DRAM reader.")  # fmt: skip
+
+    def size(receivers: Any) -> int:
+        return len(receivers.ranges()) if hasattr(receivers, "ranges") else 1
+
+    for _, receivers in mapping[:num_readers]:
+        if size(receivers) != size(mapping[0][1]):
+            raise fail("Global circular buffer must have same number of receivers for each "
+                       "sender core", "give every reader's sender core as many receiver "
+                       "core ranges.")  # fmt: skip
+    per_sender = mapping[0][1].num_cores()
     weights, addrs = tensors[:-1], tensors[-1]
     for i, t in enumerate(weights):
         mc = t.memory_config()

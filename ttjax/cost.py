@@ -27,7 +27,17 @@ calibrate``); they live in ``ttjax/_src/tools/calibration.json`` with a note of 
 >>> round(p.term("Ethernet").seconds * 1e6, 1)   # 8 hops x 650 ns + 896 KiB over 2 x 12.5 GB/s
 41.9
 
-Public names only; the implementation is :mod:`ttjax._src.tools.cost`.
+**Per op** (:func:`price`, :func:`capture`, :func:`predict_model`): a TT-NN program priced op by
+op, one rule per op family citing its tt-metal source (matmul cycles per tile at its fidelity on
+its cores, or its DRAM reads at the measured DRAM-sharded/interleaved rates; SDPA decode; CCLs on
+the system's Ethernet; bandwidth-bound ops from DRAM or L1) plus a fixed dispatch cost per op;
+the step is the sum along the program. :func:`capture` reads the ops a ttjax program dispatches
+(abstract tensors, nothing compiled); :func:`model_program` writes out tt_transformers' decoder
+for any Hugging Face config (:func:`get_model`). ``docs/cost_model.md`` has the rules and every
+published row, predicted.
+
+Public names only; the implementation is :mod:`ttjax._src.tools.cost`, :mod:`ttjax._src.tools.opcost`
+and :mod:`ttjax._src.tools.opmodels`.
 """
 
 from ttjax._src.core.reexport import publish as _publish
@@ -56,5 +66,32 @@ from ttjax._src.tools.cost import (
     why_faster as why_faster,
     workload as workload,
 )
+from ttjax._src.tools.opcost import (  # the per-op model
+    OP_CALIBRATION as OP_CALIBRATION,
+    OpCalibration as OpCalibration,
+    OpCost as OpCost,
+    OpPrediction as OpPrediction,
+    OpRecord as OpRecord,
+    TensorInfo as TensorInfo,
+    capture as capture,
+    family_of as family_of,
+    load_op_calibration as load_op_calibration,
+    price as price,
+    price_op as price_op,
+    recording as recording,
+    save_op_calibration as save_op_calibration,
+)
+from ttjax._src.tools.opmodels import (
+    MODELS as MODELS,
+    ModelSpec as ModelSpec,
+    OpPlanRow as OpPlanRow,
+    evaluate_rows as evaluate_rows,
+    fit_per_op as fit_per_op,
+    get_model as get_model,
+    model_program as model_program,
+    plan_model as plan_model,
+    predict_model as predict_model,
+    spec_from_hf as spec_from_hf,
+)
 
-_publish(globals(), "ttjax._src.tools.cost")
+_publish(globals(), "ttjax._src.tools.cost", "ttjax._src.tools.opcost", "ttjax._src.tools.opmodels")

@@ -26,6 +26,7 @@ Public names only; the implementation is :mod:`ttjax._src.tools.inspect`.
 from ttjax._src.core.reexport import publish as _publish
 from ttjax._src.tools.inspect import (
     DEFAULT_PLANNER as DEFAULT_PLANNER,
+    BranchWeights as BranchWeights,
     CollectiveReport as CollectiveReport,
     LoopReport as LoopReport,
     MemoryReport as MemoryReport,

@@ -526,8 +526,15 @@ def fit(samples: Sequence[Sample], note: str = "") -> Calibration:
 
 
 def save_calibration(cal: Calibration, path: str | Path = CALIBRATION_FILE) -> None:
-    """Write ``cal`` as the JSON :func:`load_calibration` reads."""
-    Path(path).write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
+    """Write ``cal`` as the JSON :func:`load_calibration` reads (other keys, such as the per-op
+    model's ``per_op``, are kept)."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text()) if p.exists() else {}
+    except json.JSONDecodeError:
+        raw = {}
+    raw.update(cal.to_dict())
+    p.write_text(json.dumps(raw, indent=2) + "\n")
 
 
 CALIBRATION = load_calibration() if CALIBRATION_FILE.exists() else Calibration()

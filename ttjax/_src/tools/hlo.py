@@ -7,6 +7,7 @@ Kept separate from ``ttjax.inspect`` so tests can count collectives cheaply, lik
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -361,16 +362,24 @@ def _reduce_flops(instr: Instr, shapes: dict[str, str]) -> float:
     return float(sum(int(np.prod(s)) for _, s in arrays[:1])) if arrays else 0.0
 
 
-def analyze(hlo_text: str) -> Module:
+# How often each branch of a conditional runs, as fractions: called with the branches' FLOPs (one
+# run each, in branch-index order) and the number of while loops between the conditional and the
+# enclosing conditional (or the entry); None keeps the costliest branch.
+BranchWeights = Callable[[list[float], int], Sequence[float] | None]
+
+
+def analyze(hlo_text: str, branch_weights: BranchWeights | None = None) -> Module:
     """Walk an HLO module from its entry: every collective with its execution count, every loop
     with its trip count, conditionals, and FLOPs per run (loop bodies x trip count).
 
     FLOPs follow XLA's cost-analysis conventions: 2 x M x N x K per dot, one per element of an
-    elementwise op or of a reduce's input. A conditional counts its most expensive branch.
+    elementwise op or of a reduce's input. A conditional counts its most expensive branch, or,
+    with ``branch_weights`` (a program that knows which branch runs how often, such as a
+    pipeline's schedule), its branches' FLOPs weighted by it.
     """
     comps, entry = split_computations(hlo_text)
     mod = Module(comps, entry)
-    mod.flops = _walk(mod, entry, 1, (), None, set())
+    mod.flops = _walk(mod, entry, 1, (), None, set(), branch_weights)
     return mod
 
 
@@ -381,8 +390,11 @@ def _walk(
     loops: tuple[str, ...],
     cond: str | None,
     stack: set[str],
+    weights: BranchWeights | None = None,
+    since: int = 0,
 ) -> float:
-    """FLOPs of one execution of ``comp``; records collectives (x ``mult``) and loops on the way."""
+    """FLOPs of one execution of ``comp``; records collectives (x ``mult``) and loops on the way.
+    ``since``: while loops entered since the enclosing conditional (for ``weights``)."""
     if comp in stack or comp not in mod.computations:
         return 0.0
     stack = stack | {comp}
@@ -404,8 +416,14 @@ def _walk(
             mod.loops.append(
                 Loop(ins.name, body[0] if body else "", trips, source, len(loops), mult)
             )
-            inner = sum(_walk(mod, b, mult * n, (*loops, ins.name), cond, stack) for b in body)
-            inner_cond = sum(_walk(mod, c, mult * n, (*loops, ins.name), cond, stack) for c in cnd)
+            inner = sum(
+                _walk(mod, b, mult * n, (*loops, ins.name), cond, stack, weights, since + 1)
+                for b in body
+            )
+            inner_cond = sum(
+                _walk(mod, c, mult * n, (*loops, ins.name), cond, stack, weights, since + 1)
+                for c in cnd
+            )
             mod.flops_by_loop[ins.name] = inner + inner_cond
             flops += n * (inner + inner_cond)
         elif op == "conditional":
@@ -413,12 +431,15 @@ def _walk(
                 _called(ins.rest, "true_computation") + _called(ins.rest, "false_computation")
             )
             mod.conditionals.append(ins.name)
-            flops += max(
-                (_walk(mod, b, mult, loops, ins.name, stack) for b in branches), default=0.0
-            )
+            costs = [_walk(mod, b, mult, loops, ins.name, stack, weights, 0) for b in branches]
+            share = weights(costs, since) if weights is not None and costs else None
+            if share is not None and len(share) == len(costs):
+                flops += sum(w * c for w, c in zip(share, costs))
+            else:
+                flops += max(costs, default=0.0)
         elif op in ("fusion", "call", "async-start"):
             for callee in _called(ins.rest, "calls") + _called(ins.rest, "to_apply"):
-                flops += _walk(mod, callee, mult, loops, cond, stack)
+                flops += _walk(mod, callee, mult, loops, cond, stack, weights, since)
         elif op == "dot":
             dot = _dot_flops(ins, shapes)
             mod.dot_flops += mult * dot

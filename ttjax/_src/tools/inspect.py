@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect as pyinspect
 import itertools
 import json
 import os
@@ -23,7 +24,8 @@ from ttjax._src.core.cli import debug_requested, report_errors
 from ttjax._src.core.errors import ConfigError, MeshShapeError, TTJaxError
 from ttjax._src.core.mesh import MeshDevice, open_mesh_device, parse_mesh_shape
 from ttjax._src.core.tensor import Tensor
-from ttjax._src.tools import cost, hlo as _hlo
+from ttjax._src.tools import cost, hlo as _hlo, opcost as _opcost, opmodels as _opmodels
+from ttjax._src.tools.hlo import BranchWeights
 from ttjax._src.tools.visualize import visualize_system_mesh
 from ttjax._src.ttnn import trace
 
@@ -452,16 +454,19 @@ def report_compiled(
     name: str = "program",
     stablehlo: str = "",
     compile_seconds: float | None = None,
+    branch_weights: BranchWeights | None = None,
 ) -> ProgramReport:
     """A :class:`ProgramReport` for an already compiled executable (e.g. a trace's program);
-    ``compile_seconds=None`` reports the compile as cached."""
+    ``compile_seconds=None`` reports the compile as cached. ``branch_weights`` says how often
+    each branch of a conditional runs (default: its costliest branch counts; see
+    :data:`BranchWeights`)."""
     if isinstance(mesh, MeshDevice):
         shape, names = tuple(mesh.shape), tuple(mesh.axis_names)
     else:
         shape, names = tuple(mesh.devices.shape), tuple(mesh.axis_names)
     hlo = compiled.as_text()
     xla_flops, accessed = _cost(compiled)
-    module = _hlo.analyze(hlo)
+    module = _hlo.analyze(hlo, branch_weights)
     collectives = _reports(module, shape, names)
     memory = _memory(compiled)
     reads = _hlo.parameter_reads(module)
@@ -583,7 +588,8 @@ def _mesh_arg(text: str) -> Any:
 
 # The layout search reaches a model package by name, as `ttjax inspect` reaches its targets: the
 # core never imports models/ (import-linter's contract), the command line loads it on demand.
-DEFAULT_PLANNER = "models.llama.perf:plan"
+DEFAULT_PLANNER = "ttjax._src.tools.opmodels:plan_model"  # the per-op model (models.llama.perf:plan
+# ranks ttjax's own compiled Llama with the older whole-program model)
 
 
 def _load(target: str) -> Any:
@@ -612,17 +618,41 @@ def _plan(ns: argparse.Namespace) -> int:
         kwargs["context"] = ns.context
     if ns.num_links is not None:
         kwargs["num_links"] = ns.num_links
+    if ns.ttft:
+        kwargs["phase"] = "prefill"
+    for name, value in (("batch", ns.batch), ("batch-per-replica", ns.batch_per_replica)):
+        if value is not None and value < 1:
+            print(f"ttjax plan: --{name} {value}: at least one user.\nfix: >= 1.", file=sys.stderr)
+            return 2
+    width = ns.width or (None if sys.stdout.isatty() else 250)
+    console = Console(width=width, soft_wrap=False)
     start = time.perf_counter()
     try:
-        rows = planner(ns.model, ns.system, **kwargs)
+        with console.status(f"pricing the layouts of {ns.model} on {ns.system} ..."):
+            rows = planner(ns.model, ns.system, **kwargs)
     except TTJaxError as e:
         print(f"ttjax plan: {e}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start
-    width = ns.width or (None if sys.stdout.isatty() else 250)
-    console = Console(width=width, soft_wrap=False)
-    reference = cost.reference_row(rows)
     what = f"batch {ns.batch}" if ns.batch else f"{ns.batch_per_replica} per replica"
+    if rows and isinstance(rows[0], _opmodels.OpPlanRow):
+        title = f"{ns.model} on {ns.system}, {what}: {len(rows)} layouts, per-op model"
+        console.print(_opmodels.plan_table(rows, title))
+        best = rows[0].prediction
+        console.print(f"best: {rows[0].layout} ({rows[0].recipe}): {best.headline()}", markup=False)
+        for fam, sec, n, rule in best.by_family():
+            console.print(f"  {fam:<14} {sec * 1e3:8.2f} ms  {n:5d} ops  {rule}", markup=False)
+        console.print(f"  the {ns.top} costliest ops (ms per step, runs, bound, rule):")
+        for name, sec, runs, bound, rule in best.top_ops(ns.top):
+            console.print(
+                f"    {name:<36} {sec * 1e3:7.2f} ms {runs:5d}x {bound:<8} {rule}", markup=False
+            )
+        console.print(f"{len(rows)} layouts priced in {seconds:.1f} s")
+        if ns.json:
+            with open(ns.json, "w") as f:
+                json.dump([r.to_dict() for r in rows], f, indent=2)
+        return 0
+    reference = cost.reference_row(rows)
     console.print(
         cost.plan_table(
             rows,
@@ -647,6 +677,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("target", help="module:factory; factory(mesh_device, **args) -> (fn, args)")
     p.add_argument("--mesh", type=_mesh_arg, default=None, help="RxC or n300/t3000/galaxy")
     p.add_argument("--arg", action="append", default=[], help="key=value passed to the factory")
+    p.add_argument(
+        "--list-args",
+        action="store_true",
+        help="list the target's arguments and defaults, and exit",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="with --system: the costliest ops to list (per-op model)",
+    )
     p.add_argument("--json", help="write the report as JSON here")
     p.add_argument("--hlo", help="write the optimized HLO text here")
     p.add_argument("--stablehlo", help="write the StableHLO text here")
@@ -665,7 +706,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub.add_parser("devices", help="show the system mesh")
     q = sub.add_parser("plan", help="rank a model's layouts on a system by predicted speed")
-    q.add_argument("--model", default="llama-3.1-70b", help="the planner's model name")
+    q.add_argument(
+        "--model",
+        default="llama-3.1-70b",
+        help="a Hugging Face config.json path or a listed model: "
+        + ", ".join(sorted(_opmodels.MODELS)),
+    )
+    q.add_argument(
+        "--ttft", action="store_true", help="rank by time to first token (prefill) instead"
+    )
     q.add_argument("--system", choices=sorted(cost.SYSTEMS), default="galaxy")
     batch = q.add_mutually_exclusive_group(required=True)
     batch.add_argument("--batch", type=int, help="users over the whole system")
@@ -680,6 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="module:function that enumerates and predicts the layouts (default: %(default)s)",
     )
     q.add_argument("--json", help="write the ranked layouts as JSON here")
+    q.add_argument("--top", type=int, default=10, help="the best layout's costliest ops to list")
     q.add_argument("--width", type=int, default=None, help="table width")
     q.add_argument(
         "--debug", action="store_true", help="show the traceback of an error (also TTJAX_DEBUG=1)"
@@ -729,21 +779,120 @@ def _factory(target: str) -> Any:
     return getattr(module, attr)
 
 
+def _parameters(factory: Any) -> dict[str, Any] | None:
+    """The factory's keyword parameters after the mesh (None: it takes ``**kwargs``)."""
+    sig = pyinspect.signature(factory)
+    params = list(sig.parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {
+        p.name: p.default for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+
+
+def _choices(tb: Any, bad: Any) -> list[str]:
+    """Names a failed lookup could have used: the smallest string-keyed mapping visible where
+    the ``KeyError`` was raised (its locals, then its module's globals)."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    for scope in (frame.f_locals, frame.f_globals):
+        maps: list[dict[str, Any]] = [
+            v
+            for v in scope.values()
+            if isinstance(v, dict)
+            and 1 < len(v) <= 200
+            and all(isinstance(k, str) for k in v)
+            and bad not in v
+        ]
+        if maps:
+            smallest: dict[str, Any] = sorted(maps, key=len)[0]
+            return sorted(smallest)
+    return []
+
+
+def _call_factory(factory: Any, target: str, mesh: Any, kwargs: dict[str, str]) -> Any:
+    """``factory(mesh, **kwargs)``; a bad key or value is one ConfigError naming the valid ones."""
+    params = _parameters(factory)
+    if params is not None:
+        for key in kwargs:
+            if key not in params:
+                raise ConfigError(
+                    f"--arg {key}=...: {target} has no argument {key!r}.\nfix: one of "
+                    f"{', '.join(params) or '(none)'} (ttjax inspect {target} --list-args)."
+                )
+    values = {k: _parse_value(v) for k, v in kwargs.items()}
+    try:
+        return factory(mesh, **values)
+    except TTJaxError:
+        raise  # already one message with its fix
+    except (KeyError, ValueError) as e:
+        bad = e.args[0] if e.args else None
+        exact = [k for k, v in values.items() if v == bad or kwargs[k] == str(bad)]
+        named = [k for k in kwargs if kwargs[k] and kwargs[k] in str(bad)]
+        key = (exact or named or [""])[0]
+        shown = f"--arg {key}={kwargs[key]}" if key else "--arg " + " ".join(ns_args(kwargs))
+        if isinstance(e, KeyError) and exact:
+            valid = _choices(e.__traceback__, bad)
+            detail = f"valid values: {', '.join(valid)}" if valid else "see --list-args"
+            raise ConfigError(f"{shown}: {target} does not know {bad!r}.\nfix: {detail}.") from None
+        first = str(bad if isinstance(e, KeyError) and bad else e).splitlines()[0]
+        raise ConfigError(
+            f"{shown}: {first or type(e).__name__}.\nfix: a valid value (ttjax inspect {target} "
+            "--list-args)."
+        ) from None
+
+
+def ns_args(kwargs: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in kwargs.items()]
+
+
+def _list_args(factory: Any, target: str) -> int:
+    params = _parameters(factory)
+    if params is None:
+        print(f"{target} takes any keyword (**kwargs); its docstring says which.")
+        return 0
+    print(f"{target} arguments (--arg key=value):")
+    for name, default in params.items():
+        shown = "(required)" if default is pyinspect.Parameter.empty else f"default {default!r}"
+        print(f"  {name:<20} {shown}")
+    return 0
+
+
 def _inspect_cli(ns: argparse.Namespace) -> int:
     factory = _factory(ns.target)
+    if ns.list_args:
+        return _list_args(factory, ns.target)
     bad = [a for a in ns.arg if "=" not in a]
     if bad:
         raise ConfigError(f"--arg {bad[0]!r} is not key=value.\nfix: e.g. --arg batch=8.")
     kwargs = dict(a.split("=", 1) for a in ns.arg)
     mesh = open_mesh_device(ns.mesh)
-    made = factory(mesh, **{k: _parse_value(v) for k, v in kwargs.items()})
+    made = _call_factory(factory, ns.target, mesh, kwargs)
     fn, args = made[0], made[1]
     options = made[2] if len(made) > 2 else {}
     if ns.system is None:
         for key in ("phase", "users", "math_fidelity"):
             options.pop(key, None)
-    report = inspect(fn, *args, mesh=mesh, name=ns.target, system=ns.system, **options)
+    phase, users = options.get("phase", "decode"), int(options.get("users", 1))
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"compiling {ns.target} ..."):
+        report = inspect(fn, *args, mesh=mesh, name=ns.target, system=ns.system, **options)
     report.print(width=ns.width)
+    if ns.system is not None:
+        # the per-op model on the TT-NN ops the target dispatches (captured, not compiled)
+        ops = _opcost.capture(fn, *args)
+        chips = mesh.get_num_devices()
+        system = cost.get_system(ns.system)
+        p = _opcost.price(
+            ops, system, phase=phase, users=users, replicas=max(1, system.num_chips // chips)
+        )
+        for line in p.summary_lines():
+            print(line)
+        print(f"  the {ns.top} costliest ops (name, ms per step, runs, bound, rule):")
+        for name, sec, runs, bound, rule in p.top_ops(ns.top):
+            print(f"    {name:<28} {sec * 1e3:8.3f} ms {runs:5d}x {bound:<8} {rule}")
     if ns.json:
         with open(ns.json, "w") as f:
             f.write(report.to_json(indent=2))
@@ -757,6 +906,7 @@ def _inspect_cli(ns: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "BranchWeights",
     "CollectiveReport",
     "LoopReport",
     "MemoryReport",

@@ -1,0 +1,292 @@
+"""The per-op cost model: each rule against a hand computation from the published figures,
+monotonicity, capture of a ttjax program's TT-NN ops, the model programs, and the CLIs."""
+
+import itertools
+import json
+import math
+import time
+
+import pytest
+
+import ttjax as ttnn
+from ttjax._src.tools import opcost, opmodels
+from ttjax._src.tools.opcost import OpCalibration, OpRecord, TensorInfo, price, price_op
+from ttjax.inspect import main
+
+# A calibration whose every factor shows in the result: a rule that multiplies where it should
+# divide, or uses another bandwidth, gives another number.
+CAL = OpCalibration(0.8, 0.5, {"decode": 5e-6, "prefill": 50e-6}, "test")
+
+
+def _linear(rows, k, n, wdt="bfloat8_b", sharded=True, fid=None, cores=None, buf="L1"):
+    settings = {}
+    if fid:
+        settings["fidelity"] = fid
+    if cores:
+        settings["cores"] = cores
+    x = TensorInfo((rows, k), "bfloat16", buf, True)
+    w = TensorInfo((k, n), wdt, "DRAM", sharded)
+    return OpRecord("linear", (x, w), (TensorInfo((rows, n), "bfloat16", buf, True),), settings)
+
+
+def test_decode_matmul_is_its_weight_read_at_the_dram_sharded_rate():
+    c = price_op(_linear(32, 4096, 4096, fid="hifi2"), "n150", "decode", CAL)
+    weight = 4096 * 4096 * 1.0625  # bfloat8_b: 1088 bytes per 32x32 tile
+    assert c.bound == "DRAM"
+    assert c.seconds == pytest.approx(weight / (240e9 * 0.8) + 5e-6, rel=1e-9)
+    interleaved = price_op(_linear(32, 4096, 4096, sharded=False), "n150", "decode", CAL)
+    assert interleaved.seconds == pytest.approx(weight / (190e9 * 0.8) + 5e-6, rel=1e-9)
+
+
+def test_a_matmul_with_few_output_tiles_computes_on_fewer_cores():
+    # 4 x 4 output tiles on a 2-D grid: 16 cores of the 64 (one output tile each)
+    rec = _linear(128, 4096, 128, sharded=False, fid="hifi4")
+    rec = OpRecord(rec.name, rec.inputs, rec.outputs, {**rec.settings, "mcast": "2d"})
+    c = price_op(rec, "n150", "prefill", CAL)
+    assert c.bound == "compute"
+    assert c.seconds == pytest.approx(4 * 128 * 4 * 64 / 16 / 1e9 / 0.5 + 50e-6, rel=1e-9)
+    # without a 2-D program config TT-NN may split the output's tiles 1-D: 4 x 4 -> 4 cores x 4
+    one_d = price_op(_linear(128, 4096, 128, sharded=False, fid="hifi4"), "n150", "prefill", CAL)
+    assert one_d.seconds == pytest.approx(c.seconds)
+
+
+def test_prefill_matmul_is_tiles_times_cycles_over_cores_at_its_fidelity():
+    rec = _linear(2048, 4096, 4096, wdt="bfloat4_b", fid="lofi", buf="DRAM", sharded=False)
+    c = price_op(rec, "n150", "prefill", CAL)
+    tiles = (2048 // 32) * (4096 // 32) * (4096 // 32)
+    compute = tiles * 16 / 64 / 1e9 / 0.5  # 16 cycles per tile at LoFi on 64 cores, eff 0.5
+    assert c.bound == "compute"
+    assert c.seconds == pytest.approx(compute + 50e-6, rel=1e-9)
+    hifi4 = price_op(_linear(2048, 4096, 4096, fid="hifi4", buf="DRAM"), "n150", "prefill", CAL)
+    assert hifi4.seconds == pytest.approx(4 * compute + 50e-6, rel=1e-9)
+    # a batch folds into M, as TT-NN folds it: [64, 32, K] @ [K, N] is one 2048-row product
+    x3 = TensorInfo((64, 32, 4096), "bfloat16", "DRAM")
+    rec3 = OpRecord("matmul", (x3, rec.inputs[1]), (TensorInfo((64, 32, 4096), "bfloat16", "DRAM"),),
+                    {"fidelity": "lofi"})  # fmt: skip
+    assert price_op(rec3, "n150", "prefill", CAL).seconds == pytest.approx(c.seconds)
+
+
+def test_sdpa_decode_reads_k_and_v_for_the_positions_at_flashdecode_rate():
+    q = TensorInfo((1, 32, 8, 128), "bfloat16", "L1", True)
+    cache = TensorInfo((32, 1, 1024, 128), "bfloat8_b", "DRAM")
+    rec = OpRecord("scaled_dot_product_attention_decode", (q, cache, cache), (q,),
+                   {"positions": 256, "decode": True})  # fmt: skip
+    c = price_op(rec, "t3000", "decode", CAL)
+    kv = 2 * 32 * 1 * 256 * 128 * 1.0625
+    assert c.seconds == pytest.approx(kv / (180e9 * 0.8) + 5e-6, rel=1e-9)
+
+
+def test_ccl_all_reduce_on_the_t3000_ring_by_hand():
+    x = TensorInfo((32, 8192), "bfloat8_b", "L1", True)
+    rec = OpRecord("all_reduce", (x,), (x,), {"group_size": 8, "num_links": 1, "kind": "all-reduce",
+                                              "topology": "ring"})  # fmt: skip
+    c = price_op(rec, "t3000", "decode", CAL)
+    per_chip = 2 * 32 * 8192 * 1.0625 * 7 / 8  # reduce-scatter + all-gather
+    hops = 2 * math.ceil(7 / 2)  # both ring directions, two phases
+    assert c.seconds == pytest.approx(hops * 650e-9 + per_chip / (2 * 12.5e9) + 5e-6, rel=1e-9)
+    line = price_op(OpRecord("all_gather", (x,), (x,), {"group_size": 4, "topology": "line"}),
+                    "galaxy", "decode", CAL)  # fmt: skip
+    gathered = 32 * 8192 * 1.0625 * 3 / 4
+    assert line.seconds == pytest.approx(3 * 650e-9 + gathered * 4 / 6 / 12.5e9 + 5e-6, rel=1e-9)
+
+
+def test_embedding_and_bandwidth_ops_by_hand():
+    idx = TensorInfo((32,), "uint32", "L1")
+    table = TensorInfo((128256, 4096), "bfloat16", "DRAM")
+    out = TensorInfo((32, 4096), "bfloat16", "L1", True)
+    c = price_op(OpRecord("embedding", (idx, table), (out,)), "n150", "decode", CAL)
+    l1 = 32 * 4096 * 2 / (64 * 28 * 1e9)
+    assert c.seconds == pytest.approx(32 * 4096 * 2 / (190e9 * 0.8) + l1 + 5e-6, rel=1e-9)
+    add = OpRecord("add", (out, out), (out,), {"cores": 16})
+    assert price_op(add, "n150", "decode", CAL).seconds == pytest.approx(
+        3 * 32 * 4096 * 2 / (16 * 28 * 1e9) + 5e-6, rel=1e-9
+    )
+    dram = TensorInfo((32, 4096), "bfloat16", "DRAM")
+    norm = price_op(OpRecord("rms_norm", (dram,), (dram,)), "n150", "decode", CAL)
+    assert norm.seconds == pytest.approx(2 * 32 * 4096 * 2 / (190e9 * 0.8) + 5e-6, rel=1e-9)
+
+
+def test_the_step_is_the_sum_along_the_program_and_the_prefetcher_overlaps_weight_reads():
+    mm = _linear(32, 8192, 8192)
+    add = OpRecord("add", mm.outputs * 2, mm.outputs)
+    ops = [OpRecord(mm.name, mm.inputs, mm.outputs, mm.settings, count=80), add]
+    p = price(ops, "n150", calibration=CAL)
+    a, b = price_op(mm, "n150", "decode", CAL), price_op(add, "n150", "decode", CAL)
+    assert p.step_seconds == pytest.approx(80 * a.seconds + b.seconds)
+    assert p.dispatch_seconds == pytest.approx(81 * 5e-6)
+    pre = price([*ops, OpRecord("dram_prefetcher", (), ())], "n150", calibration=CAL)
+    weights = 80 * 8192 * 8192 * 1.0625 / (240e9 * 0.8)
+    assert pre.prefetch_seconds == pytest.approx(weights)
+    assert pre.step_seconds == pytest.approx(max(weights, pre.ops_seconds))
+    assert pre.step_seconds < p.step_seconds
+
+
+@pytest.mark.parametrize("rows", [32, 4096])
+def test_more_cores_lower_fidelity_more_links_are_never_slower(rows):
+    def t(**kw):
+        return price_op(
+            _linear(rows, 4096, 14336, buf="DRAM", **kw), "n150", "prefill", CAL
+        ).seconds
+
+    by_cores = [t(cores=c, fid="hifi2") for c in (8, 16, 32, 64)]
+    assert all(x >= y for x, y in itertools.pairwise(by_cores))
+    by_fid = [t(fid=f) for f in ("hifi4", "hifi3", "hifi2", "lofi")]
+    assert all(x >= y for x, y in itertools.pairwise(by_fid))
+    x = TensorInfo((rows, 8192), "bfloat16", "DRAM")
+    by_links = [
+        price_op(
+            OpRecord("all_gather", (x,), (x,), {"group_size": 8, "num_links": n}),
+            "galaxy",
+            "decode",
+            CAL,
+        ).seconds
+        for n in (1, 2, 3, 4)
+    ]
+    assert all(x > y for x, y in itertools.pairwise(by_links))
+
+
+def test_bad_settings_name_the_value_and_the_fix():
+    with pytest.raises(ttnn.errors.ConfigError, match="fix:"):
+        price_op(_linear(32, 64, 64, fid="hifi9"), "n150")
+    x = TensorInfo((32, 64))
+    with pytest.raises(ttnn.errors.ConfigError, match="num_links"):
+        price_op(OpRecord("all_gather", (x,), (x,), {"num_links": 0}), "t3000")
+    with pytest.raises(ttnn.errors.ConfigError, match="unknown config 'llama-9'"):
+        opmodels.get_model("llama-9")
+
+
+def test_capture_reads_each_ops_settings_and_scan_counts_its_body(n300):
+    a = ttnn.abstract_tensor((32, 256), ttnn.bfloat16, device=n300, layout=ttnn.TILE_LAYOUT)
+    w = ttnn.abstract_tensor((3, 256, 256), ttnn.bfloat4_b, device=n300)
+    ckc = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi3)
+
+    def step(x, ws):
+        def body(h, wi):
+            h = ttnn.linear(h, wi, compute_kernel_config=ckc)
+            return ttnn.add(h, h), None
+
+        h, _ = ttnn.scan(body, x, ws)
+        return ttnn.all_gather(h, dim=1, num_links=1)
+
+    ops = opcost.capture(step, a, w)
+    names = [(o.name, o.count) for o in ops]
+    assert names == [("linear", 3), ("add", 3), ("all_gather", 1)]
+    lin = ops[0]
+    assert lin.settings["fidelity"] == "hifi3" and lin.inputs[1].dtype == "bfloat4_b"
+    assert lin.inputs[1].shape == (256, 256)
+    assert ops[2].settings["num_links"] == 1 and ops[2].settings["group_size"] == 2
+    p = price(ops, "n300", calibration=CAL)
+    by_hand = sum(price_op(o, "n300", "decode", CAL).seconds * o.count for o in ops)
+    assert p.step_seconds == pytest.approx(by_hand)
+
+
+def test_hf_config_json_becomes_a_program(tmp_path):
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "num_hidden_layers": 3, "intermediate_size": 512,
+           "vocab_size": 1000}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    spec = opmodels.get_model(str(path))
+    assert (spec.dim, spec.n_layers, spec.head_dim, spec.n_kv_heads) == (256, 3, 64, 2)
+    ops = opmodels.model_program(spec, "n300", batch=1)
+    mats = [o for o in ops if o.family == "matmul" and o.count == 3]
+    # per layer on 2 chips: QKV (2 + 2 x 1 heads of 64 per chip); WO and FF2 give partial sums,
+    # FF1, FF3 512 / 2 columns each
+    assert [o.inputs[1].shape for o in mats] == [
+        (256, 256),
+        (128, 256),
+        (256, 256),
+        (256, 256),
+        (256, 256),
+    ]
+    ccls = [o.name for o in ops if o.family == "ccl" and o.count == 3]
+    # each norm gathers the fractured residual; WO's and FF2's sums are reduce-scattered
+    assert ccls == ["all_gather_async", "reduce_scatter_minimal_async"] * 2
+    # on a T3000 ring with dim/32/8 a multiple of 8, WO is all_gather_matmul_async: the heads
+    # gathered, WO from DRAM interleaved on the (8, 1) grid (model_config.py)
+    ops8 = opmodels.model_program("llama-3.1-8b", "t3000", batch=1)
+    wo = next(o for o in ops8 if o.name == "linear_wo")
+    assert wo.inputs[1].shape == (4096, 512) and wo.settings["cores"] == 8
+    assert "all_gather_matmul_async" in [o.name for o in ops8]
+    assert sum(o.count for o in ops8 if o.name == "linear_qkv") == 32
+    falcon = opmodels.spec_from_hf({"model_type": "falcon", "hidden_size": 4544, "n_head": 71,
+                                    "n_layer": 32, "multi_query": True, "vocab_size": 65024})  # fmt: skip
+    assert (falcon.n_kv_heads, falcon.ffn_dim, falcon.gated) == (1, 4 * 4544, False)
+
+
+def test_calibration_rows_stay_within_eleven_percent():
+    results = opmodels.evaluate_rows([r for r in opmodels.ROWS if r.fitted])
+    assert len(results) == 10
+    assert max(abs(r["error"]) for r in results) < 0.11, results
+
+
+def test_plan_cli_takes_a_config_json_and_lists_the_models(tmp_path, capsys):
+    cfg = {"hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 2,
+           "intermediate_size": 1024, "vocab_size": 2048}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    out_json = tmp_path / "plan.json"
+    assert main(["plan", "--model", str(path), "--system", "t3000", "--batch", "8",
+                 "--json", str(out_json)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "per-op model" in out and "TP=8" in out
+    rows = json.loads(out_json.read_text())
+    assert (
+        len(rows) == 8
+        and rows[0]["tokens_per_second_per_user"] >= rows[-1]["tokens_per_second_per_user"]
+    )
+    assert (
+        main(["plan", "--model", "llama-3.2-1b", "--system", "n300", "--batch", "1", "--ttft"]) == 0
+    )
+    assert "time to first token" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    assert "llama-3.2-1b" in capsys.readouterr().out
+
+
+def lookup_target(mesh, dtype="bfloat16", batch=1):
+    """A target whose ``dtype`` is looked up in a table (as models.llama.inspect_targets does)."""
+    table = {"bfloat16": ttnn.bfloat16, "bfloat8_b": ttnn.bfloat8_b}
+    t = ttnn.abstract_tensor((32 * batch, 64), table[dtype], device=mesh, layout=ttnn.TILE_LAYOUT)
+    return (lambda x: ttnn.add(x, x)), (t,)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--arg", "dtype=bf8"], "--arg dtype=bf8: tests.test_opcost:lookup_target does not know 'bf8'.\nfix: valid values: bfloat16, bfloat8_b."),
+        (["--arg", "dtyp=bfloat16"], "has no argument 'dtyp'.\nfix: one of dtype, batch"),
+    ],
+)  # fmt: skip
+def test_inspect_arg_errors_name_the_valid_keys_and_values(args, needle, capsys):
+    assert main(["inspect", "tests.test_opcost:lookup_target", "--mesh", "1x2", *args]) == 1
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_inspect_lists_a_targets_arguments_and_prices_its_ops(capsys):
+    assert main(["inspect", "tests.test_opcost:lookup_target", "--list-args"]) == 0
+    out = capsys.readouterr().out
+    assert "dtype" in out and "default 'bfloat16'" in out and "batch" in out
+    assert (
+        main(["inspect", "tests.test_opcost:lookup_target", "--mesh", "1x2", "--system", "n300"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "per-op model on n300" in out and "costliest ops" in out
+    # the op is captured although the compile before it traced the same function
+    assert "1 ops, dominant: elementwise" in out and "    add " in out
+
+
+@pytest.mark.slow
+def test_capturing_and_pricing_a_70b_decode_takes_under_two_minutes():
+    from models.llama import perf
+
+    start = time.perf_counter()
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(2, 4))
+    fn, args, _ = perf.decode_target(mesh, "llama-3.1-70b", batch=32)
+    ops = opcost.capture(fn, *args)
+    p = price(ops, "t3000", users=32)
+    assert time.perf_counter() - start < 120
+    assert sum(o.count for o in ops if o.family == "matmul") >= 80 * 5
+    assert 1.0 < p.tokens_per_second_per_user < 100.0

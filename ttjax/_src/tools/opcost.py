@@ -1,0 +1,743 @@
+"""Price a TT-NN program op by op on a Wormhole system: one rule per op family, each citing its
+source, plus a fixed dispatch cost per op; the step is the sum along the program.
+
+The op list is either captured from a ttjax program on abstract tensors (:func:`capture`: every
+TT-NN op it dispatches, with its shapes, dtypes, memory configs and the settings it was called
+with) or written out by :mod:`ttjax._src.tools.opmodels` for a model a user names. Rules
+(tt-metal 821525122af5):
+
+- matmul: ``ceil(M/32) ceil(K/32) ceil(N/32)`` tile products x 16 cycles at LoFi x the math
+  fidelity's passes, over the cores of its program config (ttnn/cpp/ttnn/operations/matmul/
+  device/matmul_op.cpp ``create_op_performance_model_for_matmul``; tech_reports/GEMM_FLOPS);
+  its DRAM bytes at 240 GB/s DRAM-sharded or 190 GB/s interleaved (tech_reports/LLMs/llms.md
+  §4.6.1); the larger of the two.
+- elementwise, norms, data movement: bytes in and out, DRAM at 190 GB/s, L1 at 28 B/cycle per
+  core over the NoC (ttnn/cpp/ttnn/operations/data_movement/common/common.cpp ``common_tm_bw_model``
+  measured tables, 2 KB transactions).
+- SDPA decode: the KV cache positions read at FlashDecode's measured 180 GB/s
+  (tech_reports/FlashAttention/FlashDecode.md), or its matmuls at HiFi2, the larger.
+- CCLs: ring or line on the system's Ethernet, ``num_links`` x 12.5 GB/s, 650 ns per hop
+  (tech_reports/EthernetMultichip/BasicEthernetGuide.md; :func:`ttjax.cost.collective_time`).
+- embedding: the rows gathered, at DRAM interleaved rate.
+- every op: a fixed dispatch cost (op-to-op gap, "below 6us" traced, llms.md §4.5.5; fitted per
+  phase, as traced decode and host-dispatched prefill differ).
+
+With ``dram_prefetcher`` in the program (tt-metal's Galaxy Llama), weight reads run on the
+prefetcher's cores beside the other ops: the step is the larger of the ops' sum (matmuls without
+their DRAM reads) and the weight reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ttjax._src.core import capture as _capture
+from ttjax._src.core.errors import ConfigError
+from ttjax._src.core.hardware import MathFidelity
+from ttjax._src.core.systems import (
+    FIDELITY_PASSES,
+    WORMHOLE_CLOCK_HZ,
+    System,
+    get_system,
+)
+from ttjax._src.tools.cost import CALIBRATION_FILE, collective_time
+
+TILE = 32
+# GEMM_FLOPS.md §Utilization derivation formula: a 32x32x32 tile product takes 16 cycles at LoFi
+# (4096 multiply-adds per cycle, matmul_op.cpp `tensix_mul_adds_per_cycle_lofi`).
+CYCLES_PER_TILE_LOFI = 16
+# LLMs/llms.md §4.6.1 Data movement: "A matmul can expect to read around 190 GB/s on a Wormhole"
+# (DRAM interleaved); "DRAM Sharded ... achieves around 240 GB/s on a Wormhole".
+DRAM_INTERLEAVED_BW = 190e9
+DRAM_SHARDED_BW = 240e9
+# FlashAttention/FlashDecode.md: "FlashDecode achieved up to 180 Gb/s memory bandwidth".
+SDPA_DECODE_BW = 180e9
+# data_movement/common/common.cpp common_tm_bw_model: measured Wormhole NoC rates per core at
+# 2 KB transactions, L1 read 29.7 / write 27.8 / local 27.9 bytes per cycle: 28 B/cycle per core.
+L1_BYTES_PER_CYCLE_PER_CORE = 28.0
+# Bytes per element as TT-NN stores them on device (block floats: a 16-value group shares an
+# exponent byte: 1088 and 576 bytes per 32x32 tile; tech_reports/data_formats).
+DTYPE_BYTES = {
+    "bfloat16": 2.0,
+    "float32": 4.0,
+    "uint32": 4.0,
+    "int32": 4.0,
+    "uint16": 2.0,
+    "uint8": 1.0,
+    "bfloat8_b": 1.0625,
+    "bfloat4_b": 0.5625,
+}
+PHASES = ("decode", "prefill")
+FAMILIES = ("matmul", "sdpa", "ccl", "embedding", "norm", "elementwise", "data movement")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One operand of an op as a chip holds it: per-device shape, dtype, DRAM or L1, sharded."""
+
+    shape: tuple[int, ...]
+    dtype: str = "bfloat16"
+    buffer: str = "L1"
+    sharded: bool = False
+
+    @property
+    def rows(self) -> int:
+        """The leading dims folded into rows (as TT-NN folds a batch into a matmul's M)."""
+        return int(np.prod(self.shape[:-1])) if len(self.shape) > 1 else 1
+
+    @property
+    def nbytes(self) -> float:
+        """Bytes on one chip, tile-padded: rows and the last dim to 32 (rank >= 2)."""
+        if len(self.shape) < 2:
+            return float(np.prod(self.shape or (1,))) * DTYPE_BYTES.get(self.dtype, 2.0)
+        rows = -(-self.rows // TILE) * TILE
+        cols = -(-self.shape[-1] // TILE) * TILE
+        return float(rows * cols) * DTYPE_BYTES.get(self.dtype, 2.0)
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One TT-NN op of a program: its name, operands, the settings it ran with, how many times.
+
+    ``settings`` may hold ``fidelity`` (a MathFidelity name), ``cores`` (its program config's
+    core grid), ``dram_sharded``, ``num_links``, ``topology``, ``group_size``, ``kind`` (a CCL's
+    all-gather / reduce-scatter / all-reduce), ``positions`` (an SDPA decode's KV length),
+    ``causal``; ``count`` is how many times one step runs it (decoder layers x repeats).
+    """
+
+    name: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    count: int = 1
+
+    @property
+    def family(self) -> str:
+        return family_of(self.name)
+
+
+def family_of(name: str) -> str:
+    """The op family of a TT-NN op name (which rule prices it).
+
+    >>> family_of("linear"), family_of("all_gather_async"), family_of("rms_norm")
+    ('matmul', 'ccl', 'norm')
+    """
+    n = name.lower()
+    if "all_gather" in n or "reduce_scatter" in n or "all_reduce" in n or "all_to_all" in n:
+        return "ccl"
+    if "scaled_dot_product_attention" in n or "sdpa" in n:
+        return "sdpa"
+    if n.startswith(("matmul", "linear")) or n in ("bmm", "dram_prefetcher_matmul"):
+        return "matmul"
+    if n.startswith("embedding"):
+        return "embedding"
+    if "norm" in n:
+        return "norm"
+    movement = ("reshape", "concat", "slice", "transpose", "permute", "to_memory_config", "heads",
+                "interleaved_to_sharded", "sharded_to_interleaved", "copy", "update_cache",
+                "fill_cache", "to_layout", "tilize", "untilize", "pad", "split", "repeat")  # fmt: skip
+    if any(m in n for m in movement):
+        return "data movement"
+    return "elementwise"
+
+
+@dataclass(frozen=True)
+class OpCalibration:
+    """The fitted factors of the per-op model: DRAM and compute efficiency (1 = the measured
+    rates above) and the fixed cost of one op per phase."""
+
+    dram_efficiency: float = 1.0
+    compute_efficiency: float = 1.0
+    dispatch_seconds: Mapping[str, float] = field(
+        default_factory=lambda: {"decode": 6e-6, "prefill": 6e-6}
+    )
+    note: str = "unfitted: measured rates, llms.md's 6 us op-to-op gap"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "dispatch_seconds": dict(self.dispatch_seconds)}
+
+
+def load_op_calibration(path: str | Path = CALIBRATION_FILE) -> OpCalibration:
+    """The per-op calibration stored under ``"per_op"`` in ``path`` (default if absent)."""
+    try:
+        raw = json.loads(Path(path).read_text()).get("per_op")
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(
+            f"calibration file {str(path)!r} cannot be read ({e}).\n"
+            "fix: refit it with `python -m ttjax._src.tools.opmodels calibrate --write`."
+        ) from None
+    if raw is None:
+        return OpCalibration()
+    try:
+        return OpCalibration(
+            dram_efficiency=float(raw["dram_efficiency"]),
+            compute_efficiency=float(raw["compute_efficiency"]),
+            dispatch_seconds={p: float(raw["dispatch_seconds"][p]) for p in PHASES},
+            note=str(raw.get("note", "")),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(
+            f"calibration file {str(path)!r}: per_op lacks or mistypes {e}.\n"
+            "fix: refit it with `python -m ttjax._src.tools.opmodels calibrate --write`."
+        ) from None
+
+
+def save_op_calibration(cal: OpCalibration, path: str | Path = CALIBRATION_FILE) -> None:
+    """Store ``cal`` under ``"per_op"`` in ``path``, keeping its other keys."""
+    p = Path(path)
+    raw = json.loads(p.read_text()) if p.exists() else {}
+    raw["per_op"] = cal.to_dict()
+    p.write_text(json.dumps(raw, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One op's price: seconds per run (dispatch included), what bounds it, and the rule."""
+
+    record: OpRecord
+    seconds: float
+    bound: str
+    rule: str
+    weight_read_seconds: float = 0.0  # the matmul's DRAM weight read (the prefetcher's share)
+
+    @property
+    def total_seconds(self) -> float:
+        return self.seconds * self.record.count
+
+
+def _fidelity(rec: OpRecord, default: MathFidelity) -> MathFidelity:
+    f = rec.settings.get("fidelity")
+    if f is None:
+        return default
+    if isinstance(f, MathFidelity):
+        return f
+    try:
+        return MathFidelity(str(getattr(f, "value", f)).lower())
+    except ValueError:
+        raise ConfigError(
+            f"{rec.name}: math fidelity {f!r} is unknown.\nfix: one of "
+            f"{[m.value for m in MathFidelity]}."
+        ) from None
+
+
+def _cores(rec: OpRecord, system: System) -> int:
+    c = int(rec.settings.get("cores") or system.compute_cores)
+    if c < 1:
+        raise ConfigError(f"{rec.name}: cores={c} in its settings.\nfix: a core grid >= 1.")
+    return c
+
+
+def _bytes_time(
+    tensors: Sequence[TensorInfo], cores: int, dram_bw: float, cal: OpCalibration
+) -> tuple[float, float, float]:
+    """``(seconds, dram seconds, l1 seconds)`` of moving ``tensors`` (DRAM and L1 overlap)."""
+    dram = sum(t.nbytes for t in tensors if t.buffer == "DRAM")
+    l1 = sum(t.nbytes for t in tensors if t.buffer != "DRAM")
+    dram_s = dram / (dram_bw * cal.dram_efficiency)
+    l1_s = l1 / (cores * L1_BYTES_PER_CYCLE_PER_CORE * WORMHOLE_CLOCK_HZ)
+    return max(dram_s, l1_s), dram_s, l1_s
+
+
+def matmul_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+    """matmul_op.cpp's ideal cycles on the op's cores at its fidelity, or its DRAM reads at the
+    DRAM-sharded / interleaved matmul rate (llms.md §4.6.1): the larger, plus dispatch."""
+    a, b = rec.inputs[0], rec.inputs[1]
+    out = rec.outputs[0]
+    k, n = a.shape[-1], out.shape[-1]
+    if len(b.shape) <= 2 or int(np.prod(b.shape[:-2])) == 1:
+        batch, m = 1, a.rows  # one weight: the batch folds into M
+    else:
+        batch, m = int(np.prod(out.shape[:-2])), a.shape[-2]
+    tiles = batch * math.ceil(m / TILE) * math.ceil(k / TILE) * math.ceil(n / TILE)
+    # no compute_kernel_config: tt_transformers' recipe, bfloat4_b weights at LoFi, else HiFi2
+    fid = _fidelity(rec, MathFidelity.LoFi if b.dtype == "bfloat4_b" else MathFidelity.HiFi2)
+    cores = _cores(rec, system)
+    sharded = bool(rec.settings.get("dram_sharded", b.sharded and b.buffer == "DRAM"))
+    if not sharded:
+        # each core computes at least one output tile: a 2-D multicast grid uses at most Mt rows x
+        # Nt columns of the 8x8, a 1-D one at most max(Mt, Nt) cores (matmul_op.cpp's program
+        # configs); ``mcast="2d"`` (tt_transformers' prefill configs) forces the 2-D grid
+        side = math.isqrt(cores)
+        mt, nt = math.ceil(m / TILE), math.ceil(n / TILE)
+        two_d = min(side, mt) * min(side, nt)
+        one_d = 0 if rec.settings.get("mcast") == "2d" else max(mt, nt)
+        cores = max(1, min(cores, max(two_d, one_d)))
+    cycles = tiles * CYCLES_PER_TILE_LOFI * FIDELITY_PASSES[fid] / cores
+    compute = cycles / WORMHOLE_CLOCK_HZ / cal.compute_efficiency
+    bw = DRAM_SHARDED_BW if sharded else DRAM_INTERLEAVED_BW
+    move, dram_s, l1_s = _bytes_time((*rec.inputs, *rec.outputs), cores, bw, cal)
+    weight = b.nbytes / (bw * cal.dram_efficiency) if b.buffer == "DRAM" else 0.0
+    bound = "compute" if compute >= move else ("DRAM" if dram_s >= l1_s else "L1")
+    rule = (
+        f"{tiles} tiles x {CYCLES_PER_TILE_LOFI * FIDELITY_PASSES[fid]} cycles ({fid.name}) / "
+        f"{cores} cores = {compute * 1e6:.1f} us vs {sum(t.nbytes for t in rec.inputs) / 1e6:.2f}"
+        f" MB at {bw / 1e9:.0f} GB/s{' (DRAM-sharded)' if sharded else ''} = {move * 1e6:.1f} us"
+    )
+    return OpCost(rec, max(compute, move) + dispatch, bound, rule, weight)
+
+
+def sdpa_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+    """SDPA decode: K and V read for the attended positions at FlashDecode's 180 GB/s, or the
+    QK and PV matmuls at HiFi2; prefill (``causal``): the matmuls at HiFi4 over half the square."""
+    q, kc = rec.inputs[0], rec.inputs[1]
+    hd = q.shape[-1]
+    cores = _cores(rec, system)
+    decode = rec.settings.get("decode", "decode" in rec.name)
+    if decode:
+        # q [1, b, nh, hd]; cache [b, nkv, S, hd]
+        b, nh = int(np.prod(q.shape[:-2])), q.shape[-2]
+        nkv, s = kc.shape[-3], kc.shape[-2]
+        pos = int(rec.settings.get("positions", s))
+        kv_bytes = 2 * b * nkv * pos * hd * DTYPE_BYTES.get(kc.dtype, 2.0)
+        flops = 2.0 * 2 * b * max(nh, TILE) * pos * hd  # heads padded to a tile row
+        fid = _fidelity(rec, MathFidelity.HiFi2)
+        mem = kv_bytes / (SDPA_DECODE_BW * cal.dram_efficiency)
+    else:
+        # q [b, nh, S, hd]; k [b, nkv, S, hd]
+        b, nh, s = int(np.prod(q.shape[:-3])) or 1, q.shape[-3], q.shape[-2]
+        frac = 0.5 if rec.settings.get("causal", True) else 1.0
+        flops = 2.0 * 2 * b * nh * s * s * hd * frac
+        fid = _fidelity(rec, MathFidelity.HiFi4)
+        kv_bytes = sum(t.nbytes for t in rec.inputs)
+        mem = _bytes_time((*rec.inputs, *rec.outputs), cores, DRAM_INTERLEAVED_BW, cal)[0]
+    rate = cores * 4096 * WORMHOLE_CLOCK_HZ / FIDELITY_PASSES[fid]
+    compute = flops / rate / cal.compute_efficiency
+    bound = "compute" if compute >= mem else "DRAM"
+    rule = (
+        f"{flops / 1e9:.3f} GFLOP ({fid.name}, {cores} cores) = {compute * 1e6:.1f} us vs "
+        f"{kv_bytes / 1e6:.2f} MB KV = {mem * 1e6:.1f} us"
+    )
+    return OpCost(rec, max(compute, mem) + dispatch, bound, rule)
+
+
+_CCL_KIND = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+             "all_reduce": "all-reduce", "all_to_all": "all-to-all"}  # fmt: skip
+
+
+def ccl_kind(rec: OpRecord) -> str:
+    kind = rec.settings.get("kind")
+    if kind:
+        return str(kind)
+    for key, k in _CCL_KIND.items():
+        if key in rec.name:
+            return k
+    return "all-gather"
+
+
+def ccl_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+    """A CCL on the system's Ethernet: each chip's ring-formula bytes over ``num_links`` links,
+    ring or line by group size (``ttjax.cost.collective_time``), plus dispatch."""
+    n = int(rec.settings.get("group_size", system.num_chips))
+    kind = ccl_kind(rec)
+    links = int(rec.settings.get("num_links", 1))
+    if links < 1:
+        raise ConfigError(f"{rec.name}: num_links={links}.\nfix: a CCL uses at least one link.")
+    big = max((t.nbytes for t in (*rec.inputs, *rec.outputs)), default=0.0)
+    if kind == "all-gather":
+        per = big * (n - 1) / n if n > 1 else 0.0
+    elif kind == "reduce-scatter":
+        per = big * (n - 1) / n if n > 1 else 0.0
+    else:  # all-reduce: reduce-scatter + all-gather of the whole
+        per = 2 * big * (n - 1) / n if n > 1 else 0.0
+    links = min(links, max(system.links, 1))
+    topo_kw = rec.settings.get("topology")
+    s = system
+    if topo_kw is not None:
+        s = replace(system, ring_size=n if "ring" in str(topo_kw).lower() else None)
+    topo, hops, lat, xfer = collective_time(
+        "all-reduce" if kind == "all-reduce" else "all-gather", per, n, s, links
+    )
+    rule = (
+        f"{kind} of {n} ({topo}, {hops} hops x {s.hop_seconds * 1e9:.0f} ns), "
+        f"{per / 1e6:.3f} MB/chip on {links} link(s) x {s.link_bandwidth / 1e9:.1f} GB/s"
+    )
+    return OpCost(rec, lat + xfer + dispatch, "Ethernet", rule)
+
+
+def embedding_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+    """An embedding gathers one table row per index from DRAM (interleaved) and writes them."""
+    idx, table = rec.inputs[0], rec.inputs[1]
+    rows = int(np.prod(idx.shape)) if idx.shape else 1
+    row_bytes = table.shape[-1] * DTYPE_BYTES.get(table.dtype, 2.0)
+    read = rows * row_bytes / (DRAM_INTERLEAVED_BW * cal.dram_efficiency)
+    write = _bytes_time(rec.outputs, _cores(rec, system), DRAM_INTERLEAVED_BW, cal)[0]
+    rule = f"{rows} rows x {row_bytes / 1e3:.1f} KB at {DRAM_INTERLEAVED_BW / 1e9:.0f} GB/s"
+    return OpCost(rec, read + write + dispatch, "DRAM", rule)
+
+
+def bandwidth_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+    """Elementwise, norm and data-movement ops: bytes in and out, DRAM at 190 GB/s, L1 at
+    28 B/cycle per core (common_tm_bw_model's measured NoC rates), plus dispatch."""
+    cores = _cores(rec, system)
+    t, dram_s, l1_s = _bytes_time((*rec.inputs, *rec.outputs), cores, DRAM_INTERLEAVED_BW, cal)
+    moved = sum(x.nbytes for x in (*rec.inputs, *rec.outputs))
+    rule = f"{moved / 1e6:.3f} MB in+out ({'DRAM' if dram_s >= l1_s else 'L1'}, {cores} cores)"
+    return OpCost(rec, t + dispatch, "DRAM" if dram_s >= l1_s else "L1", rule)
+
+
+RULES: dict[str, Callable[[OpRecord, System, OpCalibration, float], OpCost]] = {
+    "matmul": matmul_cost,
+    "sdpa": sdpa_cost,
+    "ccl": ccl_cost,
+    "embedding": embedding_cost,
+    "norm": bandwidth_cost,
+    "elementwise": bandwidth_cost,
+    "data movement": bandwidth_cost,
+}
+RULE_TEXT = {
+    "matmul": "max(tiles x 16 x fidelity passes / cores cycles [matmul_op.cpp], DRAM bytes at "
+    "240 GB/s sharded or 190 GB/s interleaved [llms.md 4.6.1]) + dispatch",
+    "sdpa": "decode: max(K+V positions at 180 GB/s [FlashDecode.md], QK+PV at HiFi2); prefill: "
+    "causal QK+PV at HiFi4 + dispatch",
+    "ccl": "ring/line hops x 650 ns + ring bytes / (num_links x 12.5 GB/s) "
+    "[BasicEthernetGuide.md] + dispatch",
+    "embedding": "rows x row bytes at 190 GB/s + dispatch",
+    "norm": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core [common_tm_bw_model] + dispatch",
+    "elementwise": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core + dispatch",
+    "data movement": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core + dispatch",
+}
+
+
+def price_op(
+    rec: OpRecord, system: System | str, phase: str = "decode", cal: OpCalibration | None = None
+) -> OpCost:
+    """The :class:`OpCost` of one op on one chip of ``system``."""
+    s = get_system(system)
+    c = cal if cal is not None else OP_CALIBRATION
+    if phase not in PHASES:
+        raise ConfigError(f"phase={phase!r} is not a step kind.\nfix: one of {PHASES}.")
+    return RULES[rec.family](rec, s, c, c.dispatch_seconds[phase])
+
+
+# ---------------------------------------------------------------------------------------------
+# A step
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpPrediction:
+    """A step priced op by op: every op's cost, the total, and what it means for tokens."""
+
+    system: System
+    phase: str
+    users: int
+    replicas: int
+    costs: tuple[OpCost, ...]
+    prefetcher: bool = False
+    resident_bytes: float | None = None
+    calibration: OpCalibration = field(default_factory=OpCalibration)
+
+    @property
+    def ops_seconds(self) -> float:
+        if not self.prefetcher:
+            return float(sum(c.total_seconds for c in self.costs))
+        # weights stream on the prefetcher's cores: matmuls pay their compute / L1 time only
+        return float(
+            sum(
+                (c.seconds - (c.weight_read_seconds if c.bound == "DRAM" else 0.0)) * c.record.count
+                for c in self.costs
+            )
+        )
+
+    @property
+    def prefetch_seconds(self) -> float:
+        return float(sum(c.weight_read_seconds * c.record.count for c in self.costs))
+
+    @property
+    def step_seconds(self) -> float:
+        ops = max(self.ops_seconds, self.prefetch_seconds) if self.prefetcher else self.ops_seconds
+        return max(ops, 1e-9)
+
+    @property
+    def tokens_per_second_per_user(self) -> float:
+        return 1.0 / self.step_seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.users * self.replicas / self.step_seconds
+
+    @property
+    def fits(self) -> bool:
+        return self.resident_bytes is None or self.resident_bytes <= self.system.dram_bytes
+
+    def by_family(self) -> list[tuple[str, float, int, str]]:
+        """``(family, seconds per step, ops per step, rule)``, most expensive first."""
+        acc: dict[str, list[float]] = {}
+        for c in self.costs:
+            a = acc.setdefault(c.record.family, [0.0, 0.0])
+            a[0] += c.total_seconds
+            a[1] += c.record.count
+        rows = [(f, s, int(n), RULE_TEXT[f]) for f, (s, n) in acc.items()]
+        return sorted(rows, key=lambda r: -r[1])
+
+    @property
+    def dominant(self) -> str:
+        """The op family that takes the most time (dispatch included)."""
+        fams = self.by_family()
+        return fams[0][0] if fams else "none"
+
+    @property
+    def dispatch_seconds(self) -> float:
+        d = self.calibration.dispatch_seconds[self.phase]
+        return d * sum(c.record.count for c in self.costs)
+
+    def top_ops(self, n: int = 10) -> list[tuple[str, float, int, str, str]]:
+        """``(op name, seconds per step, runs, bound, rule)`` of the ``n`` costliest op kinds
+        (same name and shapes summed)."""
+        acc: dict[tuple[str, str], list[Any]] = {}
+        for c in self.costs:
+            key = (c.record.name, c.rule)
+            a = acc.setdefault(key, [0.0, 0, c.bound])
+            a[0] += c.total_seconds
+            a[1] += c.record.count
+        rows = [(k[0], v[0], v[1], v[2], k[1]) for k, v in acc.items()]
+        return sorted(rows, key=lambda r: -r[1])[:n]
+
+    def headline(self) -> str:
+        where = self.system.name + (f" ({self.replicas} replicas)" if self.replicas > 1 else "")
+        if self.phase == "prefill":
+            return (
+                f"per-op model on {where}: time to first token {self.step_seconds * 1e3:.1f} ms "
+                f"(dominant: {self.dominant})"
+            )
+        return (
+            f"per-op model on {where}: {self.tokens_per_second_per_user:.1f} tok/s/user, "
+            f"{self.tokens_per_second:.1f} tok/s at {self.users * self.replicas} users (step "
+            f"{self.step_seconds * 1e3:.2f} ms, {sum(c.record.count for c in self.costs)} ops, "
+            f"dominant: {self.dominant})"
+        )
+
+    def summary_lines(self, top: int = 10) -> list[str]:
+        lines = [self.headline()]
+        for fam, s, n, rule in self.by_family():
+            lines.append(f"  {fam:<14} {s * 1e3:9.3f} ms  {n:6d} ops  {rule}")
+        if self.prefetcher:
+            lines.append(f"  prefetcher weight reads {self.prefetch_seconds * 1e3:.3f} ms")
+        lines.append(f"  of which dispatch {self.dispatch_seconds * 1e3:.3f} ms")
+        lines.append(f"  calibration: {self.calibration.note}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system.name,
+            "phase": self.phase,
+            "users": self.users,
+            "replicas": self.replicas,
+            "step_seconds": self.step_seconds,
+            "tokens_per_second_per_user": self.tokens_per_second_per_user,
+            "tokens_per_second": self.tokens_per_second,
+            "dominant": self.dominant,
+            "fits": self.fits,
+            "families": [
+                {"family": f, "seconds": s, "ops": n, "rule": r} for f, s, n, r in self.by_family()
+            ],
+            "top_ops": [
+                {"op": o, "seconds": s, "runs": n, "bound": b, "rule": r}
+                for o, s, n, b, r in self.top_ops()
+            ],
+        }
+
+
+def price(
+    ops: Sequence[OpRecord],
+    system: System | str,
+    *,
+    phase: str = "decode",
+    users: int = 1,
+    replicas: int = 1,
+    calibration: OpCalibration | None = None,
+    resident_bytes: float | None = None,
+) -> OpPrediction:
+    """Price every op of a program on ``system``: the step is the sum along the program (the
+    larger of it and the weight reads when the program runs ``dram_prefetcher``).
+
+    >>> x = TensorInfo((32, 4096)); w = TensorInfo((4096, 4096), "bfloat8_b", "DRAM", True)
+    >>> price([OpRecord("linear", (x, w), (x,))], "n150").step_seconds > 0
+    True
+    """
+    s = get_system(system)
+    cal = calibration if calibration is not None else OP_CALIBRATION
+    if int(users) < 1 or int(replicas) < 1:
+        raise ConfigError(f"users={users}, replicas={replicas}.\nfix: both >= 1.")
+    costs = tuple(price_op(r, s, phase, cal) for r in ops)
+    pre = any("prefetcher" in r.name for r in ops)
+    return OpPrediction(s, phase, int(users), int(replicas), costs, pre, resident_bytes, cal)
+
+
+# ---------------------------------------------------------------------------------------------
+# Capturing a ttjax program's TT-NN ops (abstract tensors, no data)
+# ---------------------------------------------------------------------------------------------
+
+_SETTING_KEYS = ("program_config", "compute_kernel_config", "core_grid", "num_links", "topology",
+                 "cluster_axis", "dim", "scale", "is_causal", "cur_pos_tensor")  # fmt: skip
+_SRC = str(Path(__file__).resolve().parents[1])  # .../ttjax/_src
+
+
+def _info(t: Any) -> TensorInfo:
+    spec = t._spec
+    mc = spec.memory_config
+    return TensorInfo(
+        tuple(int(d) for d in spec.shape),
+        spec.dtype.value,
+        "DRAM" if getattr(mc.buffer_type, "name", "DRAM") == "DRAM" else "L1",
+        bool(mc.is_sharded()),
+    )
+
+
+def _settings_from(locals_: Mapping[str, Any], mesh: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    ckc = locals_.get("compute_kernel_config")
+    fid = getattr(ckc, "math_fidelity", None)
+    if fid is not None:
+        out["fidelity"] = str(getattr(fid, "value", fid)).lower()
+    pc = locals_.get("program_config")
+    grid = getattr(pc, "compute_with_storage_grid_size", None)
+    if grid is not None:
+        gx, gy = (grid.x, grid.y) if hasattr(grid, "x") else tuple(grid)
+        out["cores"] = int(gx) * int(gy)
+    if pc is not None and "DRAMSharded" in type(pc).__name__:
+        out["dram_sharded"] = True
+    cg = locals_.get("core_grid")
+    if cg is not None and hasattr(cg, "x"):
+        out["cores"] = int(cg.x) * int(cg.y)
+    if locals_.get("num_links") is not None:
+        out["num_links"] = int(locals_["num_links"])
+    if locals_.get("topology") is not None:
+        out["topology"] = str(locals_["topology"])
+    shape = tuple(getattr(mesh, "shape", ()) or ())
+    axis = locals_.get("cluster_axis")
+    if shape:
+        out["group_size"] = int(shape[int(axis)]) if axis is not None else int(np.prod(shape))
+    return out
+
+
+class _Recorder:
+    """A capture recorder (the protocol of ``ttjax.trace``) that keeps each op's record and
+    reads the settings its TT-NN call was given from the calling frames."""
+
+    id = "pricing"
+    error: BaseException | None = None
+    allows_host_io = True  # it only observes: eager code may still read and write the host
+
+    def __init__(self) -> None:
+        self.ops: list[OpRecord] = []
+
+    def record(
+        self, prog: Any, mesh: Any, tensors: Sequence[Any], scalars: Any, results: Any
+    ) -> None:
+        frame: Any = sys._getframe(1)
+        locs: dict[str, Any] = {}
+        count = 1
+        depth = 0
+        while frame is not None:
+            code = frame.f_code
+            # the op's own frames (TT-NN settings), up to the first frame outside ttjax/_src
+            if depth < 6 and code.co_filename.startswith(_SRC):
+                for k in _SETTING_KEYS:
+                    if k not in locs and frame.f_locals.get(k) is not None:
+                        locs[k] = frame.f_locals[k]
+                depth += 1
+            # ttnn.scan runs its body once for `n` steps (decoder layers): multiply
+            if code.co_name == "scan" and code.co_filename.endswith("transforms.py"):
+                n = frame.f_locals.get("n")
+                if isinstance(n, int) and n > 0:
+                    count *= n
+            frame = frame.f_back
+        settings = _settings_from(locs, mesh)
+        self.ops.append(
+            OpRecord(
+                prog.name,
+                tuple(_info(t) for t in tensors),
+                tuple(_info(t) for t in results),
+                settings,
+                count,
+            )
+        )
+
+    def alias(self, result: Any, target: Any) -> None:
+        pass
+
+    def forward(self, result: Any, source: Any) -> bool:
+        return False
+
+    def interrupted(self, e: BaseException) -> None:
+        self.error = e
+
+
+def capture(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[OpRecord]:
+    """Every TT-NN op ``fn(*args, **kwargs)`` dispatches, traced with ``jax.jit`` (nothing is
+    compiled or run; abstract tensors work). Ops inside ``ttnn.scan`` count once per step.
+
+    >>> a = ttnn.from_torch(torch.rand(32, 64), layout=ttnn.TILE_LAYOUT, device=mesh)
+    >>> b = ttnn.from_torch(torch.rand(64, 32), layout=ttnn.TILE_LAYOUT, device=mesh)
+    >>> ops = ttnn.cost.capture(lambda a, b: ttnn.matmul(a, b), a, b)
+    >>> ops[0].name, ops[0].inputs[0].shape
+    ('matmul', (32, 64))
+    """
+    import jax
+
+    rec = _Recorder()
+    _capture.begin(rec)
+    try:
+        # a fresh wrapper: JAX would replay a cached trace of ``fn`` without running its ops
+        jax.jit(lambda *a, **k: fn(*a, **k)).trace(*args, **kwargs)
+    finally:
+        _capture.end()
+    return rec.ops
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[OpRecord]]:
+    """Record every TT-NN op dispatched in the block, eagerly run or traced (any code, e.g.
+    tt-metal's own model files with ``ttnn`` bound to ttjax); the list fills as ops run.
+
+    >>> with ttnn.cost.recording() as ops:
+    ...     _ = ttnn.add(x, x)
+    >>> ops[0].name
+    'add'
+    """
+    rec = _Recorder()
+    _capture.begin(rec)
+    try:
+        yield rec.ops
+    finally:
+        _capture.end()
+
+
+OP_CALIBRATION = load_op_calibration() if CALIBRATION_FILE.exists() else OpCalibration()
+
+
+__all__ = [
+    "DRAM_INTERLEAVED_BW",
+    "DRAM_SHARDED_BW",
+    "FAMILIES",
+    "L1_BYTES_PER_CYCLE_PER_CORE",
+    "OP_CALIBRATION",
+    "SDPA_DECODE_BW",
+    "OpCalibration",
+    "OpCost",
+    "OpPrediction",
+    "OpRecord",
+    "TensorInfo",
+    "capture",
+    "family_of",
+    "load_op_calibration",
+    "price",
+    "price_op",
+    "recording",
+    "save_op_calibration",
+]

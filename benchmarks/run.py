@@ -30,6 +30,7 @@ SUITES = {
     "cost": ("benchmarks.bench_cost", None),
     "tessera": ("benchmarks.bench_tessera", None),
     "tt_transformers": ("benchmarks.bench_tt_transformers", (1, 8)),
+    "memory": ("benchmarks.bench_memory", None),
 }
 
 

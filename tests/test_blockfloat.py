@@ -189,15 +189,39 @@ def test_float32_inputs_match_tt_nn_host_rule(dtype, seed, spread):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bfloat8_b", "bfloat4_b"])
-def test_host_encode_in_slabs_matches_one_piece(dtype, monkeypatch):
-    # Large host tensors are encoded a slab of rows at a time; rows never share a group, so the
-    # slabs (here 3 rows of width 40: 120 values) must give the one-piece result exactly.
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "transposed"])
+def test_host_encode_in_slabs_matches_one_piece(dtype, strided, monkeypatch):
+    # Large host tensors are encoded by XLA a slab of rows at a time (equal slabs, the last one
+    # zero-padded); rows never share a group, so the slabs (here 3 rows of width 40: 120
+    # values, 14 rows) must give numpy's one-piece result exactly, infs, NaNs and subnormals too.
     x = (np.random.default_rng(3).standard_normal((2, 7, 40)) * 5).astype(np.float32)
-    whole = _blockfloat.encode(np, x, dtype)
-    monkeypatch.setattr(_blockfloat, "_HOST_CHUNK", 120)
+    if strided:
+        x = np.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+    x[0, 1, :5] = [np.inf, -np.inf, np.nan, 1e-40, -0.0]
+    whole = _blockfloat._encode(np, x, dtype)
+    monkeypatch.setattr(_blockfloat, "_XLA_MIN", 1)
+    monkeypatch.setattr(_blockfloat, "_XLA_SLAB", 120)
     slabs = _blockfloat.encode(np, x, dtype)
     np.testing.assert_array_equal(slabs.mantissa, whole.mantissa)
     np.testing.assert_array_equal(slabs.exponent, whole.exponent)
-    want = blockfloat_quantize(x, BITS[dtype])
-    got = _blockfloat.decode(np, slabs, dtype, x.shape).astype(np.float64)
-    np.testing.assert_array_equal(got, want)
+    finite = x.copy()
+    finite[0, 1, :3] = 0.0
+    monkeypatch.setattr(_blockfloat, "_HOST_CHUNK", 120)
+    got = np.empty(x.shape, np.float32)
+    _blockfloat.quantize_into(finite, dtype, got)
+    np.testing.assert_array_equal(got.astype(np.float64), blockfloat_quantize(finite, BITS[dtype]))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100, 1 << 18])
+def test_row_chunks_cover_every_value_once(chunk, monkeypatch):
+    """The slabs of rows host conversion walks cover every value once, whole last-dim rows,
+    at most ``chunk`` values each unless one row is longer."""
+    monkeypatch.setattr(_blockfloat, "_HOST_CHUNK", chunk)
+    for shape in [(5,), (3, 7), (2, 3, 50), (4, 1, 1, 9), (0, 4), (3, 5, 2, 4)]:
+        seen = np.zeros(shape, np.int64)
+        for idx in _blockfloat.row_chunks(shape):
+            piece = seen[idx]
+            assert piece.size <= max(chunk, shape[-1]) or len(shape) < 2, (shape, idx)
+            assert len(shape) < 2 or piece.shape[-1] == shape[-1]
+            seen[idx] += 1
+        assert (seen == 1).all(), shape

@@ -47,10 +47,10 @@ def test_mark_sharding_annotates_a_torch_tensor_in_place(torch_xla) -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    [("nope", None), ("model",), ("model", "model"), (None, 2), (None, "batch"), "model"],
+    [("nope", None), ("model",), ("model", "model"), (None, 2), "model"],
 )
 def test_a_bad_spec_raises_the_same_error_for_torch_and_jax(torch_xla, spec) -> None:
-    host = np.ones((8, 3), np.float32)  # dim 1 (3) does not divide by 'batch' (2)
+    host = np.ones((8, 3), np.float32)
     with pytest.raises(ShardingError) as on_jax:
         ttjax.spmd.mark_sharding(host, _mesh(), spec)
     t = torch.from_numpy(host).to(torch_xla.device())
@@ -60,9 +60,51 @@ def test_a_bad_spec_raises_the_same_error_for_torch_and_jax(torch_xla, spec) -> 
     assert ttjax.spmd.get_partition_spec(t) is None  # nothing was placed
 
 
+def test_padded_shards_on_arrays_and_a_torch_tensor_refused_outside_a_program(torch_xla) -> None:
+    """torch-xla pads a dim that does not divide (test_padded_xla_shards): 3 columns over
+    'batch' (2) go in blocks of 2, the last padded with a zero column. A numpy array comes back
+    stored so (an XLAShardedTensor); a torch tensor on the JAX device is one jax.Array of its own
+    shape, so it is refused with the fix, and left unannotated."""
+    host = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    xt = ttjax.spmd.mark_sharding(host, _mesh(), (None, "batch"))
+    for i, shard in enumerate(xt.local_shards):  # device i on the 2 x 4 mesh: batch row i // 4
+        cols = shard.indices[1]
+        assert cols == [slice(0, 2, 1), slice(2, 3, 1)][i // 4] and shard.replica_id == i % 4
+        block = np.zeros((8, 2), np.float32)  # numpy's block, zero-padded to ceil(3 / 2) = 2
+        block[:, : cols.stop - cols.start] = host[:, cols]
+        np.testing.assert_array_equal(shard.data, block)
+        np.testing.assert_array_equal(shard.unpadded_data, host[tuple(shard.indices)])
+    t = torch.from_numpy(host).to(torch_xla.device())
+    with pytest.raises(
+        ShardingError, match=r"size 3, .* size 2 [\s\S]*fix: pad dim 1 to a multiple"
+    ):
+        ttjax.spmd.mark_sharding(t, _mesh(), (None, "batch"))
+    assert ttjax.spmd.get_partition_spec(t) is None
+
+
 def test_a_parameter_left_on_the_cpu_is_refused(torch_xla) -> None:
     with pytest.raises(ShardingError, match=r"is on cpu.*\nfix: move the model first"):
         ttjax.spmd.mark_sharding(torch.nn.Parameter(torch.ones(8, 2)), _mesh(), ("model", None))
+
+
+def test_a_tensor_left_on_the_cpu_is_refused_as_torch_xla_refuses_it(torch_xla) -> None:
+    """torch-xla raises ``Input tensor is not an XLA tensor: CPUFloatType``; converting it instead
+    would return a new array and leave the caller's tensor unannotated."""
+    import torch_xla.distributed.spmd as xs
+
+    host = torch.arange(16.0).reshape(8, 2)
+    with pytest.raises(ShardingError) as e:
+        xs.mark_sharding(host, _mesh(), ("model", None))
+    first, fix = str(e.value).splitlines()
+    assert first.startswith("mark_sharding: Input tensor is not an XLA tensor: CPUFloatType: ")
+    assert "(shape (8, 2)) is on cpu" in first
+    assert fix.startswith("fix: move it first and annotate the moved tensor: t = t.to(")
+    np.testing.assert_array_equal(host.numpy(), np.arange(16.0).reshape(8, 2))
+    with pytest.raises(ShardingError, match=r"not an XLA tensor: CPULongType"):
+        xs.mark_sharding(torch.ones(8, dtype=torch.int64), _mesh(), ("model",))
+    moved = host.to(torch_xla.device())  # the fix, as written, annotates the moved tensor
+    assert xs.mark_sharding(moved, _mesh(), ("model", None)) is moved
+    assert xs.get_partition_spec(moved) == P("model", None)
 
 
 def test_mesh_takes_torch_device_ids(torch_xla) -> None:

@@ -2,7 +2,8 @@
 
 ``from_torch`` accepts torch tensors (when torch is installed), numpy arrays and JAX arrays. A
 mapper turns the host tensor into placements; the host array then *is* the global array and is
-placed with one ``jax.device_put``. ``to_torch``/``to_numpy`` need a composer whenever the tensor
+placed one device block at a time (each block cast, or block-float encoded, on its own: the host
+never holds a second full-size copy). ``to_torch``/``to_numpy`` need a composer whenever the tensor
 has more than one shard, exactly like TT-NN.
 
 Public names only; the implementation is :mod:`ttjax._src.ttnn.convert`.

@@ -11,9 +11,10 @@ collectives (GSPMD), instead of writing them as TT-NN's CCL calls:
 Entries of a partition spec are mesh-axis names, integer mesh-axis indices, ``None``
 (replicated) or tuples of those (one tensor dim over several mesh axes); as in torch-xla the spec
 has exactly one entry per tensor dim, and a mesh built without ``axis_names`` takes indices only.
-A dim that does not divide by its mesh axes is sharded unevenly inside ``jax.jit`` (XLA pads the
-shards and keeps the logical shape, as torch-xla does); a concrete array must divide, because a
-``jax.Array`` cannot hold uneven shards (docs/limits.md). On a concrete array
+A dim that does not divide by its mesh axes is sharded unevenly, as torch-xla and XLA do: blocks of
+``ceil(n / k)``, the last ones padded with zeros. Inside ``jax.jit`` XLA pads the shards and keeps
+the logical shape; a concrete array comes back as an :class:`XLAShardedTensor` (a ``jax.Array``
+cannot hold uneven shards), stored padded, whose ``local_shards`` are torch-xla's. On a concrete array
 ``mark_sharding`` places it (``NamedSharding``) and returns it; inside ``jax.jit`` it constrains
 it (``with_sharding_constraint``). It also takes ttjax mesh tensors (returned with the matching
 TT-NN placements), Flax ``nnx`` variables (updated in place, like torch-xla's in-place
@@ -24,6 +25,7 @@ annotation), and torch tensors / ``nn.Parameter``s on the JAX device (torchax, s
 from __future__ import annotations
 
 import collections
+import operator
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -279,13 +281,178 @@ def resolve_spec(
         if shape[d] % n and not uneven:
             raise ShardingError(
                 f"mark_sharding: dim {d} of shape {tuple(shape)} has size {shape[d]}, which does "
-                f"not divide by the size {n} of mesh axes {names} (partition spec {spec!r}); a "
-                "placed jax.Array cannot hold uneven shards.\n"
-                f"fix: pad dim {d} to a multiple of {n}, replicate it (None), or annotate inside "
-                "jax.jit, where XLA pads the shards as torch-xla does."
+                f"not divide by the size {n} of mesh axes {names} (partition spec {spec!r}); "
+                "this tensor is one jax.Array of its own shape (a torch tensor on the JAX "
+                "device, or a ttjax Tensor, which keeps TT-NN's even split), and a jax.Array "
+                "cannot hold uneven shards.\n"
+                f"fix: pad dim {d} to a multiple of {n}, replicate it (None), annotate inside "
+                "jax.jit / torchxla.compile (XLA pads the shards, as torch-xla does), or mark "
+                "a numpy/jax array (an XLAShardedTensor, stored padded)."
             )
         dims.append(names)
     return ShardingSpec(tuple(dims))
+
+
+def _blocks(n: int, k: int) -> list[slice]:
+    """torch-xla's (and XLA's) split of a dim of ``n`` over ``k`` devices: ``ceil(n / k)`` each,
+    the last blocks shorter or empty."""
+    per = -(-n // k)
+    return [slice(min(i * per, n), min((i + 1) * per, n), 1) for i in range(k)]
+
+
+@dataclass
+class XLAShard:
+    """One device's shard, as torch-xla's ``XLAShard``: ``data`` is the device's block with its
+    padding (a host copy), ``indices`` where the block lies in the global tensor (padding not
+    counted; ``Ellipsis`` when replicated), ``replica_id`` its rank among the devices holding the
+    same block (0 when tiled, the device's position when fully replicated)."""
+
+    data: np.ndarray
+    indices: Any
+    shard_device: str
+    replica_id: int
+
+    @property
+    def unpadded_data(self) -> np.ndarray:
+        """``data`` without the padding."""
+        if self.indices is Ellipsis:
+            return self.data
+        return self.data[tuple(slice(0, s.stop - s.start) for s in self.indices)]
+
+
+def local_shards(x: Any) -> list[XLAShard]:
+    """torch-xla's ``local_shards`` of a placed array (``jax.Array`` or
+    :class:`XLAShardedTensor`): one :class:`XLAShard` per device, in device-id order.
+
+    >>> [s.data.shape for s in local_shards(mark_sharding(np.arange(9.0), mesh8, (0,)))]
+    [(2,), (2,), (2,), (2,), (2,), (2,), (2,), (2,)]      # the 5th holds [8, 0], the rest zeros
+    """
+    storage, shape = (x.storage, x.shape) if isinstance(x, XLAShardedTensor) else (x, np.shape(x))
+    sharding = getattr(storage, "sharding", None)
+    if _is_tracer(storage) or not isinstance(sharding, NamedSharding):
+        raise ShardingError(
+            f"local_shards: expected an array placed by mark_sharding, got {type(x).__name__}."
+            "\nfix: call it on mark_sharding's result, outside jax.jit."
+        )
+    mesh, spec = sharding.mesh, sharding.spec
+    names = list(mesh.axis_names)
+    entries = [*spec, *[None] * (len(shape) - len(spec))]
+    split = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in entries]
+    used = {a for axes in split for a in axes}
+    rest = [a for a in names if a not in used]
+    data = {s.device.id: s.data for s in storage.addressable_shards}
+    out: list[tuple[int, XLAShard]] = []
+    for coord in np.ndindex(*mesh.devices.shape):
+        device: Any = mesh.devices[coord]
+        at = dict(zip(names, coord))
+        indices = []
+        for n, axes in zip(shape, split):
+            k, b = 1, 0
+            for a in axes:  # major axis first
+                k, b = k * mesh.shape[a], b * mesh.shape[a] + at[a]
+            indices.append(_blocks(int(n), k)[b] if axes else slice(0, int(n), 1))
+        replica = 0
+        for a in rest:
+            replica = replica * mesh.shape[a] + at[a]
+        block = np.asarray(data[device.id])
+        out.append(
+            (device.id, XLAShard(block, indices if used else Ellipsis, str(device), replica))
+        )
+    return [shard for _, shard in sorted(out, key=lambda p: p[0])]
+
+
+class XLAShardedTensor:
+    """``mark_sharding``'s result for a concrete array with a dim that does not divide by its
+    mesh axes (torch-xla's name): stored as XLA stores uneven shards, the global array padded
+    with zeros to ``ceil(n / k) * k`` along each split dim and split evenly (``storage``), with
+    the logical ``shape``. A pytree, so ``jax.jit`` takes it sharded; inside a program it reads
+    as the logical array (``x @ w``, ``jnp.asarray(w)``), which XLA partitions unevenly.
+
+    >>> w = mark_sharding(np.ones((10, 8)), mesh, ("model", None))   # 10 rows over 4: 3, 3, 3, 1
+    >>> w.shape, w.storage.shape, [s.data.shape for s in w.local_shards][:1]
+    ((10, 8), (12, 8), [(3, 8)])
+    """
+
+    __array_priority__ = 100
+
+    def __init__(self, storage: Any, shape: Sequence[int], mesh: Any, spec: PartitionSpec) -> None:
+        self.storage = storage
+        self.shape = tuple(int(s) for s in shape)
+        self.mesh = mesh
+        self.spec = spec
+
+    dtype = property(lambda self: self.storage.dtype)
+    ndim = property(lambda self: len(self.shape))
+    sharding = property(lambda self: NamedSharding(self.mesh, self.spec))
+    local_shards = property(local_shards)
+
+    @property
+    def global_tensor(self) -> Any:
+        """The logical array (outside a program a replicated copy)."""
+        view = self.storage[tuple(slice(0, n) for n in self.shape)]
+        if _is_tracer(view):
+            try:  # staged (jit): XLA splits it unevenly; eager autodiff: it stays as is
+                view = jax.lax.with_sharding_constraint(view, self.sharding)
+            except ValueError:
+                pass
+        return view
+
+    def __jax_array__(self) -> Any:
+        return self.global_tensor
+
+    def __neg__(self) -> Any:
+        return -self.global_tensor
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.global_tensor[key]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        host = np.asarray(self.storage)[tuple(slice(0, n) for n in self.shape)]
+        return host if dtype is None else host.astype(dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("storage", "shape", "mesh", "spec"):
+            raise AttributeError(name)
+        return getattr(self.global_tensor, name)  # .T, .sum, .astype ... of the logical array
+
+    def __repr__(self) -> str:
+        return (
+            f"XLAShardedTensor(shape={self.shape}, dtype={self.dtype}, spec={self.spec}, "
+            f"stored {tuple(self.storage.shape)})"
+        )
+
+
+def _binary(op: Any, reflected: bool = False) -> Any:
+    def method(self: XLAShardedTensor, other: Any) -> Any:
+        other = other.global_tensor if isinstance(other, XLAShardedTensor) else other
+        return op(other, self.global_tensor) if reflected else op(self.global_tensor, other)
+
+    return method
+
+
+for _op in (
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.matmul
+):  # fmt: skip
+    setattr(XLAShardedTensor, f"__{_op.__name__}__", _binary(_op))
+    setattr(XLAShardedTensor, f"__r{_op.__name__}__", _binary(_op, reflected=True))
+
+jax.tree_util.register_pytree_node(
+    XLAShardedTensor,
+    lambda x: ((x.storage,), (x.shape, x.mesh, x.spec)),
+    lambda aux, children: XLAShardedTensor(children[0], *aux),
+)
+
+
+def _place_padded(x: Any, mesh: Mesh, spec: ShardingSpec) -> XLAShardedTensor:
+    """A concrete array split unevenly: padded with zeros on the last blocks, placed evenly."""
+    shape = tuple(np.shape(x))
+    ways = [
+        int(np.prod([mesh._axis_size(a) for a in names], dtype=np.int64)) for names in spec.dims
+    ]
+    pads = [(0, -(-n // k) * k - n) for n, k in zip(shape, ways)]
+    sharding = NamedSharding(mesh.jax_mesh, spec.partition_spec())
+    storage = jax.jit(lambda a: jax.numpy.pad(a, pads), out_shardings=sharding)(x)
+    return XLAShardedTensor(storage, shape, mesh.jax_mesh, spec.partition_spec())
 
 
 def _is_tracer(x: Any) -> bool:
@@ -296,6 +463,10 @@ def _place(x: Any, mesh: Mesh, spec: ShardingSpec) -> Any:
     sharding = NamedSharding(mesh.jax_mesh, spec.partition_spec())
     if _is_tracer(x):
         return jax.lax.with_sharding_constraint(x, sharding)
+    shape = np.shape(x)
+    for n, names in zip(shape, spec.dims):
+        if n % int(np.prod([mesh._axis_size(a) for a in names], dtype=np.int64)):
+            return _place_padded(x, mesh, spec)
     return jax.device_put(x, sharding)
 
 
@@ -348,14 +519,23 @@ def _torchax_tensor(x: Any) -> bool:
 
 
 def _as_array(x: Any) -> Any:
-    if type(x).__module__.startswith("torch"):  # a torch tensor on the host: convert it
-        if isinstance(x, sys.modules["torch"].nn.Parameter):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):  # not on the JAX device: torch-xla's
+        # RuntimeError, as a ShardingError (converting it would leave the caller's tensor as it was)
+        kind = f"{x.device.type.upper()}{x.type().rsplit('.', 1)[-1].removesuffix('Tensor')}Type"
+        where = f"{x.device}, not on the XLA device, so an annotation could not stay on it"
+        if isinstance(x, torch.nn.Parameter):
             raise ShardingError(
-                f"mark_sharding: this nn.Parameter (shape {tuple(x.shape)}) is on {x.device}, "
-                "not on the XLA device, so an annotation could not stay on it.\nfix: move the "
-                "model first: model.to(torch_xla.device()) (ttjax.compat.install_as_torch_xla)."
+                f"mark_sharding: Input tensor is not an XLA tensor: {kind}: this nn.Parameter "
+                f"(shape {tuple(x.shape)}) is on {where}.\nfix: move the model first: "
+                "model.to(torch_xla.device()) (ttjax.compat.install_as_torch_xla)."
             )
-        return np.asarray(x.detach().cpu().float().numpy() if x.dtype.is_floating_point else x)
+        raise ShardingError(
+            f"mark_sharding: Input tensor is not an XLA tensor: {kind}: this tensor (shape "
+            f"{tuple(x.shape)}) is on {where}.\nfix: move it first and annotate the moved "
+            "tensor: t = t.to(torch_xla.device()); xs.mark_sharding(t, mesh, spec) (or pass "
+            "t.numpy() for a new sharded jax.Array)."
+        )
     return x
 
 
@@ -385,8 +565,8 @@ def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: 
     """Shard ``x`` over ``mesh`` by ``partition_spec``; returns the placed (or constrained) array.
 
     ``nnx`` variables and torch tensors on the JAX device are updated in place and returned
-    (a torch ``nn.Parameter``'s gradient then follows its sharding); ttjax Tensors come back with
-    the TT-NN placements of the spec.
+    (a torch ``nn.Parameter``'s gradient then follows its sharding); a torch tensor elsewhere is
+    refused, as torch-xla refuses it; ttjax Tensors come back with the TT-NN placements of the spec.
 
     >>> w = mark_sharding(w, mesh, ("model", None))    # split dim 0 over 'model'
     >>> x = mark_sharding(x, mesh, (None, None))       # replicated
@@ -398,9 +578,11 @@ def mark_sharding(x: Any, mesh: Mesh | ttjax.MeshDevice | None, partition_spec: 
         return _mark_tensor(x, mesh, partition_spec)
     if _torchax_tensor(x):
         return _mark_torch(x, mesh, partition_spec)
+    if isinstance(x, XLAShardedTensor):  # re-annotate its logical array
+        x = x.global_tensor if _is_tracer(x.storage) else np.asarray(x)
     m = _as_mesh(mesh)
     x = _as_array(x)
-    return _place(x, m, resolve_spec(m, partition_spec, np.shape(x), uneven=_is_tracer(x)))
+    return _place(x, m, resolve_spec(m, partition_spec, np.shape(x), uneven=True))
 
 
 def clear_sharding(x: Any) -> Any:
@@ -415,6 +597,10 @@ def clear_sharding(x: Any) -> Any:
     if _torchax_tensor(x):
         x._elem = clear_sharding(x._elem)
         return x
+    if isinstance(x, XLAShardedTensor):
+        if _is_tracer(x.storage):
+            return x.global_tensor
+        return jax.device_put(np.asarray(x), NamedSharding(x.mesh, PartitionSpec()))
     if _is_tracer(x):
         return x
     sharding = getattr(x, "sharding", None)
@@ -478,11 +664,14 @@ def mesh_axis_spec(
 __all__ = [
     "Mesh",
     "ShardingSpec",
+    "XLAShard",
+    "XLAShardedTensor",
     "clear_sharding",
     "follow_sharding",
     "get_1d_mesh",
     "get_global_mesh",
     "get_partition_spec",
+    "local_shards",
     "mark_sharding",
     "mesh_axis_spec",
     "plan_of",

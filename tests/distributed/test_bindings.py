@@ -328,3 +328,13 @@ def test_any_value_at_any_key_path_is_a_binding_error_or_bindings(tmp_path):
             assert str(e).startswith("b.yaml") and "\nfix: " in str(e), str(e)
 
     check()
+
+
+def test_a_rank_without_visible_devices_gets_a_fix_line_with_an_example():
+    """The whole fix line, word for word (it once read "entry.g." for "e.g.")."""
+    no_env = R0 + R1.replace('env_overrides: {TT_VISIBLE_DEVICES: "2,3"}', "env_overrides: {}")
+    with pytest.raises(RankBindingError) as e:
+        parse_rank_bindings(_yaml(no_env), "b.yaml")
+    assert str(e.value).splitlines()[-1] == (
+        'fix: list the global device ids this rank drives, e.g. TT_VISIBLE_DEVICES: "0,1".'
+    )

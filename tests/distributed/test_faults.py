@@ -32,6 +32,24 @@ from ttjax.distributed import load_rank_bindings
 pytestmark = pytest.mark.timeout(180)
 
 LIMIT_S = 10.0
+# The 10 s figures are wall-clock: a loaded 2-core host can stretch them, so `make test` runs
+# each fault bounded by its events (exit code, message, every rank gone) under generous outer
+# timeouts, and `make test-all` runs it again ("timed") checking the figures.
+OUTER_S = 90.0
+TIMED = pytest.mark.parametrize(
+    "timed",
+    [pytest.param(False, id="events"), pytest.param(True, id="timed", marks=pytest.mark.slow)],
+)
+
+
+def _limit(timed: bool, limit: float = LIMIT_S) -> float:
+    """The wall-clock bound a check uses: the figure when timed, else the generous outer one."""
+    return limit if timed else OUTER_S
+
+
+def _took(timed: bool, seconds: float, limit: float = LIMIT_S) -> None:
+    if timed:
+        assert seconds < limit, f"took {seconds:.1f} s (limit {limit} s)"
 
 
 def _launch(tmp_path, name: str, *options: str, **binding_extra) -> Watched:
@@ -42,23 +60,26 @@ def _launch(tmp_path, name: str, *options: str, **binding_extra) -> Watched:
     )
 
 
-def _check_failure(w: Watched, fault_time: float, code: int, message: str) -> str:
-    exit_code, end = w.wait(timeout=60)
+def _check_failure(
+    w: Watched, fault_time: float, code: int, message: str, timed: bool = False
+) -> str:
+    exit_code, end = w.wait(timeout=OUTER_S)
     pids = list(rank_pids(w.text("out")).values())
-    assert_all_gone(pids, within=0.5)
+    assert_all_gone(pids, within=_limit(timed, 0.5))
     assert exit_code == code, w.text()
     err = w.text("err")
     assert message in err, err
-    assert end - fault_time < LIMIT_S, f"took {end - fault_time:.1f} s"
+    _took(timed, end - fault_time)
     return err
 
 
-def test_rank_raising_stops_every_rank(tmp_path):
+@TIMED
+def test_rank_raising_stops_every_rank(tmp_path, timed):
     w = _launch(tmp_path, "raise")
     w.wait_for(r"ready rank=0")
     t = w.wait_for(r"ready rank=1")
     err = _check_failure(
-        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]"
+        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]", timed
     )
     # the last lines rank 1 printed: its traceback, not Gloo's connection lines
     assert "  RuntimeError: boom: rank 1 failed on purpose" in err
@@ -73,16 +94,22 @@ def test_rank_raising_stops_every_rank(tmp_path):
     assert "ttjax-run: exits: rank 0 " in err and ", rank 1 exited with code 1." in err
 
 
-def test_rank_killed_mid_collective_stops_every_rank(tmp_path):
+@TIMED
+def test_rank_killed_mid_collective_stops_every_rank(tmp_path, timed):
     w = _launch(tmp_path, "sigkill")
     w.wait_for(r"ready rank=0")
     t = w.wait_for(r"ready rank=1")
     _check_failure(
-        w, t, 128 + 9, "ttjax-run: rank 1 was killed by signal 9 (SIGKILL); stopped the other"
+        w,
+        t,
+        128 + 9,
+        "ttjax-run: rank 1 was killed by signal 9 (SIGKILL); stopped the other",
+        timed,
     )
 
 
-def test_rank_that_never_starts(tmp_path):
+@TIMED
+def test_rank_that_never_starts(tmp_path, timed):
     # Rank 1's interpreter cannot start (no standard library): it dies before joining the job,
     # while rank 0 waits for it in jax.distributed.initialize.
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"], env={1: {"PYTHONHOME": "/nonexistent"}})
@@ -90,13 +117,14 @@ def test_rank_that_never_starts(tmp_path):
     w = Watched([*argv[:3], "--verbose", *argv[3:]])
     t = w.wait_for(r"^ttjax-run: 2 ranks")
     err = _check_failure(
-        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]"
+        w, t, 1, "ttjax-run: rank 1 exited with code 1; stopped the other ranks [0]", timed
     )
     assert "[1,1]<stderr>:" in w.text("out") and "ready rank" not in w.text("out")
     assert "Fatal Python error" in err
 
 
-def test_ctrl_c_stops_every_rank(tmp_path):
+@TIMED
+def test_ctrl_c_stops_every_rank(tmp_path, timed):
     w = _launch(tmp_path, "spin")
     w.wait_for(r"ready rank=0")
     w.wait_for(r"ready rank=1")
@@ -104,18 +132,19 @@ def test_ctrl_c_stops_every_rank(tmp_path):
     assert len(pids) == 2 and all(os.path.exists(f"/proc/{p}") for p in pids)
     os.kill(w.proc.pid, signal.SIGINT)
     t = w.wait_for(r"interrupted")
-    code, end = w.wait(timeout=LIMIT_S)
+    code, end = w.wait(timeout=_limit(timed))
     assert code == 130
     assert "ttjax-run: interrupted; stopped ranks [0, 1]." in w.text("err")
-    assert_all_gone(pids, within=0.5)
-    assert end - t < LIMIT_S
+    assert_all_gone(pids, within=_limit(timed, 0.5))
+    _took(timed, end - t)
 
 
 def _stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
-def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path):
+@TIMED
+def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path, timed):
     """No launcher watching (as across hosts): rank 1 freezes mid-collective with its sockets
     open; rank 0 aborts once its heartbeats stop (timeout 3 s) instead of hanging."""
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
@@ -133,18 +162,20 @@ def test_heartbeat_fails_a_rank_whose_peer_vanished(tmp_path):
         deadline = time.monotonic() + 30
         while not _stopped(ranks[1].proc.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert _stopped(ranks[1].proc.pid), "rank 1 never froze"
         frozen = time.monotonic()
-        code0, end = ranks[0].wait(timeout=30)
+        code0, end = ranks[0].wait(timeout=_limit(timed, 30))
     finally:
         for r in ranks:
             r.kill()
     assert code0 != 0
-    assert end - frozen < 3 + 7, f"rank 0 took {end - frozen:.1f} s to notice"
+    _took(timed, end - frozen, 3 + 7)
     err = ranks[0].text("err")
     assert "stopped sending heartbeats" in err and "\n1\n" in err  # names task 1
 
 
-def test_program_missing_on_one_rank(tmp_path):
+@TIMED
+def test_program_missing_on_one_rank(tmp_path, timed):
     """Rank 1's program cannot even be executed: rank 0 (a plain sleep here) is stopped."""
     marker = tmp_path / "rank0-pid"
     launches = [
@@ -154,12 +185,12 @@ def test_program_missing_on_one_rank(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     start = time.monotonic()
     code = launch_local(launches, out=out, err=err)
-    assert time.monotonic() - start < LIMIT_S
+    _took(timed, time.monotonic() - start)  # rank 0 is stopped, not left to its sleep 30
     assert code == 127
     assert "ttjax-run: rank 1 could not start" in err.getvalue()
     assert "no-such-program" in err.getvalue() and "stopped the other ranks [0]" in err.getvalue()
     if marker.exists():  # rank 0 got as far as starting: it must be gone now
-        assert_all_gone([int(marker.read_text())], within=0.5)
+        assert_all_gone([int(marker.read_text())], within=_limit(timed, 0.5))
 
 
 def test_launcher_names_the_cause_not_the_peer_that_lost_it():
@@ -179,7 +210,8 @@ def test_launcher_names_the_cause_not_the_peer_that_lost_it():
     assert "  disk full" in err.getvalue()
 
 
-def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
+@TIMED
+def test_sigterm_to_the_launcher_stops_every_rank(tmp_path, timed):
     """SIGTERM is forwarded; ranks inside jax.distributed (whose preemption notifier swallows
     SIGTERM) still stop at once, and the launcher reports each rank's exit."""
     w = _launch(tmp_path, "spin")
@@ -188,17 +220,18 @@ def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
     pids = list(rank_pids(w.text("out")).values())
     sent = time.monotonic()
     os.kill(w.proc.pid, signal.SIGTERM)
-    code, end = w.wait(timeout=LIMIT_S)
+    code, end = w.wait(timeout=_limit(timed))
     assert code == 128 + signal.SIGTERM, w.text()
     err = w.text("err")
     assert "ttjax-run: terminated (SIGTERM); stopped ranks [0, 1]." in err, err
     assert "rank 0 exited with code 143, rank 1 exited with code 143" in err, err
     assert "SIGTERM; exiting (no graceful stop installed)" in w.text("out")
-    assert_all_gone(pids, within=0.5)
-    assert end - sent < LIMIT_S
+    assert_all_gone(pids, within=_limit(timed, 0.5))
+    _took(timed, end - sent)
 
 
-def test_rank_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
+@TIMED
+def test_rank_ignoring_sigterm_is_killed_after_the_grace(tmp_path, timed):
     b = write_bindings(tmp_path / "b.yaml", ["0", "1"])
     script = (
         'if [ "$TTJAX_PROCESS_ID" = 1 ]; then trap "" TERM; fi; '
@@ -211,16 +244,18 @@ def test_rank_ignoring_sigterm_is_killed_after_the_grace(tmp_path):
     pids = list(rank_pids(w.text("out")).values())
     sent = time.monotonic()
     os.kill(w.proc.pid, signal.SIGTERM)
-    code, end = w.wait(timeout=LIMIT_S)
+    code, end = w.wait(timeout=_limit(timed))
     assert code == 143
     err = w.text("err")
     assert "rank 0 was killed by signal 15 (SIGTERM)" in err, err
     assert "rank 1 was killed by signal 9 (SIGKILL) after the stop grace period" in err, err
-    assert_all_gone(pids, within=0.5)
-    assert 1 <= end - sent < LIMIT_S
+    assert_all_gone(pids, within=_limit(timed, 0.5))
+    assert end - sent >= 1  # the grace was given (a lower bound: no load breaks it)
+    _took(timed, end - sent)
 
 
-def test_kill_9_of_the_launcher_leaves_no_rank(tmp_path):
+@TIMED
+def test_kill_9_of_the_launcher_leaves_no_rank(tmp_path, timed):
     """The launcher dies without a word (kill -9, or the SSH session drops): the kernel's
     parent-death signal and the ranks' lifeline end them; nothing is orphaned."""
     w = _launch(tmp_path, "spin")
@@ -229,8 +264,8 @@ def test_kill_9_of_the_launcher_leaves_no_rank(tmp_path):
     pids = list(rank_pids(w.text("out")).values())
     assert len(pids) == 2 and all(alive(p) for p in pids)
     os.kill(w.proc.pid, signal.SIGKILL)
-    w.wait(timeout=5)
-    assert_all_gone(pids, within=LIMIT_S)
+    w.wait(timeout=_limit(timed, 5))
+    assert_all_gone(pids, within=_limit(timed))
 
 
 def test_rank_0_progress_is_live_and_gloo_stays_in_the_logs(tmp_path):
@@ -242,7 +277,7 @@ def test_rank_0_progress_is_live_and_gloo_stays_in_the_logs(tmp_path):
     w = Watched([*argv[:3], "--log-dir", str(tmp_path / "logs"), *argv[3:]])
     first = w.wait_for(r"^\[1,0\]<stdout>:train .* ([1-9]|10|11)/12$")
     done = w.wait_for(r"^\[1,0\]<stdout>:done rank=0$")
-    code, _ = w.wait(timeout=LIMIT_S)
+    code, _ = w.wait(timeout=OUTER_S)
     assert code == 0, w.text()
     assert done - first > 0.5, "the progress only appeared when the rank finished"
     out = w.text("out")

@@ -62,11 +62,9 @@ def test_rank_stops_gracefully_when_its_launcher_vanishes(tmp_path, how):
     w = Watched([sys.executable, "-c", PARENT, RANK, how, str(saved)], env=env)
     w.wait_for(r"child pid=")
     child = int(w.text("out").split("child pid=")[1].split()[0])
-    killed = time.monotonic()
     os.kill(w.proc.pid, signal.SIGKILL)
-    w.wait(timeout=5)
-    assert_all_gone([child], within=5)
-    assert time.monotonic() - killed < 5
+    w.wait(timeout=30)  # generous outer bounds: the events below are what is checked
+    assert_all_gone([child], within=30)
     assert saved.read_text() == "step 7"
     kept = log.read_text()
     assert "stop requested" in kept and "saved at the step boundary" in kept
@@ -74,25 +72,42 @@ def test_rank_stops_gracefully_when_its_launcher_vanishes(tmp_path, how):
         assert f"ttjax rank 3: the launcher (pid {w.proc.pid}) is gone; stopping" in kept
 
 
-@pytest.mark.parametrize(
-    ("mode", "code", "within", "said"),
-    [
-        ("plain", 143, (0, 1.5), "SIGTERM; exiting (no graceful stop installed)"),
-        ("stubborn", 143, (1, 3), "still running 1 s after SIGTERM; exiting"),
-    ],
-)
-def test_sigterm_ends_the_rank_within_the_grace(tmp_path, mode, code, within, said):
-    """No handler: SIGTERM ends the rank at once. A graceful handler whose loop never reaches
-    its stop ("stubborn": a step stuck in a collective) still ends within the grace."""
-    w = Watched([sys.executable, "-c", RANK, "1", mode, str(tmp_path / "saved")], env=child_env())
+SAID = {
+    "plain": "SIGTERM; exiting (no graceful stop installed)",
+    "stubborn": "still running 1 s after SIGTERM; exiting",
+}
+
+
+def _sigterm(tmp_path, mode: str, grace: int) -> float:
+    """SIGTERM a ready rank; check its exit code and what it said; return the seconds it took."""
+    argv = [sys.executable, "-c", RANK, str(grace), mode, str(tmp_path / "saved")]
+    w = Watched(argv, env=child_env())
     w.wait_for(r"ready rank=3")
     sent = time.monotonic()
     os.kill(w.proc.pid, signal.SIGTERM)
-    exit_code, end = w.wait(timeout=10)
-    assert exit_code == code
-    assert within[0] <= end - sent < within[1], f"took {end - sent:.2f} s"
-    assert f"ttjax rank 3: {said}" in w.text("err")
+    exit_code, end = w.wait(timeout=30)
+    assert exit_code == 143
+    assert f"ttjax rank 3: {SAID[mode].replace(' 1 s ', f' {grace} s ')}" in w.text("err")
     assert ("stop requested" in w.text("out")) == (mode == "stubborn")
+    return end - sent
+
+
+@pytest.mark.parametrize(("mode", "grace"), [("plain", 60), ("stubborn", 1)])
+def test_sigterm_ends_the_rank_within_the_grace(tmp_path, mode, grace):
+    """No handler: SIGTERM ends the rank at once, without its grace (60 s here, past the 30 s
+    the test waits). A graceful handler whose loop never reaches its stop ("stubborn": a step
+    stuck in a collective) still ends, once its grace is over (a lower bound no load breaks)."""
+    took = _sigterm(tmp_path, mode, grace)
+    if mode == "stubborn":
+        assert took >= grace, f"took {took:.2f} s"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "within"), [("plain", (0, 1.5)), ("stubborn", (1, 3))])
+def test_sigterm_timing(tmp_path, mode, within):
+    """The wall-clock figures (make test-all only: a loaded host can stretch them)."""
+    took = _sigterm(tmp_path, mode, 1)
+    assert within[0] <= took < within[1], f"took {took:.2f} s"
 
 
 # Two threads detach at once (the watch thread, and a signal handler's print on the main thread):

@@ -5,7 +5,9 @@ collective count; full-size models compiled on abstract inputs."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import jax
 import numpy as np
 import pytest
 from _reference import llama_teacher_forced, pcc
@@ -161,12 +163,11 @@ def test_dp_decode_step_has_no_collectives():
     assert sum(ttnn.inspect.inspect(fn, *args, **opts).collective_counts().values()) == 0
 
 
-@pytest.mark.parametrize("shape", [(2, 4), (8, 4)], ids=["t3000", "galaxy"])
-def test_llama_70b_abstract_inspection_is_fast_and_fits(shape):
-    mesh = mesh_of(shape)
+def _inspect_70b(shape: tuple[int, int]) -> tuple[Any, Any, float]:
+    """Llama-3.1-70B's decode step inspected on ``shape``: (report, inputs, seconds taken)."""
     start = time.perf_counter()
     fn, args, opts = decode_step(
-        mesh,
+        mesh_of(shape),
         config="llama-3.1-70b",
         batch=32,
         context=2048,
@@ -174,7 +175,22 @@ def test_llama_70b_abstract_inspection_is_fast_and_fits(shape):
         cache_dtype="bfloat8_b",
     )
     report = ttnn.inspect.inspect(fn, *args, **opts)
-    assert time.perf_counter() - start < 30
+    return report, args, time.perf_counter() - start
+
+
+@pytest.mark.slow
+def test_llama_70b_abstract_inspection_is_fast():
+    """The wall-clock figure (make test-all only: a loaded host can stretch it)."""
+    *_, seconds = _inspect_70b((8, 4))
+    assert seconds < 30, f"took {seconds:.1f} s"
+
+
+@pytest.mark.timeout(600)  # a generous outer bound; being abstract is what keeps it quick
+@pytest.mark.parametrize("shape", [(2, 4), (8, 4)], ids=["t3000", "galaxy"])
+def test_llama_70b_abstract_inspection_fits(shape):
+    report, args, _ = _inspect_70b(shape)
+    leaves = jax.tree_util.tree_leaves(args)  # no weight is made: 70B would not fit the host
+    assert leaves and all(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
     assert report.memory is not None
     counts = report.collective_counts()
     assert counts["all-reduce"] == 2 * 80 and counts["all-gather"] == 2  # 80 layers per step

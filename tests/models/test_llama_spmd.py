@@ -12,6 +12,7 @@ from models.llama.config import get_config
 from models.llama.reference import LlamaReference
 from models.llama.spmd import shard_llama_model, sharded_forward
 from models.llama.weights import random_weights
+from ttjax.errors import ShardingError
 
 TINY = get_config("tiny").with_(n_layers=1, name="tiny-1")
 P = jax.sharding.PartitionSpec
@@ -75,6 +76,9 @@ def test_transformers_llama_is_converted_and_sharded() -> None:
     got = np.asarray(sharded_forward(model, mesh, tokens))
     assert pcc(got, want) > 0.99
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
-    # torch tensors are accepted by mark_sharding directly (converted on the host)
-    emb = xs.mark_sharding(hf.model.embed_tokens.weight, mesh, (None, "model"))
-    np.testing.assert_array_equal(np.asarray(emb), hf.model.embed_tokens.weight.detach().numpy())
+    # a torch tensor on the host is refused, as torch-xla refuses it; its numpy copy is placed
+    with pytest.raises(ShardingError, match="Input tensor is not an XLA tensor: CPUFloatType"):
+        xs.mark_sharding(hf.model.embed_tokens.weight, mesh, (None, "model"))
+    host = hf.model.embed_tokens.weight.detach().numpy()
+    emb = xs.mark_sharding(host, mesh, (None, "model"))
+    np.testing.assert_array_equal(np.asarray(emb), host)

@@ -92,6 +92,26 @@ def _flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _rewrite_one_value(ckpt: Path) -> None:
+    """Change one float of step 6 by one ulp through tensorstore: the chunk is re-compressed into a
+    valid zstd frame and the OCDBT index updated, so the restore reads it without complaint and
+    only the fingerprint can tell (flipped bytes are caught earlier, by zstd)."""
+    import tensorstore as ts
+
+    base = f"file://{ckpt / '6' / 'state'}/"
+    keys = ts.KvStore.open({"driver": "ocdbt", "base": base}).result().list().result()
+    arrays = sorted(k.decode()[: -len("/.zarray")] for k in keys if k.endswith(b"/.zarray"))
+    for name in arrays:
+        spec = {"driver": "zarr", "kvstore": {"driver": "ocdbt", "base": base, "path": f"{name}/"}}
+        array = ts.open(spec).result()
+        values = np.array(array.read().result())
+        if values.dtype == np.float32 and values.size > 1:
+            values.flat[values.size // 2] = np.nextafter(values.flat[values.size // 2], np.inf)
+            array.write(values).result()
+            return
+    raise AssertionError(f"no float32 array in {base}: {arrays}")
+
+
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -100,6 +120,10 @@ DAMAGE = {
     "flipped_bytes": (
         _each(_flip),
         r"^(corrupt bytes: the values of \S+|missing or truncated chunk|missing file)",
+    ),
+    "rewritten_value": (
+        _rewrite_one_value,
+        r"^corrupt bytes: the values of \S+ differ from the fingerprint saved with them$",
     ),
     "truncated_chunk": (
         _each(_truncate),

@@ -276,8 +276,16 @@ def test_banner_of_a_tp_ddp_run_and_its_one_plan(tmp_path, capsys, monkeypatch):
     made = _plans_made(monkeypatch)
     assert nanogpt_train.cli([*argv, "--max-steps", "2"]) == 0
     assert [(d.shape, d.roles) for d in made] == [((2, 4), ("dp", "tp"))]
-    banner = capsys.readouterr().out.splitlines()[0]
+    lines = capsys.readouterr().out.splitlines()
+    banner = next(line for line in lines if " on mesh " in line)
+    places = next(line for line in lines if ": corpus" in line)
     assert "on mesh [2, 4]: DDP 2 over mesh axis 'dp', TP 4 over mesh axis 'tp', PP off" in banner
+    corpus = load_dataset(vocab_size=None)
+    tokens = len(corpus.train) + len(corpus.val)
+    assert places.startswith(
+        "python -m models.nanogpt.train: corpus: Python's documentation text (pydoc_data; "
+        f"data_path is empty; {tokens:,} tokens); logs in {str(tmp_path / 'out')!r}"
+    )
     assert "vocab 128," in banner and "steps 1..2 of 3" in banner
     assert "None" not in banner
     # The final checkpoint is at step 2: resuming and stopping at 1 would train nothing.
@@ -298,7 +306,7 @@ def test_fsdp_cp_run_with_mesh_shape_makes_one_plan(tmp_path, capsys, monkeypatc
     made = _plans_made(monkeypatch)
     assert nanogpt_train.cli([*argv, "--max-steps", "1", "--mesh-shape", "2x4"]) == 0
     assert [(d.shape, d.roles) for d in made] == [((2, 4), ("fsdp", "cp"))]
-    banner = capsys.readouterr().out.splitlines()[0]
+    banner = next(line for line in capsys.readouterr().out.splitlines() if " on mesh " in line)
     assert "FSDP 2 over mesh axis 'fsdp', CP 4 over mesh axis 'cp', TP off, PP off" in banner
 
 
@@ -391,3 +399,36 @@ def test_a_checkpoint_folder_that_cannot_be_made_stops_before_step_1(tmp_path, m
                 str(tmp_path / "afile" / "o"),
             ]
         )
+
+
+def test_a_run_started_elsewhere_says_what_it_reads_and_where_it_writes(
+    tmp_path, capsys, monkeypatch
+):
+    """Relative data_path, checkpoint_dir and the default --out are read from the current
+    folder (tt-train's and PyTorch's rule), not beside the config; the banner's second line names
+    the corpus and both folders, absolute. The run trains with TTML's SGD (momentum, nesterov)."""
+    configs, work = tmp_path / "configs", tmp_path / "work"
+    configs.mkdir()
+    work.mkdir()
+    corpus = work / "corpus.txt"
+    corpus.write_text(load_corpus()[:20_000])
+    path = _config(configs, "where", mesh=(1, 2))
+    doc = yaml.safe_load(path.read_text())
+    doc["training_config"].update(
+        checkpoint_dir="ckpts",
+        data_path="corpus.txt",
+        model_save_interval=1,
+        optimizer={"type": "SGD", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+    )
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.chdir(work)
+    assert nanogpt_train.cli(["--config", str(path), "--no-progress", "--max-steps", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tokens = len(CharTokenizer.train(corpus.read_text()).encode(corpus.read_text()))
+    assert next(line for line in lines if ": corpus" in line) == (
+        f"python -m models.nanogpt.train: corpus {str(corpus)!r} ({tokens:,} tokens); logs in "
+        f"{str(work / 'runs' / 'where')!r}; checkpoints in {str(work / 'ckpts')!r}"
+    )
+    assert (work / "runs" / "where" / "log.json").is_file()
+    assert [p.name for p in (work / "ckpts").iterdir()] == ["1"]
+    assert sorted(p.name for p in configs.iterdir()) == ["where.yaml"]

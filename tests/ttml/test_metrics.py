@@ -1,5 +1,8 @@
 """A run you can watch: the metrics line (terminal and ``train.log``), ``metrics.csv``, the MFU's
-peak, ``--set`` overrides, ``keep_checkpoints`` and ``--profile``, with output to a pipe."""
+peak, ``--set`` overrides, ``keep_checkpoints`` and ``--profile``, with output to a pipe; and the
+MFU's two figures checked by hand: the FLOPs of the step that runs (matmul counts of a tiny
+NanoGPT under DDP, TP, FSDP, CP, SP and PP; a pipeline's switch weighted by its schedule) and
+the peak of the mesh's own devices."""
 
 from __future__ import annotations
 
@@ -9,14 +12,25 @@ import os
 import re
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
-from _tiny import cli_config, cli_run
+import yaml
+from _tiny import cli_config, cli_run, dataset
+from jax import lax
 
+from models.nanogpt import train as nanogpt_train
 from models.nanogpt.train import cli
+from ttjax.inspect import report_compiled
+from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
+from ttjax.ttml.cli import model_vocab, train_step
 from ttjax.ttml.config import load_config, parse_override
 from ttjax.ttml.errors import TrainingConfigError
-from ttjax.ttml.metrics import MetricsLog, Peak, _cpu_peak
+from ttjax.ttml.metrics import MetricsLog, Peak, _cpu_peak, mesh_peak
+from ttjax.ttml.train import OptimizerSettings
+from ttjax.ttml.trainer import LoopSettings, Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,8 +92,160 @@ def test_cpu_peak_is_cores_times_clock_times_vector_flops(tmp_path):
     cores = len(os.sched_getaffinity(0))
     peak = _cpu_peak(str(info), 4)
     assert peak.flops == cores * 2000e6 * (2 * 2 * 8) / 4  # 2 FMA units x 8 fp32 lanes (avx2)
-    assert "avx2" in peak.source and "/ 4 host devices" in peak.source
+    assert "avx2" in peak.source and "/ 4 devices" in peak.source
     assert _cpu_peak(str(tmp_path / "missing"), 1).flops is None
+
+
+def test_the_peak_is_the_mesh_devices_own(tmp_path, monkeypatch):
+    """A CPU's peak is shared by the mesh's devices only (the 32 virtual devices of the test
+    process idle but for the mesh's), and the run's peak adds up the mesh's devices."""
+    monkeypatch.delenv("TTJAX_PEAK_FLOPS", raising=False)
+    info = tmp_path / "cpuinfo"
+    info.write_text("cpu MHz\t\t: 1000.0\nflags\t\t: fpu sse avx2 fma\n")
+    host = len(os.sched_getaffinity(0)) * 1000e6 * 32
+    devices = jax.devices()
+    for n in (1, 2, 8):
+        mesh = jax.sharding.Mesh(np.asarray(devices[:n]).reshape(1, n), ("a", "b"))
+        peak = mesh_peak(mesh, str(info))
+        assert peak.devices == n and peak.flops == pytest.approx(host / n)
+        assert peak.total == pytest.approx(host) and f"/ {n} devices" in peak.source
+    monkeypatch.setenv("TTJAX_PEAK_FLOPS", "1e12")
+    peak = mesh_peak(jax.sharding.Mesh(np.asarray(devices[:4]).reshape(2, 2), ("a", "b")))
+    assert (peak.flops, peak.devices, peak.total) == (1e12, 4, 4e12)
+
+
+def test_mfu_divides_by_the_mesh_peak_and_warns_above_100_percent(tmp_path):
+    printed: list[str] = []
+    peak = Peak(1e9, "CPU: test", devices=4)
+    log = MetricsLog(
+        tmp_path, log_every=1, last_step=3, flops_per_step=2e9, peak=peak, print_fn=printed.append
+    )
+    recs = [{**r, "step_s": 1.0} for r in _records(3)]
+    rows = [log.record(r) for r in recs]
+    assert rows[0]["mfu"] == pytest.approx(0.5)  # 2e9 FLOPs in 1 s over 4 x 1e9 FLOP/s
+    assert not any("warning" in x for x in printed)
+    log.flops_per_step = 8e9  # a count above what the devices can do in the time
+    assert log.record({**recs[1], "step": 2})["mfu"] == pytest.approx(2.0)
+    log.record({**recs[2], "step": 3})
+    log.close()
+    warned = [x for x in printed if x.startswith("warning: mfu 200.00% is above 100%")]
+    assert len(warned) == 1 and "turbo clock" in warned[0]  # said once, with why
+    assert "fix: set $TTJAX_PEAK_FLOPS" in warned[0]
+    assert "is above 100%" in (tmp_path / "train.log").read_text()
+
+
+def _tick_program(kinds: np.ndarray):
+    """A scan over ticks whose switch runs nothing, one or two [16, 32] @ [32, 32] matmuls."""
+
+    def f(x, w):
+        def idle(h):
+            return h
+
+        def one(h):
+            return h @ w
+
+        def two(h):
+            return (h @ w) @ w
+
+        def tick(h, k):
+            return lax.switch(k, [idle, one, two], h), None
+
+        return lax.scan(tick, x, jnp.asarray(kinds))[0]
+
+    x = jnp.ones((16, 32), jnp.float32)
+    return jax.jit(f).lower(x, jnp.ones((32, 32), jnp.float32)).compile()
+
+
+def test_branch_weights_count_the_branches_that_run():
+    """A conditional counts its costliest branch (an upper bound) unless the program says how
+    often each runs; then the count is exact: 2 x 16 x 32 x 32 FLOPs per matmul run."""
+    kinds = np.array([0, 1, 2, 1, 0, 0, 2, 1], np.int32)
+    compiled = _tick_program(kinds)
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
+    matmul = 2 * 16 * 32 * 32
+    upper = report_compiled(compiled, mesh=mesh).flops
+    assert upper == pytest.approx(len(kinds) * 2 * matmul, rel=0.01)
+
+    def weights(flops, loops):
+        return [float(np.mean(kinds == k)) for k in range(3)] if len(flops) == 3 else None
+
+    exact = report_compiled(compiled, mesh=mesh, branch_weights=weights).flops
+    ran = sum(int(k) for k in kinds) * matmul  # kind k runs k matmuls
+    assert exact == pytest.approx(ran, rel=0.01)
+
+
+# strategy -> (shipped config, pipeline settings): each trains the same tiny NanoGPT on an N300's
+# [1, 2] mesh (2 devices keep the compiles short; the count is per mesh, whatever its size).
+STRATEGIES = {
+    "ddp": ("training_nanogpt_ddp_1x8.yaml", None),
+    "tp": ("training_nanogpt_tp_ddp.yaml", None),
+    "fsdp": ("training_nanogpt_fsdp.yaml", None),
+    "cp": ("training_nanogpt_cp.yaml", None),
+    "tp_sp": ("training_nanogpt_tp_ddp_sp.yaml", None),
+    "pp": ("training_nanogpt_pp.yaml", {"num_microbatches": 2, "schedule": "1f1b"}),
+}
+D, HEADS, T, V, B = 256, 4, 16, 128, 8  # width, heads, context, vocabulary, global batch
+
+
+def _config(tmp: Path, strategy: str) -> tuple[Path, int]:
+    source, pipeline = STRATEGIES[strategy]
+    doc = yaml.safe_load((ROOT / "configs" / source).read_text())
+    t = doc["training_config"]
+    t.pop("model_config")
+    blocks = 2 if pipeline else 1
+    t.update(batch_size=B, checkpoint_dir=str(tmp / "ckpt"))
+    t["transformer_config"] = {
+        "model_type": "gpt2",
+        "num_heads": HEADS,
+        "embedding_dim": D,
+        "dropout_prob": 0.0,
+        "num_blocks": blocks,
+        "vocab_size": V,
+        "max_sequence_length": T,
+        "weight_tying": "enabled",
+        "positional_embedding_type": "trainable",
+        "runner_type": "default",  # no remat
+    }
+    doc["device_config"]["mesh_shape"] = [1, 2]
+    if pipeline:
+        pp = doc["multihost_config"]["pipeline_parallel_config"]
+        pp.update(pipeline, num_blocks=blocks, blocks_per_rank={0: 1, 1: 1})
+    path = tmp / f"{strategy}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path, blocks
+
+
+# PP (the schedule's weights) in `make test`; the others, 12 s of compiles each, in `make test-all`.
+@pytest.mark.parametrize(
+    "strategy", [s if s == "pp" else pytest.param(s, marks=pytest.mark.slow) for s in STRATEGIES]
+)
+def test_step_flops_match_the_matmuls_counted_by_hand(tmp_path, strategy, monkeypatch):
+    """What the trainer divides by (its ``_step_cost``) against a count by hand: per token, a
+    block's forward runs 24 d^2 (QKV, projection, MLP) + 4 T d (scores, values) matmul FLOPs
+    and the tied head 2 d V; training runs each forward 3 times (forward, two backward
+    matmuls), and 4 under PP, whose backward tick recomputes its stage's forward. The count
+    is of both devices, and at most 12% above the matmuls (norms, softmax, AdamW): the
+    pipeline's idle ticks and the first/last stage's embedding and head are not counted on
+    every stage, and no device's work is counted twice, or not at all."""
+    monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "n300_mesh_graph_descriptor.textproto")
+    path, blocks = _config(tmp_path, strategy)
+    run = load_config(path)
+    ctx = AutoContext.get_instance()
+    ctx.open_device(list(run.device.mesh_shape))
+    try:
+        par = ctx.initialize_parallelism_context(run.device.dims)
+        parts = nanogpt_train.build(run, par, model_vocab(run, par))
+        step = train_step(run, par, parts, OptimizerSettings.from_config(run))
+        state = step.init_state(parts.params)
+        settings = LoopSettings(batch_size=B, seq_len=T, max_steps=1, progress=False)
+        trainer = Trainer(step, dataset(), settings, tmp_path / "out")
+        flops, peak = trainer._step_cost(state)
+    finally:
+        ctx.close_device()
+    forward = B * T * (blocks * (24 * D * D + 4 * T * D) + 2 * D * V)
+    by_hand = (4 if strategy == "pp" else 3) * forward
+    assert by_hand <= flops <= 1.12 * by_hand, (flops, by_hand, flops / by_hand)
+    assert peak is not None and peak.devices == 2
 
 
 def test_set_overrides_are_checked_like_the_yaml(tmp_path):
@@ -123,7 +289,7 @@ def test_a_run_piped_without_matplotlib_shows_the_metrics_line_and_keeps_n_check
         assert re.search(r"tokens/s [\d,]+  mfu \d+\.\d\d%  memory [\d.]+ MiB/device", line)
     logged = (out / "train.log").read_text()
     assert all(line in logged for line in lines)
-    assert "peak" in logged and "host devices" in logged  # where the MFU's peak comes from
+    assert "peak" in logged and "/ 2 devices" in logged  # where the MFU's peak comes from
     with (out / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [float(r["loss"]) for r in rows] == [steps[n - 1]["loss"] for n in (2, 4, 6)]

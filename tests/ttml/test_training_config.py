@@ -439,7 +439,6 @@ def test_shipped_set() -> None:
         ({"stochastic_rounding": True}, {}, "optimizer.stochastic_rounding = true"),
         ({"kahan_summation": True}, {}, "optimizer.kahan_summation"),
         (None, {"use_kahan_summation": True}, "use_kahan_summation"),
-        ({"type": "SGD"}, {}, "optimizer.type = 'SGD' is not trained"),
     ],
 )
 def test_optimizer_keys_training_cannot_honour_are_refused(
@@ -455,6 +454,90 @@ def test_optimizer_keys_training_cannot_honour_are_refused(
     run = ttml.load_config(write(tmp_path, train))
     with pytest.raises(TrainingConfigError, match=re.escape(message) + r"(.|\n)*\nfix: "):
         OptimizerSettings.from_config(run)
+
+
+@pytest.mark.parametrize(
+    ("momentum", "dampening", "nesterov", "weight_decay"),
+    [
+        (0.0, 0.0, False, 0.0),
+        (0.9, 0.0, False, 0.01),
+        (0.9, 0.3, False, 0.05),
+        (0.8, 0.0, True, 0.1),
+    ],
+)
+def test_sgd_from_a_ttml_config_matches_torch_sgd(
+    tmp_path: Path, momentum: float, dampening: float, nesterov: bool, weight_decay: float
+) -> None:
+    """TTML's SGD block trains as torch.optim.SGD: 4 steps of the same gradients give the same
+    parameters (weight decay on the matrices only: torch given the same two groups)."""
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    import torch
+
+    from ttjax.ttml.train import make_optimizer
+
+    train = copy.deepcopy(BASE)
+    train["training_config"].update(scheduler_type="identity", use_clip_grad_norm=False)
+    train["training_config"]["optimizer"] = {
+        "type": "SGD",
+        "lr": 0.1,
+        "momentum": momentum,
+        "dampening": dampening,
+        "nesterov": nesterov,
+        "weight_decay": weight_decay,
+    }
+    settings = OptimizerSettings.from_config(ttml.load_config(write(tmp_path, train)))
+    assert (settings.sgd, settings.momentum, settings.dampening, settings.nesterov) == (
+        True,
+        momentum,
+        dampening,
+        nesterov,
+    )
+    rng = np.random.default_rng(0)
+    start = {"w": rng.normal(size=(3, 4)), "b": rng.normal(size=4)}
+    grads = [{k: rng.normal(size=v.shape) for k, v in start.items()} for _ in range(4)]
+
+    opt = make_optimizer(settings)
+    params = {k: jnp.asarray(v, jnp.float32) for k, v in start.items()}
+    state = opt.init(params)
+    for g in grads:
+        updates, state = opt.update(
+            {k: jnp.asarray(v, jnp.float32) for k, v in g.items()}, state, params
+        )
+        params = optax.apply_updates(params, updates)
+
+    tp = {k: torch.tensor(v, dtype=torch.float32, requires_grad=True) for k, v in start.items()}
+    ref = torch.optim.SGD(
+        [
+            {"params": [tp["w"]], "weight_decay": weight_decay},
+            {"params": [tp["b"]], "weight_decay": 0.0},
+        ],
+        lr=0.1,
+        momentum=momentum,
+        dampening=dampening,
+        nesterov=nesterov,
+    )
+    for g in grads:
+        for k, v in g.items():
+            tp[k].grad = torch.tensor(v, dtype=torch.float32)
+        ref.step()
+    for k in start:
+        np.testing.assert_allclose(
+            np.asarray(params[k]), tp[k].detach().numpy(), rtol=1e-5, atol=1e-6
+        )
+        assert not np.allclose(np.asarray(params[k]), start[k])
+
+
+def test_sgd_nesterov_needs_momentum_and_no_dampening(tmp_path: Path) -> None:
+    train = copy.deepcopy(BASE)
+    for opt in ({"momentum": 0.0}, {"momentum": 0.9, "dampening": 0.1}):
+        train["training_config"]["optimizer"] = {"type": "SGD", "nesterov": True, **opt}
+        with pytest.raises(
+            TrainingConfigError,
+            match=r"optimizer\.nesterov = true with momentum(.|\n)*Nesterov momentum requires(.|\n)*\nfix: ",
+        ):
+            ttml.load_config(write(tmp_path, train))
 
 
 def test_every_honoured_optimizer_key_reaches_the_settings(tmp_path: Path) -> None:

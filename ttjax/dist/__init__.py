@@ -17,6 +17,9 @@ Training in the global view (seed 003, sections 7.6-7.7): ``graph.training_step`
 ``tp x pp x dp`` mesh), driven by ``schedule.all_reduce_overlap`` and
 ``schedule.pipeline_microbatches``; ``all_reduce(..., local=...)`` is hierarchical.
 
+A dim that does not divide by its mesh axes is split unevenly, as XLA and torch-xla do: blocks of
+``ceil(n / k)``, the last ones padded (``dist.PaddedArray``; ``ttjax.dist.padded``).
+
 Everything lowers to ``jax.sharding`` (``NamedSharding``, ``shard_map``, ``jax.lax``
 collectives); sums follow ``ttjax.numerics``.
 """
@@ -25,6 +28,7 @@ from ttjax.dist import graph, nn, op, schedule
 from ttjax.dist.layout import REPLICATED, ShardSpec, as_dtype, tensor
 from ttjax.dist.logical import plan_of, shard_spec
 from ttjax.dist.mesh import Mesh, balanced_shape
+from ttjax.dist.padded import PaddedArray as PaddedArray
 from ttjax.dist.region import (
     all_gather,
     all_reduce,
@@ -39,14 +43,15 @@ from ttjax.dist.region import (
 __all__ = [
     "REPLICATED",
     "Mesh",
+    "PaddedArray",
     "ShardSpec",
     "all_gather",
     "all_reduce",
     "as_dtype",
     "axis_index",
     "balanced_shape",
-    "local",
     "graph",
+    "local",
     "nn",
     "op",
     "per_replica",

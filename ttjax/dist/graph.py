@@ -40,6 +40,7 @@ from ttjax import numerics
 from ttjax.dist import schedule as _schedule
 from ttjax.dist.layout import ShardSpec, tensor
 from ttjax.dist.mesh import Mesh
+from ttjax.dist.padded import PaddedArray
 from ttjax.errors import ConfigError, ShardingError
 
 #: The mesh axis a training step splits its batch over (DDP) when the mesh has it.
@@ -118,18 +119,18 @@ class Module:
             )
         self.mesh = mesh
         self.name = name
-        self._params: dict[str, jax.Array] = {}
+        self._params: dict[str, Any] = {}
         _modules[name] = self
 
     def parameter(
         self, name: str, shape: tuple[int, ...], layout: ShardSpec, init: Any, dtype: Any = "fp32"
-    ) -> jax.Array:
+    ) -> Any:
         """Create parameter ``name`` (a ``dist.tensor`` laid out by ``layout``) from ``init``."""
         self._params[name] = tensor(shape, layout=layout, mesh=self.mesh, dtype=dtype, init=init)
         return self._params[name]
 
     @property
-    def parameters(self) -> dict[str, jax.Array]:
+    def parameters(self) -> dict[str, Any]:
         """The parameters as created (a training step's updated ones live in its state)."""
         return dict(self._params)
 
@@ -149,7 +150,8 @@ class Module:
         """An array passed to the module (e.g. ``W``): trained by a step that calls the module
         with it, so read through here."""
         t = self._trace()
-        if t is None or not isinstance(value, jax.Array) or isinstance(value, jax.core.Tracer):
+        stored = value.storage if isinstance(value, PaddedArray) else value
+        if t is None or not isinstance(stored, jax.Array) or isinstance(stored, jax.core.Tracer):
             return value
         if t.values is None:
             known = t.inputs.setdefault(name, value)
@@ -233,7 +235,11 @@ def backward(loss: Any) -> Gradients:
     return Gradients()
 
 
-@partial(jax.tree_util.register_dataclass, data_fields=["params", "opt_state", "step"], meta_fields=["tx"])
+@partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["params", "opt_state", "step"],
+    meta_fields=["tx"],
+)
 @dataclass(frozen=True)
 class TrainState:
     """A training step's state (a pytree): parameters by name (the module's, and the arrays passed

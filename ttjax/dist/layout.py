@@ -4,7 +4,9 @@
 ...                 layout=dist.ShardSpec(partition=("row", "col"), mesh_axes=("tp", "dp")))
 
 ``"row"`` and ``"col"`` are a matrix's last two dims (dims -2 and -1); an int names any dim. A
-mesh-axis entry is an axis name, a tuple of names (major first) or None (replicated).
+mesh-axis entry is an axis name, a tuple of names (major first) or None (replicated). A dim that
+does not divide by its axes is split unevenly, as XLA and torch-xla split it (blocks of
+``ceil(n / k)``, the last ones padded): ``dist.tensor`` returns a ``PaddedArray`` then.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ttjax.dist.mesh import Mesh
+from ttjax.dist.padded import PaddedArray, padded_dim
 from ttjax.errors import ShardingError, UnsupportedDTypeError
 
 DTYPES: dict[str, Any] = {
@@ -124,17 +127,37 @@ class ShardSpec:
             if divisible and shape[d] % n:
                 raise ShardingError(
                     f"ShardSpec: dim {d} of shape {tuple(shape)} has size {shape[d]}, which does "
-                    f"not divide by the size {n} of mesh axes {names}.\nfix: make dim {d} a "
-                    f"multiple of {n}, or replicate it (mesh axis None)."
+                    f"not divide by the size {n} of mesh axes {names}, and a per-device region "
+                    f"(dist.local) would see the padding of the last blocks.\nfix: make dim {d} "
+                    f"a multiple of {n} (pad it to {padded_dim(shape[d], n)}), replicate it (mesh "
+                    "axis None), or use the tensor in the global view (jax.jit, "
+                    "graph.training_step), where XLA splits it unevenly."
                 )
             per_dim[d] = names
         return PartitionSpec(*(None if not a else a[0] if len(a) == 1 else a for a in per_dim))
+
+    def padded_shape(self, mesh: Mesh, shape: Sequence[int]) -> tuple[int, ...]:
+        """``shape`` with every split dim rounded up to a multiple of its mesh axes' size: the
+        global shape XLA stores (each device's block ``ceil(n / k)``, padded on the last ones)."""
+        spec = self.partition_spec(mesh, shape, divisible=False)
+        return tuple(
+            padded_dim(int(n), _ways(mesh, entry)) for n, entry in zip(shape, _entries(spec, shape))
+        )
 
     def __repr__(self) -> str:
         return f"ShardSpec(partition={self.partition!r}, mesh_axes={self.mesh_axes!r})"
 
 
 REPLICATED = ShardSpec()
+
+
+def _entries(spec: PartitionSpec, shape: Sequence[int]) -> list[Any]:
+    return [*spec, *[None] * (len(shape) - len(spec))]
+
+
+def _ways(mesh: Mesh, entry: Any) -> int:
+    names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+    return int(np.prod([mesh.axis_size(a) for a in names], dtype=np.int64))
 
 
 def to_partition_spec(
@@ -160,11 +183,17 @@ def tensor(
     mesh: Mesh | None = None,
     dtype: Any = "bf16",
     init: Any = None,
-) -> jax.Array:
+    abstract: bool = False,
+) -> jax.Array | PaddedArray | jax.ShapeDtypeStruct:
     """A global array of ``shape`` laid out on ``mesh`` by ``layout`` (Tessera's ``dist.tensor``).
 
     ``init``: None for zeros (made on the devices, no host copy), a host array of ``shape``, or a
-    callable ``init(shape, dtype)`` returning one.
+    callable ``init(shape, dtype)`` returning one. A dim that does not divide by its mesh axes is
+    split unevenly as XLA and torch-xla do (blocks of ``ceil(n / k)``, the last ones padded with
+    zeros): the result is then a :class:`~ttjax.dist.padded.PaddedArray` of logical ``shape``.
+    ``abstract=True`` allocates nothing: a ``jax.ShapeDtypeStruct`` with the sharding (in a
+    ``PaddedArray`` when uneven), for ``ttjax.inspect`` at full size (the seed's 100 000 x
+    100 000 ``W``).
     """
     if not isinstance(mesh, Mesh):
         raise ShardingError(
@@ -173,17 +202,35 @@ def tensor(
         )
     shape = tuple(int(s) for s in shape)
     dt = as_dtype(dtype)
-    sharding = NamedSharding(mesh.jax_mesh, to_partition_spec(layout, mesh, shape))
-    if init is None:
-        return jax.jit(lambda: jnp.zeros(shape, dt), out_shardings=sharding)()
-    host = init(shape, dt) if isinstance(init, Callable) else init  # type: ignore[arg-type]
-    host = np.asarray(host)
-    if host.shape != shape:
-        raise ShardingError(
-            f"dist.tensor: init has shape {host.shape}, but shape={shape}.\n"
-            "fix: pass an array (or an init that returns one) of exactly that shape."
-        )
-    return jax.device_put(host.astype(dt), sharding)
+    spec = to_partition_spec(layout, mesh, shape, divisible=False)
+    padded = tuple(padded_dim(n, _ways(mesh, e)) for n, e in zip(shape, _entries(spec, shape)))
+    sharding = NamedSharding(mesh.jax_mesh, spec)
+    if abstract:
+        storage: Any = jax.ShapeDtypeStruct(padded, dt, sharding=sharding)
+    elif init is None:
+        storage = jax.jit(lambda: jnp.zeros(padded, dt), out_shardings=sharding)()
+    else:
+        host = init(shape, dt) if isinstance(init, Callable) else init  # type: ignore[arg-type]
+        host = np.asarray(host)
+        if host.shape != shape:
+            raise ShardingError(
+                f"dist.tensor: init has shape {host.shape}, but shape={shape}.\n"
+                "fix: pass an array (or an init that returns one) of exactly that shape."
+            )
+        host = host.astype(dt)
+        if padded != shape:
+            host = np.pad(host, [(0, p - n) for n, p in zip(shape, padded)])
+        storage = jax.device_put(host, sharding)
+    if padded == shape:
+        return storage
+    return PaddedArray(storage, shape, mesh.jax_mesh, spec)
 
 
-__all__ = ["DTYPES", "REPLICATED", "ShardSpec", "as_dtype", "tensor", "to_partition_spec"]
+__all__ = [
+    "DTYPES",
+    "REPLICATED",
+    "ShardSpec",
+    "as_dtype",
+    "tensor",
+    "to_partition_spec",
+]

@@ -24,8 +24,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ttjax.dist import graph, op
-from ttjax.dist import schedule as _schedule
+from ttjax.dist import graph, op, schedule as _schedule
 from ttjax.dist.layout import REPLICATED, ShardSpec
 from ttjax.dist.mesh import Mesh
 from ttjax.errors import ConfigError, ShardingError
@@ -109,7 +108,9 @@ class Transformer(graph.Module):
             self.parameter(f"layers.{key}", shape, layout, init, dtype)
         self.parameter("norm", (D,), REPLICATED, np.ones((D,), np.float32), dtype)
         embed = rng.standard_normal((vocab, D)).astype(np.float32)
-        self.parameter("embed", (vocab, D), ShardSpec(partition=("row",), mesh_axes=(tpa,)), embed, dtype)
+        self.parameter(
+            "embed", (vocab, D), ShardSpec(partition=("row",), mesh_axes=(tpa,)), embed, dtype
+        )
         self.overlapped = tuple(f"layers.{k}" for k in _LAYER)
 
     def _block(self, x: Any, w: dict[str, Any]) -> Any:

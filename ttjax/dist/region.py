@@ -26,6 +26,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from ttjax import numerics
 from ttjax.dist.layout import ShardSpec, to_partition_spec
 from ttjax.dist.mesh import Mesh
+from ttjax.dist.padded import PaddedArray
 from ttjax.errors import CCLError, ShardingError
 
 _regions = threading.local()
@@ -75,6 +76,22 @@ def _specs(mesh: Mesh, layouts: Any, args: Any, infer: bool, divisible: bool = T
     )
 
 
+def _refuse_uneven(args: Any) -> None:
+    paths = jax.tree_util.tree_flatten_with_path(
+        args, is_leaf=lambda x: isinstance(x, PaddedArray)
+    )[0]
+    for path, x in paths:
+        if isinstance(x, PaddedArray):
+            raise ShardingError(
+                f"dist.local: argument args{jax.tree_util.keystr(path)} of shape {x.shape} is "
+                f"split unevenly by {x.spec} (blocks of {x.shard_shape}, stored as "
+                f"{x.padded_shape}); a per-device region would see the zero padding of the last "
+                "blocks as data.\nfix: make its split dims multiples of their mesh axes (e.g. "
+                f"dist.tensor({x.padded_shape}, ...) and mask the padding yourself), or use it in "
+                "the global view (jax.jit, graph.training_step), where XLA keeps the padding out."
+            )
+
+
 def local(
     fn: Callable[..., Any] | None = None,
     *,
@@ -109,6 +126,7 @@ def local(
 
     @functools.wraps(fn)
     def run(*args: Any) -> Any:
+        _refuse_uneven(args)
         in_specs = _specs(mesh, in_layouts, args, infer=True)
         leaves, tree = jax.tree.flatten(args)
         key = (

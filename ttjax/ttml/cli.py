@@ -28,11 +28,12 @@ import jax
 
 from ttjax._src.core.cli import DEBUG_ENV, debug_requested, report_errors
 from ttjax.errors import ConfigError, MeshShapeError, TTJaxError
+from ttjax.ttml import memory
 from ttjax.ttml.autograd import AutoContext
 from ttjax.ttml.checkpoint import Checkpointer
 from ttjax.ttml.config import PipelineParallelConfig, RunConfig, load_config, validate_batch
 from ttjax.ttml.context import ParallelismContext
-from ttjax.ttml.data import load_dataset
+from ttjax.ttml.data import TokenDataset, load_dataset
 from ttjax.ttml.errors import TrainingConfigError
 from ttjax.ttml.pipeline import Pipeline
 from ttjax.ttml.pipeline_train import PipelineTrainStep, make_pp_optimizer
@@ -174,6 +175,19 @@ def tokenizer_file(run: RunConfig) -> Path | None:
     return next((p for p in places if p.is_file()), None)
 
 
+def places_line(data_path: str, data: TokenDataset, out: Path, ckpt: Checkpointer) -> str:
+    """The banner's second line: the corpus read and the folders written, absolute. Relative
+    ``data_path``, ``--out`` and ``checkpoint_dir`` are read from the current folder, as tt-train
+    and PyTorch scripts read theirs, so a run started elsewhere says where its files go."""
+    tokens = f"{len(data.train) + len(data.val):,} tokens"
+    corpus = (
+        f"corpus {str(Path(os.path.expanduser(data_path)).resolve())!r} ({tokens})"
+        if data_path
+        else f"corpus: Python's documentation text (pydoc_data; data_path is empty; {tokens})"
+    )
+    return f"{corpus}; logs in {str(out.resolve())!r}; checkpoints in {str(ckpt.directory)!r}"
+
+
 def bpe_size(run: RunConfig) -> int:
     """The size of a BPE trained on the corpus: ``vocab_size`` when the file wrote one above the
     256 byte tokens, else 512."""
@@ -243,10 +257,15 @@ def pipeline_step(
 
 
 def train_step(
-    run: RunConfig, par: ParallelismContext, parts: ModelParts, opt: OptimizerSettings
+    run: RunConfig,
+    par: ParallelismContext,
+    parts: ModelParts,
+    opt: OptimizerSettings,
+    micro_batch: int | None = None,
 ) -> BaseTrainStep:
     """The train step of ``run``: pipelined (:func:`pipeline_step`) when ``enable_pp`` is set,
-    else plain (:class:`TrainStep` on the model's layout and ``par``'s plan)."""
+    else plain (:class:`TrainStep` on the model's layout and ``par``'s plan; ``micro_batch``
+    sequences per device at once, as :func:`ttjax.ttml.memory.preflight` picks it)."""
     if run.device.enable_pp:
         return pipeline_step(run, par, parts, opt)
     return TrainStep(
@@ -257,6 +276,7 @@ def train_step(
         accum=run.training.gradient_accumulation_steps,
         schedule=opt.schedule(),
         clip_norm=opt.clip_grad_norm_max_norm,
+        micro_batch=micro_batch,
     )
 
 
@@ -375,7 +395,12 @@ def parse_args(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
         help="stop after this step (1 .. training_config.max_steps; the schedule is unchanged)",
     )
     p.add_argument("--mesh-shape", default=None, help="override device_config.mesh_shape, e.g. 1x8")
-    p.add_argument("--out", default=None, help="log/plot folder (default runs/<project_name>)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="log/plot folder (default runs/<project_name>; relative paths, and "
+        "training_config.checkpoint_dir, are from the current folder, as in tt-train)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--set",
@@ -471,7 +496,15 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 f"vocab_size {run.model.vocab_size} -> {vocab})"
             )
         parts = build(run, par, vocab)
-        step = train_step(run, par, parts, opt)
+        step = memory.preflight(  # every rank: it agrees the host figures over the processes
+            train_step(run, par, parts, opt),
+            lambda mb: train_step(run, par, parts, opt, micro_batch=mb),
+            parts.params,
+            t.batch_size,
+            run.model.max_sequence_length,
+            where=str(run.path),
+            report=print if jax.process_index() == 0 else None,
+        )
         loop = LoopSettings(
             batch_size=t.batch_size,
             seq_len=run.model.max_sequence_length,
@@ -518,11 +551,12 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 + (f", resumed at step {int(state.step)}" if args.resume else "")
                 + ("" if loop.eval_every else "; validation off (eval_every: 0)")
                 + (
-                    f"; compute {t.compute_dtype} (float32 master weights and AdamW state)"
+                    f"; compute {t.compute_dtype} (float32 master weights and optimizer state)"
                     if t.compute_dtype != "float32"
                     else ""
                 )
             )
+            print(f"{prog}: {places_line(t.data_path, data, out, ckpt)}")
         state, history = trainer.run(state, history)
         ckpt.close()
         last = history[-1] if history else {}
@@ -574,6 +608,7 @@ __all__ = [
     "note_dropout",
     "parse_mesh_shape",
     "pipeline_step",
+    "places_line",
     "refuse_ignored_keys",
     "run_cli",
     "strategies",

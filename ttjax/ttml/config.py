@@ -223,8 +223,9 @@ class OptimizerConfig:
     """``training_config.optimizer``; ``lr``/``weight_decay`` default to the training config's.
 
     Read as TTML reads it; training (``OptimizerSettings.from_config``) runs every AdamW type as
-    optax AdamW (the variants differ in TT kernels only), AMSGrad's when ``amsgrad``, and refuses
-    SGD, NoOp, ``stochastic_rounding`` and ``kahan_summation`` rather than ignore them.
+    optax AdamW (the variants differ in TT kernels only), AMSGrad's when ``amsgrad``, SGD and
+    SGDComposite as TTML's SGD (momentum, dampening, nesterov, coupled weight decay), NoOp as no
+    update, and refuses ``stochastic_rounding`` and ``kahan_summation`` rather than ignore them.
     """
 
     type: str = _checked_field("AdamW", _choice(*OPTIMIZER_TYPES))
@@ -487,6 +488,13 @@ def _optimizer(raw: Any, where: str, training: dict[str, Any]) -> OptimizerConfi
             f"{where}: {', '.join(given)} do(es) not apply to optimizer type {opt.type!r}.\n"
             f"fix: remove {', '.join(given)}, or pick a type they belong to "
             f"({'SGD' if opt.is_adamw else 'AdamW'})."
+        )
+    if opt.nesterov and (opt.momentum <= 0 or opt.dampening != 0):
+        raise TrainingConfigError(
+            f"{where}.nesterov = true with momentum = {opt.momentum} and dampening = "
+            f"{opt.dampening}: Nesterov momentum requires a momentum and zero dampening "
+            "(torch.optim.SGD's rule; TTML's SGD would run it without them).\n"
+            "fix: set momentum above 0 and dampening: 0, or nesterov: false."
         )
     return dataclasses.replace(
         opt,

@@ -4,11 +4,13 @@ steps (loss, lr, grad norm, tokens/s, MFU, memory per device) on the terminal an
 
 The lines go through the ``logging`` module (logger ``ttjax.ttml.metrics``), so they reach the
 terminal and the file whether or not a terminal is attached; with a rich progress bar on screen
-they print above it. MFU is the compiled step's FLOPs per device (``ttjax.inspect``: XLA's own
-count, with loop bodies counted per trip) over the step time and the device's peak
-(:func:`peak_flops`, which says where its figure comes from).
+they print above it. MFU is the FLOPs of the step that ran, on all of the mesh's devices
+(:func:`step_flops`: ``ttjax.inspect``'s count of the compiled step, loop bodies once per trip),
+over the step time and the peak of the mesh's own devices (:func:`mesh_peak`: one device's peak,
+which says where its figure comes from, times the mesh's device count). A line above 100% comes
+with a warning saying which figure is an estimate.
 
->>> log = MetricsLog(out_dir, log_every=10, flops_per_step=2.1e9, peak=peak_flops())
+>>> log = MetricsLog(out_dir, log_every=10, flops_per_step=2.1e9, peak=mesh_peak(mesh))
 >>> log.record(rec)            # every step; prints and writes every 10th
 >>> log.close()
 """
@@ -16,9 +18,11 @@ count, with loop bodies counted per trip) over the step time and the device's pe
 from __future__ import annotations
 
 import csv
+import hashlib
 import logging
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
-from ttjax.inspect import report_compiled
+from ttjax.inspect import BranchWeights, report_compiled
 
 PEAK_ENV = "TTJAX_PEAK_FLOPS"  # FLOP/s of one device: overrides the table and the CPU estimate
 # Dense bf16 tensor-core peaks (FLOP/s) by device-kind substring, first match wins (the vendors'
@@ -48,19 +53,29 @@ _GIB = 1024**3
 
 @dataclass(frozen=True)
 class Peak:
-    """One device's peak FLOP/s and where the figure comes from (printed beside the MFU)."""
+    """One device's peak FLOP/s, where the figure comes from (printed beside the MFU), and how
+    many such devices the run's peak adds up (the mesh's; 1 for one device)."""
 
     flops: float | None
     source: str
+    devices: int = 1
+
+    @property
+    def total(self) -> float | None:
+        """The peak FLOP/s of all ``devices`` together (None when unknown)."""
+        return None if self.flops is None else self.flops * self.devices
 
 
-def peak_flops(device: Any = None, cpuinfo: str = "/proc/cpuinfo") -> Peak:
+def peak_flops(
+    device: Any = None, cpuinfo: str = "/proc/cpuinfo", sharing: int | None = None
+) -> Peak:
     """The peak FLOP/s of ``device`` (default: the first): ``$TTJAX_PEAK_FLOPS``, a GPU's dense
     bf16 data-sheet figure, or for XLA's host devices the CPU's fp32 vector peak (cores x clock x
-    FLOPs per cycle, from ``/proc/cpuinfo``) shared by the host devices.
+    FLOPs per cycle, from ``/proc/cpuinfo``) shared by the ``sharing`` host devices that run the
+    program (default: every local CPU device; :func:`mesh_peak` passes the mesh's).
 
-    >>> peak_flops().source
-    'CPU: 2 cores x 2596 MHz x 64 FLOP/cycle (2 FMA units x 16 fp32 lanes, avx512f) / 8 host devices'
+    >>> peak_flops(sharing=8).source
+    'CPU: 2 cores x 2596 MHz x 64 FLOP/cycle (2 FMA units x 16 fp32 lanes, avx512f) / 8 devices'
     """
     device = device or jax.devices()[0]
     if os.environ.get(PEAK_ENV):
@@ -74,7 +89,40 @@ def peak_flops(device: Any = None, cpuinfo: str = "/proc/cpuinfo") -> Peak:
         if value is None:
             return Peak(None, f"no peak known for {kind!r}: set ${PEAK_ENV}")
         return Peak(value, f"{kind} dense bf16 data sheet")
-    return _cpu_peak(cpuinfo, sum(d.platform == "cpu" for d in jax.local_devices()))
+    if sharing is None:
+        sharing = sum(d.platform == "cpu" for d in jax.local_devices())
+    return _cpu_peak(cpuinfo, sharing)
+
+
+def mesh_peak(mesh: Any, cpuinfo: str = "/proc/cpuinfo") -> Peak:
+    """The peak of ``mesh``'s own devices: one device's :func:`peak_flops` with ``devices`` =
+    the mesh's device count. On XLA's host devices a CPU's peak is shared by the mesh's devices
+    on that host only (devices outside the mesh idle), counting every process on this host.
+
+    Under several processes this is a collective (an all-gather of host names): call it on
+    every process.
+    """
+    devices = list(np.asarray(mesh.devices).flat)
+    first = devices[0]
+    sharing = None
+    if first.platform == "cpu":
+        here = _same_host_processes()
+        sharing = sum(d.process_index in here for d in devices)
+    peak = peak_flops(first, cpuinfo, sharing=sharing)
+    return Peak(peak.flops, peak.source, devices=len(devices))
+
+
+def _same_host_processes() -> set[int]:
+    """The processes of the job running on this host (this one alone with one process)."""
+    me = jax.process_index()
+    if jax.process_count() == 1:
+        return {me}
+    from jax.experimental import multihost_utils
+
+    digest = hashlib.sha256(socket.gethostname().encode()).digest()
+    mine = np.frombuffer(digest[:4], np.int32)  # int32: the all-gather's without jax_enable_x64
+    hosts = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1)
+    return {int(p) for p in np.flatnonzero(hosts == hosts[me])}
 
 
 def bf16_peak(device_kind: str) -> float | None:
@@ -106,17 +154,39 @@ def _cpu_peak(cpuinfo: str, n_devices: int) -> Peak:
     return Peak(
         total / n,
         f"CPU: {cores} cores x {max(mhz):.0f} MHz x {per_cycle} FLOP/cycle ({fma} FMA units x "
-        f"{lanes} fp32 lanes, {isa}) / {n} host devices",
+        f"{lanes} fp32 lanes, {isa}) / {n} devices",
     )
 
 
-def step_flops(compiled: Any, mesh: Any) -> float | None:
-    """FLOPs of one device for one run of ``compiled`` (a jitted step's ``lower(...).compile()``),
-    counted by ``ttjax.inspect`` (loop bodies once per trip); None when XLA gives no count."""
+def step_flops(
+    compiled: Any, mesh: Any, branch_weights: BranchWeights | None = None
+) -> float | None:
+    """FLOPs of one run of ``compiled`` (a jitted step's ``lower(...).compile()``) on all of
+    ``mesh``'s devices: ``ttjax.inspect``'s count of one device's program (loop bodies once per
+    trip) times the device count. A conditional counts its most expensive branch unless
+    ``branch_weights`` says how often each branch runs (the pipeline's schedule does); None when
+    XLA gives no count."""
     try:
-        return report_compiled(compiled, mesh=mesh, name="train step").flops
+        report = report_compiled(
+            compiled, mesh=mesh, name="train step", branch_weights=branch_weights
+        )
     except Exception:  # a backend without an HLO text or a cost model: no MFU, training goes on
         return None
+    if report.flops is None:
+        return None
+    return float(report.flops) * int(np.asarray(mesh.devices).size)
+
+
+def mfu_line(log_every: int, log: MetricsLog, flops: float | None, peak: Peak | None) -> str:
+    """The line that opens a run's metrics: where they go and what the MFU divides."""
+    count = "unknown" if flops is None else f"{flops:.4g}"
+    top = "unknown" if peak is None or peak.flops is None else f"{peak.flops:.4g}"
+    n = peak.devices if peak else "?"
+    return (
+        f"metrics every {log_every} steps (also in {log.log_path} and {log.csv_path}); "
+        f"mfu = {count} FLOPs per step (the compiled step, all {n} devices of the mesh) / step "
+        f"time / ({n} devices x peak {top} FLOP/s per device: {peak.source if peak else 'none'})"
+    )
 
 
 def memory_per_device() -> tuple[float, str]:
@@ -187,6 +257,7 @@ class MetricsLog:
         self.flops_per_step, self.peak = flops_per_step, peak
         self.log_path, self.csv_path = self.out_dir / "train.log", self.out_dir / "metrics.csv"
         self._window: list[dict[str, Any]] = []
+        self._warned = False  # the warning of an MFU above 100% is given once
         self.logger = logging.getLogger(f"ttjax.ttml.metrics.{id(self)}")
         self.logger.setLevel(logging.INFO)
         self.logger.propagate = False
@@ -236,14 +307,32 @@ class MetricsLog:
             "mfu": None,
             "memory_gib_per_device": None,
         }
-        if self.flops_per_step and self.peak and self.peak.flops:
-            row["mfu"] = self.flops_per_step * len(window) / max(seconds, 1e-9) / self.peak.flops
+        if self.flops_per_step and self.peak and self.peak.total:
+            row["mfu"] = self.flops_per_step * len(window) / max(seconds, 1e-9) / self.peak.total
+            if row["mfu"] > 1 and not self._warned:
+                self._warned = True
+                self.logger.warning(self.over_line(row["mfu"]))
         mem, how = memory_per_device()
         row["memory_gib_per_device"] = mem / _GIB
         self.logger.info(self.line(row, how))
         self._csv.writerow({k: "" if v is None else v for k, v in row.items()})
         self._csv_file.flush()
         return row
+
+    def over_line(self, mfu: float) -> str:
+        """Why an MFU above 100% is possible: the peak is an estimate, or the FLOPs are not."""
+        peak = self.peak or Peak(None, "none")
+        why = (
+            "the peak is the CPU's estimate from /proc/cpuinfo, whose clock is the current one, "
+            "not the turbo clock the cores may run at"
+            if peak.source.startswith("CPU")
+            else f"the peak ({peak.source}) is below what this device reaches"
+        )
+        return (
+            f"warning: mfu {100 * mfu:.2f}% is above 100%: {why}, or the step's FLOP count "
+            f"({self.flops_per_step:.4g} per step) counts work that did not run (a conditional's "
+            f"costliest branch).\nfix: set ${PEAK_ENV} to this device's measured peak FLOP/s."
+        )
 
     def line(self, row: dict[str, Any], memory_source: str = "live arrays") -> str:
         """``step 20/300  loss 2.8412  val 2.9001  lr 2.95e-03  grad_norm 0.8120  tokens/s 1,234
@@ -275,6 +364,8 @@ __all__ = [
     "Peak",
     "bf16_peak",
     "memory_per_device",
+    "mesh_peak",
+    "mfu_line",
     "peak_flops",
     "step_flops",
 ]

@@ -58,6 +58,7 @@ from ttjax.plan import ParallelDims, average_gradients, gather_sharded
 from ttjax.ttml.schedule import (
     BACKWARD,
     FORWARD,
+    IDLE,
     SCHEDULES,
     ScheduleTable,
     block_layout,
@@ -311,6 +312,23 @@ class Pipeline:
     @property
     def even(self) -> bool:
         return len(set(self.stage_sizes)) == 1
+
+    def branch_weights(self, flops: list[float], loops: int) -> list[float] | None:
+        """How often each branch of the step's conditionals runs, averaged over the mesh's
+        devices (``ttjax.inspect.BranchWeights``), so that MFU counts what the schedule runs:
+        the tick's switch (idle, forward, backward) by the table's share of each kind; the
+        embedding or head (the costlier branch of a stage's ``first``/``last`` test) on one
+        stage of ``p``; inside the slot scan, a block by the share of live (unpadded) slots."""
+        if len(flops) == 3:
+            kinds = self.table.kinds
+            return [float(np.mean(kinds == k)) for k in (IDLE, FORWARD, BACKWARD)]
+        if len(flops) != 2:
+            return None
+        share = 1.0 / self.num_stages
+        if loops > 0 and not self.even:
+            share = float(np.mean(block_layout(self.stage_sizes)[1]))
+        heavy = int(flops[1] >= flops[0])
+        return [share if i == heavy else 1.0 - share for i in range(2)]
 
     # -- parameters ------------------------------------------------------------------------
 

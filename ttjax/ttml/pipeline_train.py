@@ -71,6 +71,7 @@ class PipelineTrainStep(BaseTrainStep):
         )
         self.pipe, self.split = pipe, split
         self.batch_spec = P(None, *pipe.data_spec, None)
+        self.branch_weights = pipe.branch_weights  # MFU counts the branches the schedule runs
         self._grads = self._pipeline_grads
         self._eval = jax.jit(self._eval_loss)
 

@@ -55,7 +55,7 @@ class TrainingDivergedError(TTJaxError, FloatingPointError):
 
 @dataclass(frozen=True)
 class OptimizerSettings:
-    """AdamW and its schedule (TTML's ``optimizer:`` block and ``scheduler_type``).
+    """AdamW or SGD and the schedule (TTML's ``optimizer:`` block and ``scheduler_type``).
 
     ``amsgrad`` divides by the running maximum of the raw second moment, bias-corrected after
     the maximum, as PyTorch's ``AdamW(amsgrad=True)`` and TT-NN's ``moreh_adamw`` compute it
@@ -74,12 +74,23 @@ class OptimizerSettings:
     clip_grad_norm_max_norm: float | None = 1.0
     amsgrad: bool = False  # last: positional callers keep their meaning
     no_op: bool = False  # TTML's NoOp optimizer (use_no_op): the parameters are never updated
+    sgd: bool = False  # TTML's SGD / SGDComposite instead of AdamW (:func:`sgd_momentum`)
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.amsgrad, bool):
             raise ConfigError(
                 f"OptimizerSettings: amsgrad={self.amsgrad!r} is not a bool.\n"
                 "fix: pass amsgrad=True or amsgrad=False."
+            )
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise ConfigError(
+                f"OptimizerSettings: nesterov=True with momentum={self.momentum} and "
+                f"dampening={self.dampening}: Nesterov momentum requires a momentum and zero "
+                "dampening (torch.optim.SGD's rule).\n"
+                "fix: set momentum > 0 and dampening 0, or nesterov=False."
             )
         if self.scheduler_type not in SCHEDULERS:
             raise ConfigError(
@@ -92,18 +103,13 @@ class OptimizerSettings:
         """Read a TTML ``RunConfig``: the optimizer block, scheduler_config and clipping keys.
 
         Every optimizer key is honoured or refused: the AdamW types, ``lr``, betas, ``epsilon``,
-        ``weight_decay`` and ``amsgrad`` are honoured, NoOp leaves the parameters as they are;
-        SGD, ``stochastic_rounding`` and
-        ``kahan_summation`` (bfloat16 rounding fixes; ttjax keeps float32 state) are refused.
+        ``weight_decay`` and ``amsgrad`` are honoured; SGD and SGDComposite run TTML's SGD
+        (``momentum``, ``dampening``, ``nesterov``, coupled ``weight_decay``); NoOp leaves the
+        parameters as they are; ``stochastic_rounding`` and ``kahan_summation`` (bfloat16
+        rounding fixes; ttjax keeps float32 state) are refused.
         """
         t, opt, sched = run.training, run.training.optimizer, run.scheduler
         lr = t.learning_rate if opt is None or opt.lr is None else opt.lr
-        if opt is not None and not opt.is_adamw and opt.type != "NoOp":
-            raise TrainingConfigError(
-                f"{run.path}: training_config.optimizer.type = {opt.type!r} is not trained by "
-                "ttjax.ttml yet.\nfix: type: AdamW (or AdamWFullPrecision / MorehAdamW / "
-                "AdamWComposite, which run the same float32 AdamW)."
-            )
         refused = {
             "stochastic_rounding": "training_config.optimizer.stochastic_rounding",
             "kahan_summation": "training_config.optimizer.kahan_summation (or "
@@ -131,6 +137,10 @@ class OptimizerSettings:
             min_lr=sched.min_lr,
             clip_grad_norm_max_norm=t.clip_grad_norm_max_norm if t.use_clip_grad_norm else None,
             no_op=opt is not None and opt.type == "NoOp",
+            sgd=opt is not None and opt.is_sgd,
+            momentum=0.0 if opt is None else opt.momentum,
+            dampening=0.0 if opt is None else opt.dampening,
+            nesterov=opt is not None and opt.nesterov,
         )
 
     def schedule(self) -> optax.Schedule:
@@ -207,6 +217,47 @@ def scale_by_amsgrad(
     return optax.GradientTransformation(init, update)
 
 
+class SgdMomentumState(NamedTuple):
+    """SGD's momentum buffer (``theta`` in TTML, ``momentum_buffer`` in PyTorch) and step count."""
+
+    count: Any
+    trace: Any
+
+
+def sgd_momentum(
+    momentum: float, dampening: float = 0.0, nesterov: bool = False
+) -> optax.GradientTransformation:
+    """SGD's momentum as TTML's ``SGD::step`` and ``torch.optim.SGD`` compute it: the buffer is
+    the gradient on the first step, then ``b = momentum b + (1 - dampening) g``; the update is
+    ``g + momentum b`` with ``nesterov``, else ``b``.
+
+    optax's ``trace`` has no dampening and starts from a zero buffer, so with dampening its
+    first steps differ from TTML's and PyTorch's.
+
+    >>> opt = optax.chain(sgd_momentum(0.9, 0.1), optax.scale(-1e-2))
+    """
+
+    def init(params: Any) -> SgdMomentumState:
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return SgdMomentumState(jnp.zeros([], jnp.int32), zeros)
+
+    def update(
+        updates: Any, state: SgdMomentumState, params: Any = None
+    ) -> tuple[Any, SgdMomentumState]:
+        del params
+        tm = jax.tree_util.tree_map
+        first = state.count == 0
+        trace = tm(
+            lambda g, b: jnp.where(first, g, momentum * b + (1 - dampening) * g),
+            updates,
+            state.trace,
+        )
+        out = tm(lambda g, b: g + momentum * b, updates, trace) if nesterov else trace
+        return out, SgdMomentumState(state.count + 1, trace)
+
+    return optax.GradientTransformation(init, update)
+
+
 def make_optimizer(
     config: OptimizerSettings,
     decay_mask: Callable[[Any], Any] = decay_matrices,
@@ -215,6 +266,8 @@ def make_optimizer(
 ) -> optax.GradientTransformation:
     """Global-norm clipping (optional), then AdamW (AMSGrad's when ``config.amsgrad``) decaying
     only ``decay_mask`` (matrices); the decay is decoupled (added to the update, times the lr).
+    With ``config.sgd``, TTML's SGD instead: the decay is coupled (``weight_decay * p`` added to
+    the gradient before the momentum, as ``torch.optim.SGD`` does), on the same ``decay_mask``.
 
     ``clip=False`` leaves the clipping to the train step (``clip_norm=`` of :class:`TrainStep`),
     which sums the global norm through ``ttjax.numerics``; an identity stage keeps its place, so
@@ -223,6 +276,17 @@ def make_optimizer(
     adamw: optax.GradientTransformation
     if config.no_op:  # TTML's NoOp: forward and backward run, the parameters stay
         adamw = optax.set_to_zero()
+    elif config.sgd:
+        momentum = (
+            [sgd_momentum(config.momentum, config.dampening, config.nesterov)]
+            if config.momentum
+            else []
+        )
+        adamw = optax.chain(
+            optax.add_decayed_weights(config.weight_decay, decay_mask),
+            *momentum,
+            optax.scale_by_learning_rate(config.schedule()),
+        )
     elif config.amsgrad:
         adamw = optax.chain(
             scale_by_amsgrad(b1=config.beta1, b2=config.beta2, eps=config.epsilon),
@@ -389,13 +453,32 @@ class BaseTrainStep(ABC):
         return jnp.sqrt(sq)
 
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device)."""
-        return self._step(state, self._put_batch(tokens))
+        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device).
+
+        The program :meth:`compiled` made for this token shape runs when it takes ``state`` as
+        it is placed (no second compile, and none of its memory); else jit compiles its own.
+        """
+        placed = self._put_batch(tokens)
+        cache = self.__dict__.get("_compiled_steps", {})
+        exe = cache.get((tuple(placed.shape), str(placed.dtype)))
+        if exe is not None:
+            try:
+                return exe(state, placed)
+            except (TypeError, ValueError):  # placed otherwise than the abstract inputs said
+                cache.clear()
+        return self._step(state, placed)
 
     def compiled(self, state: TrainState, tokens: Any) -> Any:
         """The compiled step for ``state`` and ``tokens`` (jit's own lowering of them, so its
-        cost analysis is the program that runs): what the trainer counts FLOPs in."""
-        return self._step.lower(state, self._put_batch(tokens)).compile()
+        cost analysis is the program that runs): what the trainer counts FLOPs in and the
+        memory preflight (``ttjax.ttml.memory``) sizes. ``state`` and ``tokens`` may be sharded
+        ``jax.ShapeDtypeStruct``\\ s (``abstract_inputs``); one compile per token shape is kept."""
+        placed = tokens if isinstance(tokens, jax.ShapeDtypeStruct) else self._put_batch(tokens)
+        key = (tuple(placed.shape), str(placed.dtype))
+        cache: dict[Any, Any] = self.__dict__.setdefault("_compiled_steps", {})
+        if key not in cache:
+            cache[key] = self._step.lower(state, placed).compile()
+        return cache[key]
 
     def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:
         """(loss, gradients) of one step, without the update: what the tests compare."""
@@ -443,6 +526,11 @@ class TrainStep(BaseTrainStep):
     (``ParallelDims.current()``) and ``loss_fn`` names no mesh axis.
     ``accum`` micro-batches are averaged per step (gradient accumulation). ``clip_norm`` clips
     the gradients' global norm in the step (see :class:`BaseTrainStep`).
+
+    ``micro_batch`` caps the sequences each device runs at once: its share of a batch runs in
+    equal chunks of ``micro_batch`` under ``lax.scan`` and their gradients are averaged, the
+    same mean loss and gradients (to rounding) with activations for one chunk alive, not the
+    whole batch (``ttjax.ttml.memory`` picks it for the CLI). None: the whole share at once.
     """
 
     def __init__(
@@ -455,10 +543,17 @@ class TrainStep(BaseTrainStep):
         accum: int = 1,
         schedule: optax.Schedule | None = None,
         clip_norm: float | None = None,
+        micro_batch: int | None = None,
     ) -> None:
         super().__init__(
             par.jax_mesh, optimizer, accum=accum, schedule=schedule, clip_norm=clip_norm
         )
+        if micro_batch is not None and (not isinstance(micro_batch, int) or micro_batch < 1):
+            raise ConfigError(
+                f"TrainStep: micro_batch={micro_batch!r} is not a positive int.\nfix: pass the "
+                "sequences per device to run at once (e.g. 8), or None for the whole share."
+            )
+        self.micro_batch = micro_batch
         logical = None
         if any(is_logical(x) for x in jax.tree_util.tree_leaves(layout, is_leaf=is_logical)):
             logical, param_specs = layout, par.specs(layout)
@@ -500,6 +595,15 @@ class TrainStep(BaseTrainStep):
         )
         self._grads = lambda params, tokens: self._grads_map(params, *self._cut(tokens))
 
+    def _chunks(self, x: Any) -> Any:
+        """This device's ``x`` [n, b, ..] as [n * b / micro_batch, micro_batch, ..] (chunks of
+        ``micro_batch`` sequences, scanned one at a time); unchanged without a smaller cap."""
+        c = self.micro_batch
+        n, b = x.shape[:2]
+        if c is None or b <= c:
+            return x
+        return x.reshape(n * (b // c), c, *x.shape[2:])
+
     def _cut(self, tokens: Any) -> tuple[Any, Any]:
         """Inputs and targets of whole rows ``tokens`` [.., seq + 1], placed for the sequence
         split (``ttjax.ttml.cp``), each [.., seq]; done on the global array, inside jit."""
@@ -534,11 +638,13 @@ class TrainStep(BaseTrainStep):
             return jax.tree_util.tree_map(jnp.add, acc, grad_fn(params, *xy)), None
 
         zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
-        if self.accum == 1:
+        inputs, targets = self._chunks(inputs), self._chunks(targets)
+        n = inputs.shape[0]  # accum micro-batches, each in equal chunks of micro_batch
+        if n == 1:
             total, _ = micro(zeros, (inputs[0], targets[0]))
         else:
             total, _ = lax.scan(micro, zeros, (inputs, targets))
-        loss, grads = jax.tree_util.tree_map(lambda a: a / self.accum, total)
+        loss, grads = jax.tree_util.tree_map(lambda a: a / n, total)
         return self._mean(loss), self._sync(grads)
 
     def _local_eval(self, params: Any, inputs: Any, targets: Any) -> Any:
@@ -547,6 +653,7 @@ class TrainStep(BaseTrainStep):
         def one(total: Any, xy: Any) -> tuple[Any, None]:
             return total + self._loss(params, *xy), None
 
+        inputs, targets = self._chunks(inputs), self._chunks(targets)
         total, _ = lax.scan(one, jnp.zeros((), jnp.float32), (inputs, targets))
         return self._mean(total / inputs.shape[0])
 
@@ -560,9 +667,23 @@ class TrainStep(BaseTrainStep):
                 "seq + 1].\nfix: one row of seq + 1 tokens per sequence, one block per micro-batch."
             )
         self.par.dims.check_batch(shape[1], "TrainStep: ")
+        self._check_micro_batch(shape[1])
         cp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         sp.check_seq_len(shape[2] - 1, self.par.dims, "TrainStep: ")
         return jax.device_put(tokens, NamedSharding(self.mesh, self.batch_spec))
+
+    def local_batch(self, batch: int) -> int:
+        """The sequences of a global ``batch`` that each device runs (split over DDP/FSDP)."""
+        return batch // self.par.dims.data_parallel_size
+
+    def _check_micro_batch(self, batch: int) -> None:
+        c, local = self.micro_batch, self.local_batch(batch)
+        if c is not None and local > c and local % c:
+            fits = [d for d in range(1, c + 1) if local % d == 0][-1]
+            raise ConfigError(
+                f"TrainStep: micro_batch={c} does not divide the {local} sequences each device "
+                f"runs (batch {batch}).\nfix: micro_batch={fits} (a divisor of {local}), or None."
+            )
 
     def param_shardings_of(self, params: Any) -> Any:
         """The parameters' shardings (by their specs; the same for every value)."""
@@ -585,6 +706,7 @@ class TrainStep(BaseTrainStep):
         if self.logical is not None:
             self.par.specs(self.logical, params)  # every split dimension divides, or raise
         self.par.dims.check_batch(batch, "TrainStep.abstract_inputs: ")
+        self._check_micro_batch(batch)
         shardings = self.state_shardings(params)
         state = jax.eval_shape(
             lambda p: TrainState(jnp.zeros((), jnp.int32), p, self.optimizer.init(p)), params
@@ -601,6 +723,7 @@ __all__ = [
     "BaseTrainStep",
     "OptimizerSettings",
     "ScaleByAmsgradState",
+    "SgdMomentumState",
     "TrainState",
     "TrainStep",
     "TrainingDivergedError",
@@ -609,4 +732,5 @@ __all__ = [
     "make_optimizer",
     "mixed_precision",
     "scale_by_amsgrad",
+    "sgd_momentum",
 ]

@@ -12,7 +12,9 @@ restore_latest``) and reports the ones it skipped. ``segments`` records which me
 steps across resumes.
 
 Under ``ttjax-run`` every process runs the loop and writes its shards of each checkpoint; only
-process 0 writes the log, the progress bar and the PNG.
+process 0 writes the log, the progress bar and the PNG. Every cross-process call (the step's
+lowering for the MFU count, validation, saves, the stop vote, a barrier after the PNG) is made by
+every process, in the same order, so none waits on a call another never makes.
 
 The trainer takes its step by a protocol (:class:`TrainStepProtocol`: ``init_state``, ``__call__``,
 ``eval_loss``, ``mesh``, ``accum``): :class:`ttjax.ttml.train.TrainStep`, the pipelined
@@ -44,7 +46,7 @@ import numpy as np
 from ttjax.errors import CheckpointError
 from ttjax.ttml.checkpoint import Checkpointer, Restored
 from ttjax.ttml.data import TokenDataset
-from ttjax.ttml.metrics import MetricsLog, peak_flops, step_flops
+from ttjax.ttml.metrics import MetricsLog, Peak, mesh_peak, mfu_line, step_flops
 from ttjax.ttml.train import TrainingDivergedError, TrainState
 
 
@@ -178,7 +180,10 @@ class Trainer:
                     f.write(json.dumps(rec) + "\n")
         tokens_per_step = self.step.accum * s.batch_size * s.seq_len
         progress = _Progress(s.max_steps, start, s.progress and self.primary)
-        metrics_log = self._metrics_log(state, progress) if self.primary else None
+        # Every process counts the step's FLOPs: lowering the step places a batch on the mesh
+        # (a collective under several processes); only process 0 then writes the lines.
+        flops, peak = self._step_cost(state) if s.log_every else (None, None)
+        metrics_log = self._metrics_log(state, progress, flops, peak) if self.primary else None
         profiled = s.profile_steps if self.primary else 0
         profiler = _Profiler(self.out_dir / "profile", start, s.max_steps, profiled)
         stop = _StopSignals()
@@ -231,17 +236,27 @@ class Trainer:
                 self.checkpointer.wait()
         return state, history
 
-    def _metrics_log(self, state: TrainState, progress: _Progress) -> MetricsLog:
-        """The metrics line's log for this launch; its MFU counts the compiled step's FLOPs."""
-        s = self.settings
-        flops, peak = None, None
+    def _step_cost(self, state: TrainState) -> tuple[float | None, Peak | None]:
+        """FLOPs of one step on the whole mesh (the compiled step; a conditional's branches
+        weighted by the step's ``branch_weights`` when it has them) and the peak of the mesh's
+        devices. Run on every process, in the same order: lowering places a batch on the mesh
+        and the peak counts the hosts the mesh spans."""
+        s, mesh = self.settings, self.step.mesh
+        flops: float | None = None
         compiled = getattr(self.step, "compiled", None)
-        if s.log_every and compiled is not None:
-            batch = self.data.batch(
-                int(state.step), self.step.accum, s.batch_size, s.seq_len, s.seed
-            )
-            flops = step_flops(compiled(state, batch), self.step.mesh)
-            peak = peak_flops(self.step.mesh.devices.flat[0])
+        if compiled is not None:
+            step = int(state.step)
+            batch = self.data.batch(step, self.step.accum, s.batch_size, s.seq_len, s.seed)
+            weights = getattr(self.step, "branch_weights", None)  # a pipeline's schedule
+            flops = step_flops(compiled(state, batch), mesh, branch_weights=weights)
+        return flops, mesh_peak(mesh)
+
+    def _metrics_log(
+        self, state: TrainState, progress: _Progress, flops: float | None, peak: Peak | None
+    ) -> MetricsLog:
+        """The metrics line's log for this launch (process 0): MFU = ``flops`` per step over
+        the step time and the mesh's peak (see :meth:`_step_cost`)."""
+        s = self.settings
         log = MetricsLog(
             self.out_dir,
             log_every=s.log_every,
@@ -252,13 +267,7 @@ class Trainer:
             print_fn=progress.print_fn(),
         )
         if s.log_every:
-            count = "unknown" if flops is None else f"{flops:.4g}"
-            top = "unknown" if peak is None or peak.flops is None else f"{peak.flops:.4g}"
-            log.info(
-                f"metrics every {s.log_every} steps (also in {log.log_path} and {log.csv_path}); "
-                f"mfu = {count} FLOPs per device per step (compiled program) / step time / peak "
-                f"{top} FLOP/s per device ({peak.source if peak else 'no peak'})"
-            )
+            log.info(mfu_line(s.log_every, log, flops, peak))
         return log
 
     def _meta(self, step: int, history: list[dict]) -> dict[str, Any]:
@@ -323,12 +332,18 @@ class Trainer:
     ) -> Path | None:
         """The loss curve (train, validation, unigram baseline) as a PNG (process 0 draws it).
 
+        Every process calls it: the others wait for process 0's drawing (one barrier), so none
+        reaches the job's shutdown barrier, whose timeout is seconds, while process 0 draws.
         Without matplotlib (the ``viz`` extra) nothing is drawn: one line says so and None is
         returned; the run's log, metrics and checkpoints are written all the same.
         """
         path = Path(path or self.out_dir / "loss.png")
-        if not self.primary:
-            return path
+        try:
+            return self._draw(history, title, path) if self.primary else path
+        finally:
+            _barrier("ttjax.ttml.trainer.plot")
+
+    def _draw(self, history: list[dict[str, Any]], title: str, path: Path) -> Path | None:
         try:
             import matplotlib
         except ImportError:
@@ -395,6 +410,14 @@ def segments_label(segments: list[dict[str, Any]]) -> str:
 
 def _mesh_label(shape: list[int] | None) -> str:
     return "x".join(str(n) for n in shape) if shape else "unrecorded mesh"
+
+
+def _barrier(name: str) -> None:
+    """Wait for every process of the job to get here (nothing to wait for alone)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 @jax.jit

@@ -29,7 +29,9 @@ def to_host_array(x: Any) -> np.ndarray:
     if is_torch(x):
         import torch
 
-        t = x.detach().cpu().contiguous()
+        # a strided view stays a view (numpy takes its strides): conversion copies one
+        # device's block at a time, never the whole tensor
+        t = x.detach().cpu().resolve_conj().resolve_neg()
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
         return t.numpy()

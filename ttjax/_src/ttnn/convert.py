@@ -5,7 +5,6 @@ The implementation of :mod:`ttjax.convert`, whose docstring says more.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 from collections.abc import Callable, Sequence
@@ -27,10 +26,9 @@ from ttjax._src.core.errors import (
     TTJaxError,
     UnsupportedDTypeError,
 )
-from ttjax._src.core.hardware import DRAM_MEMORY_CONFIG, validate_memory_config
 from ttjax._src.core.host import to_host_array
 from ttjax._src.core.mesh import MeshDevice, MeshShape, open_mesh_of_shape
-from ttjax._src.core.placements import Placement, PlacementLocal, PlacementReplicate, PlacementShard
+from ttjax._src.core.placements import Placement, PlacementLocal, PlacementReplicate
 from ttjax._src.core.tensor import (
     Shape,
     Tensor,
@@ -40,15 +38,14 @@ from ttjax._src.core.tensor import (
     fetch,
     host_blocks,
     is_traced,
-    tile_padded,
 )
+from ttjax._src.ttnn import tensorbin as _tensorbin
 from ttjax._src.ttnn.distribute import (
     MeshToTensor,
     TensorToMesh,
     default_composer,
     default_mapper,
 )
-from ttjax._src.ttnn.ops import typecast
 
 # ---------------------------------------------------------------------------------------------
 # Host arrays and dtypes
@@ -115,35 +112,27 @@ def _check_int_range(arr: np.ndarray, dtype: DataType) -> None:
     )
 
 
-def _cast_host(
-    arr: np.ndarray, dtype: DataType, quantize: bool, wrap_integers: bool = False
-) -> np.ndarray:
-    if not wrap_integers:
-        _check_int_range(arr, dtype)
-    if dtype.is_block_float:
-        # Block floats are quantized straight from float32 (rounding through bfloat16 first
-        # would round twice); their quantized values are exact in bfloat16.
-        out = arr.astype(np.float32, copy=False)
-        if quantize:
-            q = _blockfloat.quantize(np, out if out.ndim else out.reshape(1), dtype)
-            out = q.reshape(arr.shape).astype(dtype.numpy_dtype)
-        return out
-    return arr.astype(dtype.numpy_dtype, copy=False)
-
-
-def _quantize_shards(
+def _host_data(
     arr: np.ndarray,
     dtype: DataType,
-    placements: tuple[Placement, ...],
-    mesh_shape: tuple[int, ...],
-    local: tuple[int, ...],
+    placements: tuple[Placement, ...] = (),
+    mesh_shape: tuple[int, ...] = (),
+    local: tuple[int, ...] | None = None,
 ) -> np.ndarray:
-    """Quantize every device's shard of the global host array ``arr`` to ``dtype`` on its own."""
-    blocks = _specs.local_blocks(np, arr, placements, mesh_shape, local)
-    flat = np.reshape(blocks, (-1, *local)).astype(np.float32)
-    q = _blockfloat.quantize(np, flat if local else flat.reshape(-1, 1), dtype)
-    q = np.reshape(q, blocks.shape).astype(dtype.numpy_dtype)
-    return np.ascontiguousarray(_specs.from_local_blocks(np, q, placements, mesh_shape))
+    """A host tensor's data: ``arr`` cast to ``dtype``'s host dtype (C order, no copy when it
+    already is one). A block-float tensor holds the values its devices would hold: every
+    device's shard is quantized on its own (shared exponents never span two devices' shards),
+    a slab of rows at a time into one output array."""
+    if not dtype.is_block_float:
+        return arr.astype(dtype.numpy_dtype, order="C", copy=False)
+    out = np.empty(arr.shape, dtype.numpy_dtype)
+    if local is None:
+        _blockfloat.quantize_into(arr, dtype, out)
+        return out
+    for key in _tensorbin.blocks_of(placements, mesh_shape, local):
+        idx = _tensorbin.index_of(key)
+        _blockfloat.quantize_into(arr[idx], dtype, out[idx])
+    return out
 
 
 def _local_shape(
@@ -159,7 +148,7 @@ def _local_shape(
 
 
 def _put(
-    arr: np.ndarray,
+    arr: Any,
     mesh: MeshDevice,
     placements: tuple[Placement, ...],
     dtype: DataType,
@@ -167,28 +156,20 @@ def _put(
     local_shape: tuple[int, ...],
     memory_config: Any = None,
 ) -> Tensor:
-    """Place a global logical host array on the mesh (one device_put; block floats encoded there)."""
-    mesh._check_open()
-    memcfg = DRAM_MEMORY_CONFIG if memory_config is None else memory_config
-    tile = layout is Layout.TILE or dtype.is_block_float
-    validate_memory_config(
-        "from_torch: memory_config",
-        memcfg,
-        tile_padded(local_shape) if tile else local_shape,
-        tile,
-    )
-    spec = _specs.partition_spec(placements, mesh.axis_names, len(local_shape))
-    src_dtype = DataType.FLOAT32 if dtype.is_block_float else dtype
-    data = jax.device_put(
-        np.asarray(arr, src_dtype.numpy_dtype), NamedSharding(mesh.jax_mesh, spec)
-    )
-    t = Tensor(
-        data,
-        TensorSpec(mesh, placements, src_dtype, layout, local_shape, StorageType.DEVICE, memcfg),
-    )
-    if dtype.is_block_float:
-        t = typecast(t, dtype)
-    return t
+    """Place a global logical host array on the mesh, one device block at a time: each block
+    is cast (block floats: encoded) on the host and copied to its device(s), so the host never
+    holds more than one block beside the result."""
+    host = arr if isinstance(arr, np.ndarray) else np.asarray(arr)
+
+    def leaves_of(_i: int, key: Any) -> list[np.ndarray]:
+        block = host[_tensorbin.index_of(key)]
+        if dtype.is_block_float:
+            return list(_blockfloat.encode(np, block, dtype))
+        leaf = block.astype(dtype.numpy_dtype, copy=False)
+        # JAX's CPU client may keep (alias) an aligned numpy buffer: never the caller's
+        return [leaf.copy() if np.may_share_memory(leaf, host) else leaf]
+
+    return _tensorbin.place(mesh, placements, dtype, layout, local_shape, memory_config, leaves_of)
 
 
 def from_torch(
@@ -227,19 +208,18 @@ def from_torch(
                 f"device={device!r} is not a MeshDevice.\nfix: pass the mesh returned by "
                 "ttnn.open_mesh_device(...) (or ttnn.open_device(0))."
             )
+    # The caller's array is never copied whole: a host tensor's data is cast from it directly,
+    # and each device's block is cast (or encoded) on its own (_put).
     arr = to_host_array(tensor)
     dt = _resolve_dtype(arr.dtype, dtype)
     lay = _resolve_layout(dt, layout)
     mapper = mesh_mapper if mesh_mapper is not None else default_mapper()
-    # A block-float host tensor holds the values its devices will hold: every shard is quantized
-    # on its own (below), since shared exponents never span two devices' shards.
-    arr = _cast_host(
-        arr, dt, quantize=device is None and mapper is None, wrap_integers=wrap_integers
-    )
+    if not wrap_integers:
+        _check_int_range(arr, dt)
     if mapper is None:
         if device is None:
             return Tensor(
-                arr,
+                _host_data(arr, dt),
                 TensorSpec(None, (), dt, lay, tuple(arr.shape), StorageType.HOST),
             )
         mesh = device
@@ -266,10 +246,8 @@ def from_torch(
             mesh = mesh._block_view((0,) * mesh.shape.dims(), tuple(placed.shape))
     local = _local_shape(tuple(arr.shape), placements, mesh)
     if device is None:
-        if dt.is_block_float:
-            arr = _quantize_shards(arr, dt, placements, tuple(mesh.shape), local)
         return Tensor(
-            arr,
+            _host_data(arr, dt, placements, tuple(mesh.shape), local),
             TensorSpec(mesh, placements, dt, lay, local, StorageType.HOST),
         )
     return _put(arr, mesh, placements, dt, lay, local, memory_config)
@@ -323,95 +301,37 @@ def as_tensor(
     path = pathlib.Path(f"{cache_file_name}_dtype_{dtype_name}_layout_{layout_name}.tensorbin")
     mesh = device if device is not None else getattr(mesh_mapper, "mesh_device", None)
     if path.is_file():
-        loaded = _load_tensorbin(path, mesh)
+        loaded = _read(path, mesh, device, memory_config)
         if loaded is not None:
-            return to_device(loaded, device, memory_config) if device is not None else loaded
-    host = convert(None)
-    if host is None:
-        return None
-    _dump_tensorbin(path, host)
-    return to_device(host, device, memory_config) if device is not None else host
+            return loaded
+    out = convert(device)
+    if out is not None:
+        _dump(path, out)
+    return out
 
 
-def _placement_code(p: Placement) -> list[Any]:
-    if isinstance(p, PlacementShard):
-        return ["shard", p.dim]
-    return ["local"] if isinstance(p, PlacementLocal) else ["replicate"]
+def _read(
+    path: pathlib.Path, mesh: MeshDevice | None, device: MeshDevice | None, memory_config: Any
+) -> Tensor | None:
+    """The tensor stored at ``path``: onto ``device`` when given (a device tensor's file block
+    by block), else a host tensor; None when it cannot be read for this mesh."""
+    if device is not None:
+        placed = _tensorbin.read_onto(path, device, memory_config)
+        if placed is not None:
+            return placed
+    loaded = _tensorbin.read_host(path, mesh)
+    if loaded is None or device is None:
+        return loaded
+    return to_device(loaded, device, memory_config)
 
 
-def _placement_from(code: Sequence[Any]) -> Placement:
-    if code[0] == "shard":
-        return PlacementShard(int(code[1]))
-    return PlacementLocal() if code[0] == "local" else PlacementReplicate()
-
-
-def _dump_tensorbin(path: pathlib.Path, host: Tensor) -> None:
-    """Store a host tensor (its global data and spec) at ``path`` (numpy's .npz format)."""
-    spec = host.spec
-    mesh = spec.mesh
-    block = None
-    if mesh is not None and mesh._offset is not None and mesh._parent is not None:
-        # on some devices of a mesh only (fewer chunks than devices): stored with that mesh's
-        # shape and where the block lies in it
-        block = {"offset": list(mesh._offset), "shape": list(mesh.shape)}
-        mesh = mesh._parent
-    meta = {
-        "mesh_shape": list(mesh.shape) if mesh is not None else None,
-        "block": block,
-        "placements": [_placement_code(p) for p in spec.placements],
-        "dtype": spec.dtype.name,
-        "layout": spec.layout.name,
-        "shape": list(spec.shape),
-    }
-    data = np.asarray(host._data)
-    if data.dtype == np.dtype(ml_dtypes.bfloat16):
-        data = data.view(np.uint16)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, data=data, meta=np.array(json.dumps(meta)))
-    os.replace(tmp, path)
-
-
-def _load_tensorbin(path: pathlib.Path, mesh: MeshDevice | None) -> Tensor | None:
-    """The host tensor stored at ``path``, or None when it cannot be read or was written for
-    another mesh shape (the caller then converts and rewrites it)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            data = z["data"]
-        dt = DataType[meta["dtype"]]
-        lay = Layout[meta["layout"]]
-    except (OSError, ValueError, KeyError):
-        return None
-    stored_mesh = meta["mesh_shape"]
-    if stored_mesh is not None and mesh is None:
-        # TT-NN's load_tensor without a device gives a host tensor that keeps its shards and
-        # their distribution; here that distribution is over the open mesh of the stored shape
-        mesh = open_mesh_of_shape(MeshShape(*stored_mesh))
-    want = list(mesh.shape) if mesh is not None else None
-    if stored_mesh is not None and stored_mesh != want:
-        return None
-    if dt.numpy_dtype == np.dtype(ml_dtypes.bfloat16):
-        data = data.view(ml_dtypes.bfloat16)
-    shape = tuple(int(d) for d in meta["shape"])
-    if stored_mesh is None or mesh is None:
-        return Tensor(data, TensorSpec(None, (), dt, lay, shape, StorageType.HOST))
-    placements = tuple(_placement_from(c) for c in meta["placements"])
-    block = meta.get("block")
-    if block is not None:
-        full = tuple(mesh.shape)
-        try:
-            offset = tuple(int(o) for o in block["offset"])
-            size = tuple(int(n) for n in block["shape"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        if len(offset) != len(full) or len(size) != len(full):
-            return None
-        if any(o < 0 or n < 1 or o + n > m for o, n, m in zip(offset, size, full)):
-            return None
-        mesh = mesh._block_view(offset, size)
-    return Tensor(data, TensorSpec(mesh, placements, dt, lay, shape, StorageType.HOST))
+def _dump(path: pathlib.Path, tensor: Tensor) -> None:
+    """Store ``tensor`` at ``path``: a device tensor as its devices' blocks (no full host copy),
+    a host tensor (or one spread over several processes) as its global data."""
+    if tensor._storage is StorageType.DEVICE and _tensorbin.dump_blocks(path, tensor):
+        return
+    host = from_device(tensor) if tensor._storage is StorageType.DEVICE else tensor
+    _tensorbin.dump_host(path, host)
 
 
 def _tensorbin_path(what: str, file_name: str | os.PathLike[str]) -> pathlib.Path:
@@ -427,10 +347,11 @@ def dump_tensor(file_name: str | os.PathLike[str], tensor: Tensor) -> None:
     """Write ``tensor`` (read back to the host, shards and placements kept) to ``file_name``
     (TT-NN's ``ttnn.dump_tensor``; ttjax's files are numpy .npz, not TT-NN's flatbuffers)."""
     path = _tensorbin_path("dump_tensor", file_name)
-    host = from_device(tensor) if tensor._storage is StorageType.DEVICE else tensor
-    if host._data is None:
-        raise deallocated_error("dump_tensor", host)
-    _dump_tensorbin(path, host)
+    if tensor._data is None:
+        raise deallocated_error("dump_tensor", tensor)
+    if tensor._storage is StorageType.DEVICE:
+        check_live(tensor, "dump_tensor")
+    _dump(path, tensor)
 
 
 def load_tensor(file_name: str | os.PathLike[str], *, device: MeshDevice | None = None) -> Tensor:
@@ -442,7 +363,7 @@ def load_tensor(file_name: str | os.PathLike[str], *, device: MeshDevice | None 
             f"Unable to load the tensor from {path}.  The file does not exist.\n"
             "fix: check the path (ttnn.dump_tensor writes it)."
         )
-    loaded = _load_tensorbin(path, device)
+    loaded = _read(path, device, device, None)
     if loaded is None:
         raise TTJaxError(
             f"Unable to load the tensor from {path}: it is not a ttjax tensor file, or it holds "
@@ -450,7 +371,7 @@ def load_tensor(file_name: str | os.PathLike[str], *, device: MeshDevice | None 
             "mesh).\nfix: pass device= (or open) a mesh of the shape it was written for, or "
             "write it again with ttnn.dump_tensor."
         )
-    return to_device(loaded, device) if device is not None else loaded
+    return loaded
 
 
 def to_device(tensor: Tensor, device: MeshDevice, memory_config: Any = None, **_: Any) -> Tensor:
@@ -550,9 +471,11 @@ def to_dtype(tensor: Tensor, dtype: DataType) -> Tensor:
         )
     mesh = tensor._mesh
     arr = np.asarray(tensor._data)
-    arr = _cast_host(arr, dtype, quantize=mesh is None)
-    if mesh is not None and dtype.is_block_float:
-        arr = _quantize_shards(arr, dtype, tensor._placements, tuple(mesh.shape), tensor._shape)
+    _check_int_range(arr, dtype)
+    if mesh is None:
+        arr = _host_data(arr, dtype)
+    else:
+        arr = _host_data(arr, dtype, tensor._placements, tuple(mesh.shape), tensor._shape)
     layout = Layout.TILE if dtype.is_block_float else tensor._layout
     spec = TensorSpec(mesh, tensor._placements, dtype, layout, tensor._shape, StorageType.HOST)
     return Tensor(arr, spec)

@@ -289,6 +289,29 @@ def _check_divisible(
     return out
 
 
+def device_block(
+    placements: Sequence[Placement],
+    mesh_shape: Sequence[int],
+    local_shape: Sequence[int],
+    coord: Sequence[int],
+) -> tuple[Any, ...]:
+    """Where the block of the device at ``coord`` lies in the global array of ``local_shape``
+    blocks under ``placements`` (hidden ``PlacementLocal`` axes first), as
+    :func:`ttjax._src.core.specs.local_blocks` lays them out: an index that takes one device's
+    block without touching the others'.
+
+    >>> device_block((PlacementReplicate(), PlacementShard(1)), (2, 4), (8, 2), (1, 3))
+    (slice(0, 8, None), slice(6, 8, None))
+    """
+    idx: list[Any] = [int(coord[i]) for i in _specs.local_axes(placements)]
+    for d, size in enumerate(local_shape):
+        k = 0
+        for a in _specs.axes_sharding(placements, d):
+            k = k * int(mesh_shape[a]) + int(coord[a])
+        idx.append(slice(k * size, (k + 1) * size))
+    return tuple(idx)
+
+
 # ---------------------------------------------------------------------------------------------
 # Mappers
 # ---------------------------------------------------------------------------------------------
@@ -397,8 +420,8 @@ class TensorToMesh:
         mesh, pl = self.placed_on(arr.shape)
         mesh_shape = tuple(mesh.shape)
         local = tuple(s // _specs.shard_count(pl, mesh_shape, d) for d, s in enumerate(arr.shape))
-        blocks = _specs.local_blocks(np, arr, pl, mesh_shape, local)
-        return list(np.reshape(blocks, (-1, *local)))
+        # views of ``arr``, one per device: no stacked copy of every shard
+        return [arr[device_block(pl, mesh_shape, local, c)] for c in np.ndindex(*mesh_shape)]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.mesh_device!r}, {self._config!r})"

@@ -193,7 +193,7 @@ def parse_rank_bindings(
                 source,
                 f"{where}.env_overrides",
                 "sets no TT_VISIBLE_DEVICES.",
-                'list the global device ids this rank drives, entry.g. TT_VISIBLE_DEVICES: "0,1".',
+                'list the global device ids this rank drives, e.g. TT_VISIBLE_DEVICES: "0,1".',
             )
         visible = parse_visible_devices(
             source, f"{where}.env_overrides.TT_VISIBLE_DEVICES", raw["TT_VISIBLE_DEVICES"]

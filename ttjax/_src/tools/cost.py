@@ -20,7 +20,19 @@ from ttjax._src.core.systems import SYSTEMS, System, get_system, tensix_flops
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 PHASES = ("decode", "prefill")
-_DTYPE_BYTES = {"bfloat16": 2, "float32": 4, "bfloat8_b": 1.0625, "bfloat4_b": 0.5625}
+# Bytes per element as TT-NN stores them on device (block floats: a 16-value group shares an
+# exponent byte: 1088 and 576 bytes per 32x32 tile; tech_reports/data_formats).
+DTYPE_BYTES = {
+    "bfloat16": 2.0,
+    "float32": 4.0,
+    "uint32": 4.0,
+    "int32": 4.0,
+    "uint16": 2.0,
+    "uint8": 1.0,
+    "bfloat8_b": 1.0625,
+    "bfloat4_b": 0.5625,
+}
+_COLLECTIVE_DTYPES = ("bfloat16", "float32", "bfloat8_b", "bfloat4_b")  # what a CCL may carry
 _FLOAT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}  # HLO float types a collective may carry
 
 
@@ -291,7 +303,7 @@ def _collective_costs(
     for c in report.collectives:
         scale = 1.0
         if collective_dtype is not None and c.dtype in _FLOAT_BYTES:
-            scale = _DTYPE_BYTES[collective_dtype] / _FLOAT_BYTES[c.dtype]
+            scale = DTYPE_BYTES[collective_dtype] / _FLOAT_BYTES[c.dtype]
         bpd = c.bytes_per_device * scale
         topo, hops, lat, xfer = collective_time(c.kind, bpd, c.group_size, system, links)
         out.append(
@@ -368,9 +380,9 @@ def workload(
         raise ConfigError(f"phase={phase!r} is not a step kind.\nfix: use one of {PHASES}.")
     if int(users) < 1:
         raise ConfigError(f"users={users!r}: a step serves at least one user.\nfix: users >= 1.")
-    if collective_dtype is not None and collective_dtype not in _DTYPE_BYTES:
+    if collective_dtype is not None and collective_dtype not in _COLLECTIVE_DTYPES:
         raise ConfigError(
-            f"collective_dtype={collective_dtype!r} is unknown.\nfix: one of {sorted(_DTYPE_BYTES)} or None."
+            f"collective_dtype={collective_dtype!r} is unknown.\nfix: one of {sorted(_COLLECTIVE_DTYPES)} or None."
         )
     chips = int(np.prod(report.mesh_shape))
     if chips > s.num_chips or s.num_chips % chips:

@@ -49,7 +49,7 @@ from ttjax._src.core.systems import (
     System,
     get_system,
 )
-from ttjax._src.tools.cost import CALIBRATION_FILE, collective_time
+from ttjax._src.tools.cost import CALIBRATION_FILE, DTYPE_BYTES, PHASES, collective_time
 
 TILE = 32
 # GEMM_FLOPS.md §Utilization derivation formula: a 32x32x32 tile product takes 16 cycles at LoFi
@@ -64,19 +64,6 @@ SDPA_DECODE_BW = 180e9
 # data_movement/common/common.cpp common_tm_bw_model: measured Wormhole NoC rates per core at
 # 2 KB transactions, L1 read 29.7 / write 27.8 / local 27.9 bytes per cycle: 28 B/cycle per core.
 L1_BYTES_PER_CYCLE_PER_CORE = 28.0
-# Bytes per element as TT-NN stores them on device (block floats: a 16-value group shares an
-# exponent byte: 1088 and 576 bytes per 32x32 tile; tech_reports/data_formats).
-DTYPE_BYTES = {
-    "bfloat16": 2.0,
-    "float32": 4.0,
-    "uint32": 4.0,
-    "int32": 4.0,
-    "uint16": 2.0,
-    "uint8": 1.0,
-    "bfloat8_b": 1.0625,
-    "bfloat4_b": 0.5625,
-}
-PHASES = ("decode", "prefill")
 FAMILIES = ("matmul", "sdpa", "ccl", "embedding", "norm", "elementwise", "data movement")
 
 

@@ -25,7 +25,6 @@ annotation), and torch tensors / ``nn.Parameter``s on the JAX device (torchax, s
 from __future__ import annotations
 
 import collections
-import operator
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec
 import ttjax
 from ttjax.errors import MeshMismatchError, MeshShapeError, ShardingError
 from ttjax.mesh import available_devices
+from ttjax.padded import PaddedStorage, blocks, padded_dim
 from ttjax.placements import PlacementReplicate, PlacementShard
 from ttjax.plan import ROLES, LogicalAxes, ParallelDims
 from ttjax.tensor import Tensor
@@ -293,13 +293,6 @@ def resolve_spec(
     return ShardingSpec(tuple(dims))
 
 
-def _blocks(n: int, k: int) -> list[slice]:
-    """torch-xla's (and XLA's) split of a dim of ``n`` over ``k`` devices: ``ceil(n / k)`` each,
-    the last blocks shorter or empty."""
-    per = -(-n // k)
-    return [slice(min(i * per, n), min((i + 1) * per, n), 1) for i in range(k)]
-
-
 @dataclass
 class XLAShard:
     """One device's shard, as torch-xla's ``XLAShard``: ``data`` is the device's block with its
@@ -350,7 +343,7 @@ def local_shards(x: Any) -> list[XLAShard]:
             k, b = 1, 0
             for a in axes:  # major axis first
                 k, b = k * mesh.shape[a], b * mesh.shape[a] + at[a]
-            indices.append(_blocks(int(n), k)[b] if axes else slice(0, int(n), 1))
+            indices.append(blocks(int(n), k)[b] if axes else slice(0, int(n), 1))
         replica = 0
         for a in rest:
             replica = replica * mesh.shape[a] + at[a]
@@ -361,86 +354,25 @@ def local_shards(x: Any) -> list[XLAShard]:
     return [shard for _, shard in sorted(out, key=lambda p: p[0])]
 
 
-class XLAShardedTensor:
+class XLAShardedTensor(PaddedStorage):
     """``mark_sharding``'s result for a concrete array with a dim that does not divide by its
     mesh axes (torch-xla's name): stored as XLA stores uneven shards, the global array padded
     with zeros to ``ceil(n / k) * k`` along each split dim and split evenly (``storage``), with
     the logical ``shape``. A pytree, so ``jax.jit`` takes it sharded; inside a program it reads
-    as the logical array (``x @ w``, ``jnp.asarray(w)``), which XLA partitions unevenly.
+    as the logical array (``x @ w``, ``jnp.asarray(w)``), which XLA partitions unevenly. The
+    wrapper is :class:`ttjax.padded.PaddedStorage`, shared with ``ttjax.dist.PaddedArray``.
 
     >>> w = mark_sharding(np.ones((10, 8)), mesh, ("model", None))   # 10 rows over 4: 3, 3, 3, 1
     >>> w.shape, w.storage.shape, [s.data.shape for s in w.local_shards][:1]
     ((10, 8), (12, 8), [(3, 8)])
     """
 
-    __array_priority__ = 100
-
-    def __init__(self, storage: Any, shape: Sequence[int], mesh: Any, spec: PartitionSpec) -> None:
-        self.storage = storage
-        self.shape = tuple(int(s) for s in shape)
-        self.mesh = mesh
-        self.spec = spec
-
-    dtype = property(lambda self: self.storage.dtype)
-    ndim = property(lambda self: len(self.shape))
-    sharding = property(lambda self: NamedSharding(self.mesh, self.spec))
     local_shards = property(local_shards)
 
     @property
     def global_tensor(self) -> Any:
         """The logical array (outside a program a replicated copy)."""
-        view = self.storage[tuple(slice(0, n) for n in self.shape)]
-        if _is_tracer(view):
-            try:  # staged (jit): XLA splits it unevenly; eager autodiff: it stays as is
-                view = jax.lax.with_sharding_constraint(view, self.sharding)
-            except ValueError:
-                pass
-        return view
-
-    def __jax_array__(self) -> Any:
-        return self.global_tensor
-
-    def __neg__(self) -> Any:
-        return -self.global_tensor
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.global_tensor[key]
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        host = np.asarray(self.storage)[tuple(slice(0, n) for n in self.shape)]
-        return host if dtype is None else host.astype(dtype)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("storage", "shape", "mesh", "spec"):
-            raise AttributeError(name)
-        return getattr(self.global_tensor, name)  # .T, .sum, .astype ... of the logical array
-
-    def __repr__(self) -> str:
-        return (
-            f"XLAShardedTensor(shape={self.shape}, dtype={self.dtype}, spec={self.spec}, "
-            f"stored {tuple(self.storage.shape)})"
-        )
-
-
-def _binary(op: Any, reflected: bool = False) -> Any:
-    def method(self: XLAShardedTensor, other: Any) -> Any:
-        other = other.global_tensor if isinstance(other, XLAShardedTensor) else other
-        return op(other, self.global_tensor) if reflected else op(self.global_tensor, other)
-
-    return method
-
-
-for _op in (
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.matmul
-):  # fmt: skip
-    setattr(XLAShardedTensor, f"__{_op.__name__}__", _binary(_op))
-    setattr(XLAShardedTensor, f"__r{_op.__name__}__", _binary(_op, reflected=True))
-
-jax.tree_util.register_pytree_node(
-    XLAShardedTensor,
-    lambda x: ((x.storage,), (x.shape, x.mesh, x.spec)),
-    lambda aux, children: XLAShardedTensor(children[0], *aux),
-)
+        return self.value
 
 
 def _place_padded(x: Any, mesh: Mesh, spec: ShardingSpec) -> XLAShardedTensor:
@@ -449,7 +381,7 @@ def _place_padded(x: Any, mesh: Mesh, spec: ShardingSpec) -> XLAShardedTensor:
     ways = [
         int(np.prod([mesh._axis_size(a) for a in names], dtype=np.int64)) for names in spec.dims
     ]
-    pads = [(0, -(-n // k) * k - n) for n, k in zip(shape, ways)]
+    pads = [(0, padded_dim(n, k) - n) for n, k in zip(shape, ways)]
     sharding = NamedSharding(mesh.jax_mesh, spec.partition_spec())
     storage = jax.jit(lambda a: jax.numpy.pad(a, pads), out_shardings=sharding)(x)
     return XLAShardedTensor(storage, shape, mesh.jax_mesh, spec.partition_spec())

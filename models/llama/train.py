@@ -3,8 +3,10 @@
     python -m models.llama.train --config configs/training_llama_tp_ddp.yaml
 
 The architecture and the weights are the existing model's: ``LlamaConfig``, RoPE tables in Hugging
-Face's rotate-half layout (``rope_tables``) and the canonical weight dict (``random_weights``:
-the same seed gives the same values on every mesh). The training forward (``train_model.py``) runs per
+Face's rotate-half layout (``rope_tables``) and the canonical weight dict's values
+(``random_weights``: the same seed gives the same values on every mesh), built as shapes first
+(the memory preflight can refuse a run before any weight exists), then drawn in place into the
+stacked layout (``random_params``). The training forward (``train_model.py``) runs per
 device inside ``shard_map`` with TTML's modules; ``pipeline.py`` cuts it into pipeline stages.
 """
 
@@ -16,8 +18,13 @@ import jax
 
 from models.llama import pipeline
 from models.llama.config import LlamaConfig, RopeScaling
-from models.llama.train_model import LlamaTrain, check_heads, param_axes, params_from_weights
-from models.llama.weights import random_weights
+from models.llama.train_model import (
+    LlamaTrain,
+    abstract_params,
+    check_heads,
+    param_axes,
+    random_params,
+)
 from ttjax.errors import ConfigError
 from ttjax.ttml.cli import (
     ModelParts,
@@ -60,10 +67,12 @@ def llama_config(run: RunConfig, vocab_size: int) -> LlamaConfig:
 def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelParts:
     config = llama_config(run, vocab_size)
     tied = run.model.weight_tying == "enabled"
-    params = params_from_weights(config, random_weights(config, seed=run.training.seed))
+    # Abstract first: the memory preflight compiles the step on these shapes and can refuse the
+    # run before any weight exists; the weights are drawn when the state is placed.
+    params = abstract_params(config, tied)
     axes = param_axes(config)
     if tied:  # TTML's weight_tying: the LM head is the embedding
-        del params["fc"], axes["fc"]
+        del axes["fc"]
     n = sum(int(p.size) for p in jax.tree_util.tree_leaves(params))
     desc = (
         f"Llama {n / 1e6:.2f}M params ({config.n_layers} blocks, {config.n_heads} heads / "
@@ -81,7 +90,10 @@ def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelPart
         return StageParts.from_adapter(pipeline, model, config, p)
 
     check_heads(config, par)
-    return ModelParts(model.loss, params, axes, desc, stages)
+    seed = run.training.seed
+    return ModelParts(
+        model.loss, params, axes, desc, stages, init=lambda: random_params(config, seed, tied)
+    )
 
 
 PROG = "python -m models.llama.train"

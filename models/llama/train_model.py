@@ -22,7 +22,7 @@ import numpy as np
 
 from models.llama.axes import split_axis
 from models.llama.config import LlamaConfig, rope_tables
-from models.llama.weights import expected_shapes
+from models.llama.weights import expected_shapes, random_weight
 from ttjax.errors import ConfigError
 from ttjax.ttml.context import ParallelismContext
 from ttjax.ttml.modules import (
@@ -132,35 +132,71 @@ class LlamaTrain:
         return cross_entropy_loss(self(params, idx), targets)
 
 
+#: A block's Hugging Face weight -> (module, leaf, stored transposed as [in, out]), in the
+#: order :func:`models.llama.weights.expected_shapes` lists them.
+BLOCK_WEIGHTS = {
+    "input_layernorm.weight": ("attention_norm", "gamma", False),
+    "self_attn.q_proj.weight": ("q_linear", "weight", True),
+    "self_attn.k_proj.weight": ("k_linear", "weight", True),
+    "self_attn.v_proj.weight": ("v_linear", "weight", True),
+    "self_attn.o_proj.weight": ("out_linear", "weight", True),
+    "post_attention_layernorm.weight": ("mlp_norm", "gamma", False),
+    "mlp.gate_proj.weight": ("w1", "weight", True),
+    "mlp.up_proj.weight": ("w3", "weight", True),
+    "mlp.down_proj.weight": ("w2", "weight", True),
+}
+#: The weights outside the blocks, the same way.
+TOP_WEIGHTS = {
+    "model.embed_tokens.weight": ("tok_emb", "weight", False),
+    "model.norm.weight": ("ln_fc", "gamma", False),
+    "lm_head.weight": ("fc", "weight", True),
+}
+
+
 def params_from_weights(config: LlamaConfig, w: dict[str, np.ndarray]) -> dict[str, Any]:
     """The canonical (Hugging Face) weight dict -> the training tree (projections as [in, out],
     the blocks stacked on a leading ``[n_layers]`` axis)."""
 
-    def lin(name: str) -> dict[str, Any]:
-        return {"weight": jnp.asarray(w[name].T)}
+    def tree(table: dict[str, tuple[str, str, bool]], prefix: str = "") -> dict[str, Any]:
+        return {
+            module: {leaf: jnp.asarray(w[prefix + name].T if t else w[prefix + name])}
+            for name, (module, leaf, t) in table.items()
+        }
 
-    blocks = []
-    for i in range(config.n_layers):
-        p = f"model.layers.{i}."
-        blocks.append(
-            {
-                "attention_norm": {"gamma": jnp.asarray(w[p + "input_layernorm.weight"])},
-                "q_linear": lin(p + "self_attn.q_proj.weight"),
-                "k_linear": lin(p + "self_attn.k_proj.weight"),
-                "v_linear": lin(p + "self_attn.v_proj.weight"),
-                "out_linear": lin(p + "self_attn.o_proj.weight"),
-                "mlp_norm": {"gamma": jnp.asarray(w[p + "post_attention_layernorm.weight"])},
-                "w1": lin(p + "mlp.gate_proj.weight"),
-                "w3": lin(p + "mlp.up_proj.weight"),
-                "w2": lin(p + "mlp.down_proj.weight"),
-            }
-        )
-    return {
-        "tok_emb": {"weight": jnp.asarray(w["model.embed_tokens.weight"])},
-        "blocks": stack_blocks(blocks),
-        "ln_fc": {"gamma": jnp.asarray(w["model.norm.weight"])},
-        "fc": lin("lm_head.weight"),
-    }
+    blocks = [tree(BLOCK_WEIGHTS, f"model.layers.{i}.") for i in range(config.n_layers)]
+    return {**tree(TOP_WEIGHTS), "blocks": stack_blocks(blocks)}
+
+
+def abstract_params(config: LlamaConfig, tied: bool = False) -> dict[str, Any]:
+    """The training tree as ``jax.ShapeDtypeStruct``\\ s (nothing allocated): what the memory
+    preflight compiles the step on before any weight exists. ``tied`` leaves out the LM head."""
+    hf = {k: jax.ShapeDtypeStruct(v, jnp.float32) for k, v in expected_shapes(config).items()}
+    shapes = jax.eval_shape(lambda w: params_from_weights(config, w), hf)
+    if tied:
+        del shapes["fc"]
+    return shapes
+
+
+def random_params(config: LlamaConfig, seed: int = 0, tied: bool = False) -> dict[str, Any]:
+    """``params_from_weights(config, random_weights(config, seed))``, bit for bit, built in place:
+    each weight is drawn in :func:`random_weights`' order and written into its stacked
+    ``[n_layers, in, out]`` numpy array, so the model exists once (not as the weight dict, then
+    the stacked copy). ``tied`` skips the LM head (drawn last, so nothing else changes)."""
+    out = jax.tree.map(lambda a: np.empty(a.shape, a.dtype), abstract_params(config, tied))
+    rng = np.random.default_rng(seed)
+    prefix = "model.layers."
+    for name, shape in expected_shapes(config).items():
+        if tied and name == "lm_head.weight":
+            continue
+        w = random_weight(rng, name, shape)
+        if name.startswith(prefix):
+            layer, _, rest = name[len(prefix) :].partition(".")
+            module, leaf, t = BLOCK_WEIGHTS[rest]
+            out["blocks"][module][leaf][int(layer)] = w.T if t else w
+        else:
+            module, leaf, t = TOP_WEIGHTS[name]
+            out[module][leaf][...] = w.T if t else w
+    return out
 
 
 def block_axes(config: LlamaConfig) -> dict[str, Any]:

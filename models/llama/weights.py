@@ -74,17 +74,21 @@ def random_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
     norm's weight or bias.
     """
     rng = np.random.default_rng(seed)
-    weights = {}
-    for name, shape in expected_shapes(config).items():
-        w = rng.standard_normal(shape, dtype=np.float32)
-        if "norm." in name:  # model.norm.* and *_layernorm.*
-            w *= np.float32(0.1)
-            if name.endswith(".weight"):
-                w += np.float32(1.0)
-        else:
-            w *= np.float32(0.02)
-        weights[name] = w
-    return weights
+    return {
+        name: random_weight(rng, name, shape) for name, shape in expected_shapes(config).items()
+    }
+
+
+def random_weight(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The next weight ``name`` of :func:`random_weights`' stream (drawn in its fixed order)."""
+    w = rng.standard_normal(shape, dtype=np.float32)
+    if "norm." in name:  # model.norm.* and *_layernorm.*
+        w *= np.float32(0.1)
+        if name.endswith(".weight"):
+            w += np.float32(1.0)
+    else:
+        w *= np.float32(0.02)
+    return w
 
 
 def check_weights(config: LlamaConfig, weights: dict[str, Any]) -> None:

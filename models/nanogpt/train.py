@@ -54,7 +54,9 @@ def gpt_config(run: RunConfig, vocab_size: int) -> GPTConfig:
 def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelParts:
     config = gpt_config(run, vocab_size)
     model = GPT(config)
-    params = init_params(config, run.training.seed)
+    seed = run.training.seed
+    # Shapes first: the memory preflight can refuse the run before any weight exists.
+    params = jax.eval_shape(lambda: init_params(config, seed))
     n = sum(int(p.size) for p in jax.tree_util.tree_leaves(params))
     desc = (
         f"NanoGPT {n / 1e6:.2f}M params ({config.n_layer} blocks, {config.n_head} heads, "
@@ -65,7 +67,9 @@ def build(run: RunConfig, par: ParallelismContext, vocab_size: int) -> ModelPart
         return StageParts.from_adapter(pipeline, model, config, p)
 
     check_heads(config, par)
-    return ModelParts(model.loss, params, param_axes(config), desc, stages)
+    return ModelParts(
+        model.loss, params, param_axes(config), desc, stages, init=lambda: init_params(config, seed)
+    )
 
 
 PROG = "python -m models.nanogpt.train"

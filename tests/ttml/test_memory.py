@@ -21,6 +21,7 @@ from models.nanogpt.weights import init_params, param_axes
 from ttjax.errors import ConfigError
 from ttjax.ttml import memory
 from ttjax.ttml.autograd import AutoContext
+from ttjax.ttml.cli import train_step
 from ttjax.ttml.config import load_config
 from ttjax.ttml.train import OptimizerSettings, TrainStep, make_optimizer
 
@@ -108,6 +109,43 @@ def test_cli_refuses_a_run_that_does_not_fit(tmp_path, monkeypatch):
     assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
 
 
+class _Sized:
+    """A step whose compiled program reports fixed per-device sizes (1 GB of temporaries on
+    each of 2 devices; nothing is compiled): what the preflight weighs against the host."""
+
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:2]), ("dp",))
+
+    def abstract_inputs(self, params, batch, seq):
+        return params, None
+
+    def local_batch(self, batch):
+        return batch // 2
+
+    def compiled(self, state, tokens):
+        return self
+
+    def memory_analysis(self):
+        sizes = {"argument": 1000, "output": 1000, "alias": 0, "temp": 10**9}
+        return type("Analysis", (), {f"{k}_size_in_bytes": v for k, v in sizes.items()})
+
+
+def test_check_off_starts_a_run_that_does_not_fit(monkeypatch):
+    """2 GB of temporaries on a host with 100 MB: refused; with the check off, the same estimate
+    is returned and the run goes on (the CLI's path: tests/ttml/test_memory.py's slow
+    test_cli_trains_when_the_check_is_off)."""
+    monkeypatch.setenv(memory.ENV_AVAILABLE, "100MB")
+    step, lines = _Sized(), []
+    with pytest.raises(memory.HostMemoryError, match="the step's temporaries 2 devices x"):
+        memory.plan(step, lambda mb: step, {}, 8, 8)
+    monkeypatch.setenv(memory.ENV_CHECK, "off")
+    got, est = memory.plan(step, lambda mb: step, {}, 8, 8, report=lines.append)
+    assert got is step and est is not None
+    assert (est.devices, est.temp, est.arguments, est.outputs) == (2, 10**9, 1000, 1000)
+    assert est.total > memory.HEADROOM * memory.parse_bytes("100MB")
+    assert len(lines) == 1 and lines[0].startswith("memory: estimated peak"), lines
+
+
+@pytest.mark.slow  # a whole CLI run; test_check_off_starts_a_run_that_does_not_fit checks the switch
 def test_cli_trains_when_the_check_is_off(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(memory.ENV_AVAILABLE, "100MB")
     monkeypatch.setenv(memory.ENV_CHECK, "off")
@@ -126,10 +164,11 @@ def test_budget_picks_chunks(tmp_path, monkeypatch, capsys):
     assert "each device runs its 4 sequences in chunks of 1" in capsys.readouterr().out
 
 
-@pytest.mark.slow  # alone 1.35x; after this file's CLI tests the child peaks 0.18 GB higher
+@pytest.mark.slow  # a fresh process's compile and 2 steps (about a minute on 2 cores)
 def test_estimate_tracks_the_measured_peak():
     """A fresh process (the benchmark's child, a small NanoGPT, XLA's default settings): its peak
-    RSS is within [0.67, 1.5] of the preflight's estimate."""
+    RSS is within [0.67, 1.5] of the preflight's estimate. The child reads its own high-water
+    mark (``VmHWM``): ``ru_maxrss`` would start at this test process's size, whatever ran before."""
     spec = json.dumps({"model": "tiny", "remat": "none", "batch": 8})
     # a user's plain environment: not the suite's fast-compile XLA flags nor what earlier tests set
     keep = ("PATH", "HOME", "LANG", "TMPDIR")
@@ -146,3 +185,34 @@ def test_estimate_tracks_the_measured_peak():
     line = next(x for x in out.splitlines() if x.startswith("RESULT "))
     result = json.loads(line[len("RESULT ") :])
     assert 0.67 <= result["peak_rss"] / result["estimate"] <= 1.5, result
+
+
+@pytest.mark.slow  # ~20 s of CPU: the pipelined step's compile
+def test_pipelined_step_is_estimated_on_the_state_it_places(monkeypatch):
+    """PP: the abstract state is the one ``init_state`` places (shapes, dtypes, shardings), the
+    step compiled on it runs on the placed state, and the preflight estimates (and refuses) it."""
+    run = load_config(ROOT / "configs" / "training_nanogpt_pp.yaml")
+    ctx = AutoContext.get_instance()
+    ctx.open_device(run.device.mesh_shape)
+    try:
+        par = ctx.initialize_parallelism_context(run.device.dims)
+        parts = nanogpt_train.build(run, par, run.model.vocab_size)
+        step = train_step(run, par, parts, OptimizerSettings.from_config(run))
+        batch, seq = run.training.batch_size, run.model.max_sequence_length
+        state = step.init_state(parts.whole_params())
+        like = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state)
+        abstract, tokens = step.abstract_inputs(parts.params, batch, seq)
+        for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(abstract)):
+            assert (a.shape, a.dtype) == (b.shape, b.dtype)
+            assert a.sharding.is_equivalent_to(b.sharding, a.ndim), (a.sharding, b.sharding)
+        assert jax.tree_util.tree_structure(like) == jax.tree_util.tree_structure(abstract)
+        host = np.random.default_rng(0).integers(0, run.model.vocab_size, tokens.shape)
+        # the program compiled on the shapes takes the placed state as it is (it raises on
+        # another layout), and its first loss is the untrained model's, about log(vocab)
+        _, got = step.compiled(abstract, tokens)(state, step._put_batch(host.astype(np.int32)))
+        assert abs(float(got["loss"]) - np.log(run.model.vocab_size)) < 0.5, float(got["loss"])
+        monkeypatch.setenv(memory.ENV_AVAILABLE, "10MB")
+        with pytest.raises(memory.HostMemoryError, match="the step's temporaries 8 devices x"):
+            memory.preflight(step, lambda mb: step, parts.params, batch, seq)
+    finally:
+        ctx.close_device()

@@ -236,7 +236,7 @@ def test_step_flops_match_the_matmuls_counted_by_hand(tmp_path, strategy, monkey
         par = ctx.initialize_parallelism_context(run.device.dims)
         parts = nanogpt_train.build(run, par, model_vocab(run, par))
         step = train_step(run, par, parts, OptimizerSettings.from_config(run))
-        state = step.init_state(parts.params)
+        state = step.init_state(parts.whole_params())
         settings = LoopSettings(batch_size=B, seq_len=T, max_steps=1, progress=False)
         trainer = Trainer(step, dataset(), settings, tmp_path / "out")
         flops, peak = trainer._step_cost(state)

@@ -83,6 +83,8 @@ class ModelParts:
     """What a model script hands the trainer: its loss, whole parameters and their mesh specs.
 
     ``stages(par)`` cuts the model into pipeline stages (needed when ``enable_pp`` is set).
+    With ``init``, ``params`` are the parameters' ``jax.ShapeDtypeStruct``\\ s and ``init()``
+    builds them: the memory preflight runs on the shapes, before any weight is allocated.
     """
 
     loss_fn: Callable[..., Any]
@@ -90,6 +92,11 @@ class ModelParts:
     specs: Any
     description: str
     stages: Callable[[ParallelismContext], StageParts] | None = None
+    init: Callable[[], Any] | None = None
+
+    def whole_params(self) -> Any:
+        """The whole parameters: ``init()`` when the model was built as shapes, else ``params``."""
+        return self.params if self.init is None else self.init()
 
 
 Build = Callable[[RunConfig, ParallelismContext, int], ModelParts]
@@ -520,14 +527,14 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
         out = Path(args.out or Path("runs") / t.project_name)
         trainer = Trainer(step, data, loop, out, checkpointer=ckpt)
         if args.resume:
-            state, history = trainer.resume(parts.params)
+            state, history = trainer.resume(parts.whole_params())
         else:
             if ckpt.all_steps():
                 raise ConfigError(
                     f"checkpoint_dir {str(ckpt.directory)!r} already holds steps "
                     f"{ckpt.all_steps()}.\nfix: pass --resume to continue, or remove the folder."
                 )
-            state, history = step.init_state(parts.params), []
+            state, history = step.init_state(parts.whole_params()), []
         if args.resume and int(state.step) >= loop.max_steps:
             ckpt.close()
             if int(state.step) > loop.max_steps:

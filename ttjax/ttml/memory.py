@@ -5,8 +5,9 @@ in one message where the run cannot fit, instead of the kernel's OOM killer mid-
 On a CPU mesh every device's memory is the host's. XLA's ``memory_analysis`` of the step
 compiled on sharded ``jax.ShapeDtypeStruct``\\ s gives, per device, the bytes it reads (weights,
 optimizer state, batch), writes (the new state) and its temporaries (activations); the peak is
-about ``base + devices * (arguments + outputs - alias + temp)``, ``base`` being the process's
-own memory when the estimate is made. The temporaries grow with the sequences a device runs at
+about ``base + devices * (arguments + outputs - alias + temp) + RUNTIME``, ``base`` being the
+process's own memory when the estimate is made and :data:`RUNTIME` what the run holds besides
+the step (measured). The temporaries grow with the sequences a device runs at
 once, so :func:`preflight` runs each device's share of the batch in equal chunks
 (``TrainStep(micro_batch=...)``, the same mean gradient) sized to an activation budget, then
 refuses if even that does not fit the host's available memory.
@@ -42,6 +43,11 @@ DEFAULT_BUDGET = 2 << 30
 #: The share of the host's available memory a run may plan to use (the rest: allocator slack,
 #: the checkpoint writer's copies, other processes).
 HEADROOM = 0.9
+#: What a training run holds besides the step, measured (``benchmarks/bench_memory.py``): the
+#: compiler's working memory, the other programs (optimizer init, validation, the FLOP count's
+#: lowering) and, at the end, the checkpoint writer and the loss plot. About 0.25 GiB on every
+#: run measured, whatever the batch; it dominates small runs.
+RUNTIME = 1 << 28
 GIB = float(1 << 30)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
@@ -96,6 +102,22 @@ def current_rss() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def peak_rss() -> int:
+    """This process's peak resident memory (bytes): ``VmHWM``, the high-water mark of its own
+    address space. Unlike ``ru_maxrss`` it does not start from the parent's resident size (Linux
+    carries that over ``fork`` and ``exec``), so a child of a large process reads its own peak."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
 def _agreed(available: int, base: int) -> tuple[int, int]:
     """The least available and the largest base over every process (one all-gather, made on
     every rank), so every rank picks the same chunk and refuses or trains alike."""
@@ -121,6 +143,7 @@ class MemoryEstimate:
     temp: int  # per device: activations and other temporaries
     base: int  # the process before the state is placed
     micro_batch: int | None = None
+    runtime: int = RUNTIME  # the run's other programs, checkpoint writer and plot
 
     @property
     def state(self) -> int:
@@ -135,15 +158,16 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         """The estimated peak resident memory of the process."""
-        return self.base + self.compiled
+        return self.base + self.compiled + self.runtime
 
     def describe(self) -> str:
-        """``6.1 GiB = process 0.7 + state in and out 0.5 + temporaries 2 x 2.4``."""
+        """``6.3 GiB (process 0.7 + state in and out 0.5 + temporaries 2 x 2.4 + other 0.25)``."""
         return (
             f"{self.total / GIB:.2f} GiB (process {self.base / GIB:.2f} + weights, optimizer "
             f"state and batch in and out {self.state / GIB:.2f} + the step's temporaries "
             f"{self.devices} device{'s' if self.devices != 1 else ''} x "
-            f"{self.temp / GIB:.2f})"
+            f"{self.temp / GIB:.2f} + the run's other programs, checkpoint and plot "
+            f"{self.runtime / GIB:.2f})"
         )
 
 
@@ -245,14 +269,15 @@ def plan(
     ``make_step(micro_batch)`` builds the same step running each device's share in chunks.
     The chunk is ``TTJAX_MICRO_BATCH`` when set; else the whole share if its activations fit
     the budget (``TTJAX_ACTIVATION_BUDGET``, at most what the host leaves), else the largest
-    divisor of the share that does, from the share's compiled per-sequence figure. A step
-    without ``abstract_inputs`` (the pipelined one) is returned unchecked. Raises
+    divisor of the share that does, from the share's compiled per-sequence figure (a step
+    without ``micro_batch``, the pipelined one, keeps its own). A step without
+    ``abstract_inputs`` is returned unchecked. Raises
     :class:`HostMemoryError` when the estimate exceeds the host's available memory (unless
     ``TTJAX_MEMORY_CHECK=off``). ``report`` gets one line saying what was decided.
     """
     if not hasattr(step, "abstract_inputs"):
         if report:
-            report("memory: not estimated for a pipelined step (no abstract inputs)")
+            report("memory: not estimated (the step has no abstract inputs)")
         return step, None
     env_set, env_chunk = _micro_from_env()
     local = step.local_batch(batch)
@@ -268,7 +293,8 @@ def plan(
         budget = env_budget()
         budget = min(budget, max(room - base - est.state, 0.0))
         # chunks only help when the state leaves room for some activations
-        if 0 < budget < est.devices * est.temp and local > 1:
+        # (a step without micro_batch, the pipelined one, runs its own micro-batches)
+        if 0 < budget < est.devices * est.temp and local > 1 and hasattr(step, "micro_batch"):
             per_seq = est.temp / local
             chunk = pick_chunk(local, per_seq * est.devices, budget)
             while True:
@@ -321,6 +347,7 @@ __all__ = [
     "ENV_BUDGET",
     "ENV_CHECK",
     "ENV_MICRO",
+    "RUNTIME",
     "HostMemoryError",
     "MemoryEstimate",
     "available_bytes",
@@ -329,6 +356,7 @@ __all__ = [
     "env_budget",
     "local_devices",
     "parse_bytes",
+    "peak_rss",
     "pick_chunk",
     "plan",
     "preflight",

@@ -119,7 +119,7 @@ class PipelineTrainStep(BaseTrainStep):
         io, blocks = params
         specs = (
             self.pipe.io_partition_specs(io),
-            self.pipe.staged_specs(jax.tree_util.tree_map(lambda a: a[0, 0], blocks)),
+            self.pipe.staged_specs(jax.tree_util.tree_map(_one_block, blocks)),
         )
         return jax.tree_util.tree_map(
             lambda s: NamedSharding(self.mesh, s), specs, is_leaf=lambda x: isinstance(x, P)
@@ -129,6 +129,29 @@ class PipelineTrainStep(BaseTrainStep):
         """Whole model parameters -> ``(io, staged blocks)`` placed on the mesh."""
         io, stacked = params if self.split is None else self.split(params)
         return self.pipe.place_io(io), self.pipe.stage_blocks(stacked)
+
+    def local_batch(self, batch: int) -> int:
+        """The sequences of a global ``batch`` that each pipeline (DDP/FSDP group) runs."""
+        return batch // self.pipe.data_size
+
+    def abstract_inputs(self, params: Any, batch: int, seq: int) -> tuple[Any, Any]:
+        """``(state, tokens)`` of one step as sharded ``jax.ShapeDtypeStruct``\\ s for whole
+        parameters ``params`` (arrays or shapes): the staged state :meth:`init_state` would
+        place, for the memory preflight (``ttjax.ttml.memory``) and ``ttjax.inspect``."""
+        self.pipe.check_batch(batch)
+        io, stacked = jax.eval_shape(lambda p: p if self.split is None else self.split(p), params)
+        p, slots = self.pipe.num_stages, self.pipe.slots
+        staged = jax.tree_util.tree_map(
+            lambda a: jax.ShapeDtypeStruct((p, slots, *a.shape[1:]), a.dtype), stacked
+        )
+        return self._abstract_state((io, staged)), self._abstract_tokens(batch, seq)
+
+
+def _one_block(a: Any) -> Any:
+    """One block's parameter of a staged leaf ``[stage, slot, ...]`` (array or shape)."""
+    if isinstance(a, jax.ShapeDtypeStruct):
+        return jax.ShapeDtypeStruct(a.shape[2:], a.dtype)
+    return a[0, 0]
 
 
 __all__ = ["PipelineTrainStep", "make_pp_optimizer", "staged_decay_mask"]

@@ -501,6 +501,22 @@ class BaseTrainStep(ABC):
         )
         return TrainState(self._replicated, shardings, opt)
 
+    def _abstract_state(self, placed: Any) -> TrainState:
+        """The ``TrainState`` of parameters ``placed`` as the state holds them (arrays or shapes),
+        as sharded ``jax.ShapeDtypeStruct``\\ s: nothing is allocated."""
+        shardings = self.state_shardings(placed)
+        state = jax.eval_shape(
+            lambda p: TrainState(jnp.zeros((), jnp.int32), p, self.optimizer.init(p)), placed
+        )
+        return jax.tree_util.tree_map(
+            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
+        )
+
+    def _abstract_tokens(self, batch: int, seq: int) -> jax.ShapeDtypeStruct:
+        """One step's tokens ``[accum, batch, seq + 1]`` as a sharded ``jax.ShapeDtypeStruct``."""
+        sharding = NamedSharding(self.mesh, self.batch_spec)
+        return jax.ShapeDtypeStruct((self.accum, batch, seq + 1), jnp.int32, sharding=sharding)
+
     def init_state(self, params: Any) -> TrainState:
         """Place whole parameters onto the mesh and create the optimizer state beside them."""
         placed = self.place_params(params)
@@ -707,16 +723,7 @@ class TrainStep(BaseTrainStep):
             self.par.specs(self.logical, params)  # every split dimension divides, or raise
         self.par.dims.check_batch(batch, "TrainStep.abstract_inputs: ")
         self._check_micro_batch(batch)
-        shardings = self.state_shardings(params)
-        state = jax.eval_shape(
-            lambda p: TrainState(jnp.zeros((), jnp.int32), p, self.optimizer.init(p)), params
-        )
-        state = jax.tree_util.tree_map(
-            lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
-        )
-        shape = (self.accum, batch, seq + 1)
-        sharding = NamedSharding(self.mesh, self.batch_spec)
-        return state, jax.ShapeDtypeStruct(shape, jnp.int32, sharding=sharding)
+        return self._abstract_state(params), self._abstract_tokens(batch, seq)
 
 
 __all__ = [

@@ -6,8 +6,8 @@ The implementation of :mod:`ttjax.tensor`, whose docstring says more.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -27,6 +27,8 @@ from ttjax._src.core.errors import (
 from ttjax._src.core.hardware import DRAM_MEMORY_CONFIG, MemoryConfig
 from ttjax._src.core.mesh import MeshCoordinate, MeshCoordinateRange, MeshDevice, MeshShape
 from ttjax._src.core.placements import Placement, PlacementReplicate, placements_str
+
+_UNSET: Any = object()  # an argument not given to Tensor(...)
 
 
 class Shape(Sequence[int]):
@@ -209,16 +211,32 @@ class Tensor:
 
     A Tensor is its data plus its :class:`TensorSpec`. Build one with :func:`ttjax.from_torch`
     (or ``ttjax.zeros`` & co.), read it back with :func:`ttjax.to_torch` and a mesh composer.
+    TT-NN's own constructors work too: ``Tensor(torch_tensor, dtype)``,
+    ``Tensor([1.0, 2.0], [1, 2], dtype, layout)`` and ``Tensor(other)`` (see ``python_init``).
     """
 
     __slots__ = ("__weakref__", "_data", "_spec")
 
     _data: Any
     _spec: TensorSpec
+    # TT-NN's Python constructor forms (ttnn-pybind/pytensor.cpp) convert host data, which lives
+    # above the core: ttjax._src.ttnn.tensor_methods sets this to its overload resolver.
+    python_init: ClassVar[Callable[..., Tensor] | None] = None
 
-    def __init__(self, data: Any, spec: TensorSpec) -> None:
-        self._data = data
-        self._spec = spec
+    def __init__(self, data: Any = _UNSET, spec: Any = _UNSET, *args: Any, **kwargs: Any) -> None:
+        if isinstance(spec, TensorSpec) and not args and not kwargs:
+            self._data = data
+            self._spec = spec
+            return
+        given = tuple(a for a in (data, spec) if a is not _UNSET) + args
+        if Tensor.python_init is None:
+            raise TTJaxError(
+                "Tensor(...) from Python data needs ttjax's TT-NN layer.\n"
+                "fix: import ttjax (or use ttjax.from_torch)."
+            )
+        made = Tensor.python_init(*given, **kwargs)
+        self._data = made._data
+        self._spec = made._spec
 
     def assign(self, source: Tensor) -> Tensor:
         """Make this tensor hold ``source``'s data and spec, in place; returns this tensor.

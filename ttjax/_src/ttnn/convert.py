@@ -5,6 +5,7 @@ The implementation of :mod:`ttjax.convert`, whose docstring says more.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 from collections.abc import Callable, Sequence
@@ -46,6 +47,8 @@ from ttjax._src.ttnn.distribute import (
     default_composer,
     default_mapper,
 )
+
+_log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # Host arrays and dtypes
@@ -482,8 +485,9 @@ def to_dtype(tensor: Tensor, dtype: DataType) -> Tensor:
 
 
 def host_to_layout(tensor: Tensor, layout: Layout) -> Tensor:
-    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged; a block
-    float tensor stays in TILE, as TT-NN requires)."""
+    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged). A block
+    float tensor stays in TILE: TT-NN's ``to_layout_bfloat`` logs "Conversion ... was not
+    executed!" and returns the tensor as it is (``tensor_impl.cpp``); so does ttjax."""
     if not isinstance(layout, Layout):
         raise LayoutError(
             f"Tensor.to: {layout!r} is neither a MeshDevice nor a ttnn Layout.\n"
@@ -492,10 +496,13 @@ def host_to_layout(tensor: Tensor, layout: Layout) -> Tensor:
     if tensor._data is None:
         raise deallocated_error("to", tensor)
     if tensor._dtype.is_block_float and layout is not Layout.TILE:
-        raise LayoutError(
-            f"Tile layout is required for tensor of type {tensor._dtype.value}; got {layout!r}.\n"
-            "fix: ttnn.to_dtype(t, ttnn.bfloat16) first."
+        _log.warning(
+            "Tensor layout must be Layout::TILE for bfloat8_b or bfloat4_b! Conversion from %r "
+            "to %r was not executed!",
+            tensor._layout,
+            layout,
         )
+        return tensor
     s = tensor._spec
     spec = TensorSpec(s.mesh, s.placements, s.dtype, layout, s.shape, StorageType.HOST)
     return Tensor(tensor._data, spec)

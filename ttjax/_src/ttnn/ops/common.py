@@ -136,6 +136,26 @@ def _check_page_table(op: str, page_table: Any, users: int, cache: Tensor) -> in
     return int(blocks * cache._shape[2])
 
 
+def page_table_rows(op: str, table: Any, users: int) -> int:
+    """The page table's rows as ``sdpa_decode_op.cpp`` and ``paged_cache_operation.cpp`` check
+    them: ``users`` when interleaved; a height-sharded table (UINT16) holds the whole [users,
+    blocks] table on each of its cores, so its height over the core count must be ``users`` (the
+    kernels read their own core's copy; ops read the first ``users`` rows)."""
+    if not (isinstance(table, Tensor) and table.is_sharded()):
+        return users
+    spec = table.memory_config().shard_spec
+    cores = spec.num_cores() if spec is not None else 1
+    rows = table._shape[0] if table._shape else 0
+    if table._dtype is not DataType.UINT16 or rows // cores != users:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: a sharded page_table must be UINT16 with shard height batch "
+            f"size {users} equal to Q on {cores} cores (got {table._dtype!r}, shape "
+            f"{list(table._shape)}).\nfix: repeat the [batch, blocks] table once per core of "
+            "its shard grid (page_table.repeat(num_cores, 1)) and store it as ttnn.uint16."
+        )
+    return rows
+
+
 def check_dtype(op: str, dtype: Any) -> DataType | None:
     if dtype is None or isinstance(dtype, DataType):
         return dtype

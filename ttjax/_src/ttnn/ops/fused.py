@@ -40,9 +40,10 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def _head_dim(op: str, t: Tensor, num_heads: int, num_kv_heads: int, width: int) -> int:
-    """head_dim = width / (num_heads + 2 * num_kv_heads), which must divide evenly."""
+    """head_dim = width / (num_heads + 2 * num_kv_heads), which must divide evenly; 0 kv heads
+    (tt_dit's q-only split: ``nlp_create_qkv_heads.cpp`` allows it) gives empty k and v."""
     total = num_heads + 2 * num_kv_heads
-    if num_heads <= 0 or num_kv_heads <= 0 or width % total:
+    if num_heads <= 0 or num_kv_heads < 0 or width % total:
         raise ShapeMismatchError(
             f"ttnn.experimental.{op}: the fused QKV width {width} (per-device shape "
             f"{list(t._shape)}) is not divisible by num_heads + 2*num_kv_heads = "

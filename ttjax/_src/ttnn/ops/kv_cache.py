@@ -26,6 +26,7 @@ from ttjax._src.ttnn.ops.common import (
     _check_page_table,
     check_hw_kwargs,
     core_set,
+    page_table_rows,
     write_output,
 )
 
@@ -195,7 +196,9 @@ def paged_update_cache(
                 f"ttnn.{op}: share_cache not supported with paged cache.\n"
                 "fix: drop share_cache= or page_table=."
             )
-        length = _check_page_table(op, page_table, users, cache_tensor)
+        length = _check_page_table(
+            op, page_table, page_table_rows(op, page_table, users), cache_tensor
+        )
     else:
         length = cache_tensor._shape[2]
         want = 1 if share else users
@@ -216,13 +219,14 @@ def paged_update_cache(
         # TT-NN counts the indices along dim 0 (interleaved; dim 1 when sharded) of a tensor of
         # any rank (paged_cache_operation.cpp): [batch], [batch, 1] and [1, batch] all hold one
         # position per user
+        sharded = update_idxs_tensor.is_sharded()  # each core's shard: all users' positions
         _check_int_tensor(
             op,
             "update_idxs_tensor",
             update_idxs_tensor,
-            (users,),
-            "one position per user",
-            flat=True,
+            (None, users) if sharded else (users,),
+            "[cores, batch] shards" if sharded else "one position per user",
+            flat=not sharded,
         )
         tensors.append(update_idxs_tensor)
     else:
@@ -253,7 +257,7 @@ def paged_update_cache(
 
     def fn_all(cache: Any, x: Any, *rest: Any) -> Any:
         if from_tensor:
-            pos = rest[0].reshape(-1).astype(jnp.int32)
+            pos = rest[0].reshape(-1)[: x.shape[1]].astype(jnp.int32)
         else:  # one traced scalar per user: every step reuses the compiled program
             pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest[: len(positions)]])
         # TT-NN's kernels write the cache's nkv heads from the first rows of each user's tile
@@ -264,7 +268,7 @@ def paged_update_cache(
         # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
         skip = pos < 0
         if paged:
-            table = rest[-1].astype(jnp.int32)
+            table = rest[-1].astype(jnp.int32)[: x.shape[1]]  # sharded: the first core's copy
             block = cache.shape[2]
             p = jnp.where(skip, 0, pos)
             rows = table[jnp.arange(table.shape[0]), p // block]

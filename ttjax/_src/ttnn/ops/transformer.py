@@ -31,6 +31,7 @@ from ttjax._src.ttnn.ops.common import (
     check_hw_kwargs,
     check_sdpa_program_config,
     norm_dim,
+    page_table_rows,
 )
 from ttjax._src.ttnn.ops.data_movement import slice as _slice
 
@@ -323,7 +324,13 @@ def _decode_setup(
             "attn_mask tensor for non-causal attention.\nfix: pass is_causal=False with attn_mask."
         )
     if cur_pos_tensor is not None:
-        _check_int_tensor(op, "cur_pos_tensor", cur_pos_tensor, (users,), "one position per user")
+        if cur_pos_tensor.is_sharded():  # every core's shard holds the users' positions
+            rows = (None,) * (len(cur_pos_tensor._shape) - 1) + (users,)
+            _check_int_tensor(op, "cur_pos_tensor", cur_pos_tensor, rows, "[cores, batch] shards")
+        else:
+            _check_int_tensor(
+                op, "cur_pos_tensor", cur_pos_tensor, (users,), "one position per user"
+            )
         return "tensor", [cur_pos_tensor], ()
     if cur_pos is not None and len(cur_pos) > 0:
         positions = tuple(int(p) for p in cur_pos)
@@ -346,9 +353,10 @@ def _decode_setup(
     )
 
 
-def _decode_positions(mode: str, rest: Sequence[Any]) -> Any:
+def _decode_positions(mode: str, rest: Sequence[Any], users: int) -> Any:
+    """The users' positions; a sharded cur_pos tensor's first shard (each core holds all)."""
     if mode == "tensor":
-        return rest[0].reshape(-1).astype(jnp.int32)
+        return rest[0].reshape(-1)[:users].astype(jnp.int32)
     return jnp.stack([jnp.asarray(p, jnp.int32) for p in rest])
 
 
@@ -397,7 +405,7 @@ def scaled_dot_product_attention_decode(
 
     def fn(qa: Any, ka: Any, va: Any, *rest: Any) -> Any:
         sink, rest = _split_sink(rest, len(extra), bool(sinks))
-        pos = _decode_positions(mode, rest) if mode in ("tensor", "list") else None
+        pos = _decode_positions(mode, rest, qa.shape[1]) if mode in ("tensor", "list") else None
         mask = rest[0] if mode == "mask" else None
         return _decode_attend(qa, ka, va, pos, mask, sc, window, sink)
 
@@ -407,7 +415,7 @@ def scaled_dot_product_attention_decode(
         "sdpa_decode",
         fn,
         [q, k, v, *extra, *sinks],
-        static=(sc, mode, window, bool(sinks)),
+        static=(sc, mode, window, bool(sinks), _chunks(program_config)),
         scalars=positions,
     )
 
@@ -436,7 +444,10 @@ def paged_scaled_dot_product_attention_decode(
     check_hw_kwargs(op, kwargs)
     q, k, v = input_tensor_q, input_tensor_k, input_tensor_v
     _check_heads(op, q, k, v, 2)
-    length = _check_page_table(op, page_table_tensor, q._shape[1], k)
+    users = q._shape[1]
+    length = _check_page_table(
+        op, page_table_tensor, page_table_rows(op, page_table_tensor, users), k
+    )
     d = q._shape[-1]
     sc = float(scale) if scale is not None else 1.0 / float(d) ** 0.5
     window = None if sliding_window_size is None else int(sliding_window_size)
@@ -453,8 +464,9 @@ def paged_scaled_dot_product_attention_decode(
 
     def fn(qa: Any, ka: Any, va: Any, table: Any, *rest: Any) -> Any:
         sink, rest = _split_sink(rest, len(extra), bool(sinks))
+        table = table[:users]  # a sharded table: every core's shard holds all the users
         kf, vf = _gather_pages(ka, table), _gather_pages(va, table)
-        pos = _decode_positions(mode, rest) if mode == "tensor" else None
+        pos = _decode_positions(mode, rest, users) if mode == "tensor" else None
         mask = rest[0] if mode == "mask" else None
         return _decode_attend(qa, kf, vf, pos, mask, sc, window, sink)
 
@@ -462,8 +474,15 @@ def paged_scaled_dot_product_attention_decode(
         "paged_sdpa_decode",
         fn,
         [q, k, v, page_table_tensor, *extra, *sinks],
-        static=(sc, mode, window, bool(sinks)),
+        static=(sc, mode, window, bool(sinks), users, _chunks(program_config)),
     )
+
+
+def _chunks(program_config: Any) -> tuple[Any, Any]:
+    """The chunk sizes TT-NN's SDPA decode hashes its program on (``sdpa_decode_op.cpp``:
+    ``compute_program_hash``): one program cache entry per chunk size, as there."""
+    return (getattr(program_config, "q_chunk_size", None),
+            getattr(program_config, "k_chunk_size", None))  # fmt: skip
 
 
 def _latent_values(op: str, k: Tensor, head_dim_v: int) -> Tensor:

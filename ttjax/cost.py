@@ -30,11 +30,11 @@ calibrate``); they live in ``ttjax/_src/tools/calibration.json`` with a note of 
 **Per op** (:func:`price`, :func:`capture`, :func:`predict_model`): a TT-NN program priced op by
 op, one rule per op family citing its tt-metal source (matmul cycles per tile at its fidelity on
 its cores, or its DRAM reads at the measured DRAM-sharded/interleaved rates; SDPA decode; CCLs on
-the system's Ethernet; bandwidth-bound ops from DRAM or L1) plus a fixed dispatch cost per op;
+the system's Ethernet; bandwidth-bound ops from DRAM or L1), each op at least a per-op floor;
 the step is the sum along the program. :func:`capture` reads the ops a ttjax program dispatches
 (abstract tensors, nothing compiled); :func:`model_program` writes out tt_transformers' decoder
-for any Hugging Face config (:func:`get_model`). ``docs/cost_model.md`` has the rules and every
-published row, predicted.
+for any Hugging Face config (:func:`get_model`), ``predict_model(..., program="llama3_70b_galaxy")``
+tt-metal's Galaxy Llama. ``docs/cost_model.md`` has the rules and every published row, predicted.
 
 Public names only; the implementation is :mod:`ttjax._src.tools.cost`, :mod:`ttjax._src.tools.opcost`
 and :mod:`ttjax._src.tools.opmodels`.

@@ -56,33 +56,40 @@ class Calibration:
         return {**asdict(self), "layer_seconds": dict(self.layer_seconds)}
 
 
-def load_calibration(path: str | Path = CALIBRATION_FILE) -> Calibration:
-    """The :class:`Calibration` stored at ``path`` (JSON, validated)."""
+def read_calibration(
+    path: str | Path, key: str | None, per_phase: str, refit: str
+) -> dict[str, Any] | None:
+    """The fitted factors stored in the calibration file ``path`` (JSON), under ``key`` (None:
+    the top level), checked: ``dram_efficiency`` and ``compute_efficiency`` in (0, 1.5],
+    ``per_phase`` a float per :data:`PHASES`, ``note``; None when ``key`` is absent. One reader
+    for both cost models (``refit`` is the command a bad file's message names)."""
+    where = f"calibration file {str(path)!r}" + (f": {key}" if key else "")
+    fix = f"fix: refit it with `{refit}`."
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(
-            f"calibration file {str(path)!r} cannot be read ({e}).\n"
-            "fix: refit it with `python -m models.llama.perf calibrate --write`."
-        ) from None
+        raise ConfigError(f"calibration file {str(path)!r} cannot be read ({e}).\n{fix}") from None
+    if key is not None:
+        raw = raw.get(key) if isinstance(raw, dict) else None
+        if raw is None:
+            return None
     try:
-        cal = Calibration(
-            dram_efficiency=float(raw["dram_efficiency"]),
-            compute_efficiency=float(raw["compute_efficiency"]),
-            layer_seconds={p: float(raw["layer_seconds"][p]) for p in PHASES},
-            note=str(raw.get("note", "")),
-        )
+        dram, compute = float(raw["dram_efficiency"]), float(raw["compute_efficiency"])
+        phased = {p: float(raw[per_phase][p]) for p in PHASES}
+        note = str(raw.get("note", ""))
     except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(
-            f"calibration file {str(path)!r} lacks or mistypes {e}.\nfix: refit it with "
-            "`python -m models.llama.perf calibrate --write`."
-        ) from None
-    if not (0 < cal.dram_efficiency <= 1.5 and 0 < cal.compute_efficiency <= 1.5):
-        raise ConfigError(
-            f"calibration file {str(path)!r}: efficiencies {cal.dram_efficiency}, "
-            f"{cal.compute_efficiency} are outside (0, 1.5].\nfix: refit it."
-        )
-    return cal
+        raise ConfigError(f"{where} lacks or mistypes {e}.\n{fix}") from None
+    if not (0 < dram <= 1.5 and 0 < compute <= 1.5):
+        raise ConfigError(f"{where}: efficiencies {dram}, {compute} are outside (0, 1.5].\n{fix}")
+    return {"dram_efficiency": dram, "compute_efficiency": compute, per_phase: phased, "note": note}
+
+
+def load_calibration(path: str | Path = CALIBRATION_FILE) -> Calibration:
+    """The :class:`Calibration` stored at ``path`` (JSON, validated)."""
+    raw = read_calibration(
+        path, None, "layer_seconds", "python -m models.llama.perf calibrate --write"
+    )
+    return Calibration() if raw is None else Calibration(**raw)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Price a TT-NN program op by op on a Wormhole system: one rule per op family, each citing its
-source, plus a fixed dispatch cost per op; the step is the sum along the program.
+source, each op at least a fixed per-op floor; the step is the sum along the program.
 
 The op list is either captured from a ttjax program on abstract tensors (:func:`capture`: every
 TT-NN op it dispatches, with its shapes, dtypes, memory configs and the settings it was called
@@ -19,8 +19,9 @@ with) or written out by :mod:`ttjax._src.tools.opmodels` for a model a user name
 - CCLs: ring or line on the system's Ethernet, ``num_links`` x 12.5 GB/s, 650 ns per hop
   (tech_reports/EthernetMultichip/BasicEthernetGuide.md; :func:`ttjax.cost.collective_time`).
 - embedding: the rows gathered, at DRAM interleaved rate.
-- every op: a fixed dispatch cost (op-to-op gap, "below 6us" traced, llms.md §4.5.5; fitted per
-  phase, as traced decode and host-dispatched prefill differ).
+- every op: at least a fixed per-op floor (op-to-op gap, "below 6us" traced, llms.md §4.5.5, plus
+  the small fixed costs the rules do not see; fitted per phase, as traced decode and
+  host-dispatched prefill differ): an op takes the larger of its work and the floor.
 
 With ``dram_prefetcher`` in the program (tt-metal's Galaxy Llama), weight reads run on the
 prefetcher's cores beside the other ops: the step is the larger of the ops' sum (matmuls without
@@ -49,7 +50,13 @@ from ttjax._src.core.systems import (
     System,
     get_system,
 )
-from ttjax._src.tools.cost import CALIBRATION_FILE, DTYPE_BYTES, PHASES, collective_time
+from ttjax._src.tools.cost import (
+    CALIBRATION_FILE,
+    DTYPE_BYTES,
+    PHASES,
+    collective_time,
+    read_calibration,
+)
 
 TILE = 32
 # GEMM_FLOPS.md §Utilization derivation formula: a 32x32x32 tile product takes 16 cycles at LoFi
@@ -64,6 +71,12 @@ SDPA_DECODE_BW = 180e9
 # data_movement/common/common.cpp common_tm_bw_model: measured Wormhole NoC rates per core at
 # 2 KB transactions, L1 read 29.7 / write 27.8 / local 27.9 bytes per cycle: 28 B/cycle per core.
 L1_BYTES_PER_CYCLE_PER_CORE = 28.0
+# An async CCL op's own latency beyond its hops: tt-metal's Galaxy Llama CI times its smallest
+# fabric CCLs at 9.6-10.1 us (models/demos/llama3_70b_galaxy/tests/decoder_perf_targets_4u.json:
+# all_gather_concat of 64 KB over 4 chips 10.08 us, llama_rs_create_heads 9.73 us;
+# tg_perf_unit_tests/test_ccl_async_perf_TG_llama.py targets 9.6 / 9.7 us) where 2 hops x 650 ns
+# and the bytes take ~2 us: ~8 us of launch and semaphore handshakes per op.
+CCL_OP_LATENCY_SECONDS = 8e-6
 FAMILIES = ("matmul", "sdpa", "ccl", "embedding", "norm", "elementwise", "data movement")
 
 
@@ -115,10 +128,14 @@ class OpRecord:
 def family_of(name: str) -> str:
     """The op family of a TT-NN op name (which rule prices it).
 
-    >>> family_of("linear"), family_of("all_gather_async"), family_of("rms_norm")
+    >>> family_of("linear"), family_of("all_gather_async"), family_of("rms_norm_pre_all_gather")
     ('matmul', 'ccl', 'norm')
     """
     n = name.lower()
+    if n.endswith(("norm_pre_all_gather", "norm_post_all_gather")):
+        return "norm"  # the local halves of a distributed norm; the gather is its own op
+    if n.startswith(("fused_rms", "llama_rs_", "llama_reduce_scatter")):
+        return "ccl"  # the Galaxy Llama's CCLs fused with a norm, a matmul or the heads
     if "all_gather" in n or "reduce_scatter" in n or "all_reduce" in n or "all_to_all" in n:
         return "ccl"
     if "scaled_dot_product_attention" in n or "sdpa" in n:
@@ -155,27 +172,9 @@ class OpCalibration:
 
 def load_op_calibration(path: str | Path = CALIBRATION_FILE) -> OpCalibration:
     """The per-op calibration stored under ``"per_op"`` in ``path`` (default if absent)."""
-    try:
-        raw = json.loads(Path(path).read_text()).get("per_op")
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(
-            f"calibration file {str(path)!r} cannot be read ({e}).\n"
-            "fix: refit it with `python -m ttjax._src.tools.opmodels calibrate --write`."
-        ) from None
-    if raw is None:
-        return OpCalibration()
-    try:
-        return OpCalibration(
-            dram_efficiency=float(raw["dram_efficiency"]),
-            compute_efficiency=float(raw["compute_efficiency"]),
-            dispatch_seconds={p: float(raw["dispatch_seconds"][p]) for p in PHASES},
-            note=str(raw.get("note", "")),
-        )
-    except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(
-            f"calibration file {str(path)!r}: per_op lacks or mistypes {e}.\n"
-            "fix: refit it with `python -m ttjax._src.tools.opmodels calibrate --write`."
-        ) from None
+    raw = read_calibration(path, "per_op", "dispatch_seconds",
+                           "python -m ttjax._src.tools.opmodels calibrate --write")  # fmt: skip
+    return OpCalibration() if raw is None else OpCalibration(**raw)
 
 
 def save_op_calibration(cal: OpCalibration, path: str | Path = CALIBRATION_FILE) -> None:
@@ -193,13 +192,15 @@ def save_op_calibration(cal: OpCalibration, path: str | Path = CALIBRATION_FILE)
 
 @dataclass(frozen=True)
 class OpCost:
-    """One op's price: seconds per run (dispatch included), what bounds it, and the rule."""
+    """One op's price: seconds per run (the larger of its work and the per-op floor), what bounds
+    it ("dispatch" when the floor does), the rule, and the matmul's share the prefetcher takes."""
 
     record: OpRecord
     seconds: float
     bound: str
     rule: str
     weight_read_seconds: float = 0.0  # the matmul's DRAM weight read (the prefetcher's share)
+    streamed_seconds: float | None = None  # seconds per run with the weights prefetched
 
     @property
     def total_seconds(self) -> float:
@@ -239,9 +240,9 @@ def _bytes_time(
     return max(dram_s, l1_s), dram_s, l1_s
 
 
-def matmul_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+def matmul_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     """matmul_op.cpp's ideal cycles on the op's cores at its fidelity, or its DRAM reads at the
-    DRAM-sharded / interleaved matmul rate (llms.md §4.6.1): the larger, plus dispatch."""
+    DRAM-sharded / interleaved matmul rate (llms.md §4.6.1): the larger."""
     a, b = rec.inputs[0], rec.inputs[1]
     out = rec.outputs[0]
     k, n = a.shape[-1], out.shape[-1]
@@ -268,16 +269,20 @@ def matmul_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: flo
     bw = DRAM_SHARDED_BW if sharded else DRAM_INTERLEAVED_BW
     move, dram_s, l1_s = _bytes_time((*rec.inputs, *rec.outputs), cores, bw, cal)
     weight = b.nbytes / (bw * cal.dram_efficiency) if b.buffer == "DRAM" else 0.0
+    rest = (a, *rec.inputs[2:], *rec.outputs) if b.buffer == "DRAM" else (*rec.inputs, *rec.outputs)
+    streamed: float | None = max(compute, _bytes_time(rest, cores, bw, cal)[0])
+    if rec.settings.get("prefetched") is False:  # reads its own weights with the prefetcher on
+        weight, streamed = 0.0, None
     bound = "compute" if compute >= move else ("DRAM" if dram_s >= l1_s else "L1")
     rule = (
         f"{tiles} tiles x {CYCLES_PER_TILE_LOFI * FIDELITY_PASSES[fid]} cycles ({fid.name}) / "
         f"{cores} cores = {compute * 1e6:.1f} us vs {sum(t.nbytes for t in rec.inputs) / 1e6:.2f}"
         f" MB at {bw / 1e9:.0f} GB/s{' (DRAM-sharded)' if sharded else ''} = {move * 1e6:.1f} us"
     )
-    return OpCost(rec, max(compute, move) + dispatch, bound, rule, weight)
+    return OpCost(rec, max(compute, move), bound, rule, weight, streamed)
 
 
-def sdpa_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+def sdpa_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     """SDPA decode: K and V read for the attended positions at FlashDecode's 180 GB/s, or the
     QK and PV matmuls at HiFi2; prefill (``causal``): the matmuls at HiFi4 over half the square."""
     q, kc = rec.inputs[0], rec.inputs[1]
@@ -308,7 +313,7 @@ def sdpa_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float
         f"{flops / 1e9:.3f} GFLOP ({fid.name}, {cores} cores) = {compute * 1e6:.1f} us vs "
         f"{kv_bytes / 1e6:.2f} MB KV = {mem * 1e6:.1f} us"
     )
-    return OpCost(rec, max(compute, mem) + dispatch, bound, rule)
+    return OpCost(rec, max(compute, mem), bound, rule)
 
 
 _CCL_KIND = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
@@ -325,9 +330,9 @@ def ccl_kind(rec: OpRecord) -> str:
     return "all-gather"
 
 
-def ccl_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+def ccl_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     """A CCL on the system's Ethernet: each chip's ring-formula bytes over ``num_links`` links,
-    ring or line by group size (``ttjax.cost.collective_time``), plus dispatch."""
+    ring or line by group size (``ttjax.cost.collective_time``)."""
     n = int(rec.settings.get("group_size", system.num_chips))
     kind = ccl_kind(rec)
     links = int(rec.settings.get("num_links", 1))
@@ -352,10 +357,19 @@ def ccl_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float)
         f"{kind} of {n} ({topo}, {hops} hops x {s.hop_seconds * 1e9:.0f} ns), "
         f"{per / 1e6:.3f} MB/chip on {links} link(s) x {s.link_bandwidth / 1e9:.1f} GB/s"
     )
-    return OpCost(rec, lat + xfer + dispatch, "Ethernet", rule)
+    lat += CCL_OP_LATENCY_SECONDS
+    rule += f" + {CCL_OP_LATENCY_SECONDS * 1e6:.0f} us op latency"
+    fused = rec.settings.get("fused")
+    if isinstance(fused, OpRecord):  # a CCL fused with a local op (a norm, a matmul, heads)
+        local = RULES[fused.family](fused, system, cal)
+        rule += f" + {fused.name}: {local.seconds * 1e6:.1f} us ({local.rule})"
+        return OpCost(rec, lat + xfer + local.seconds, "Ethernet", rule,
+                      local.weight_read_seconds,
+                      None if local.streamed_seconds is None else lat + xfer + local.streamed_seconds)  # fmt: skip
+    return OpCost(rec, lat + xfer, "Ethernet", rule)
 
 
-def embedding_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+def embedding_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     """An embedding gathers one table row per index from DRAM (interleaved) and writes them."""
     idx, table = rec.inputs[0], rec.inputs[1]
     rows = int(np.prod(idx.shape)) if idx.shape else 1
@@ -363,20 +377,20 @@ def embedding_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: 
     read = rows * row_bytes / (DRAM_INTERLEAVED_BW * cal.dram_efficiency)
     write = _bytes_time(rec.outputs, _cores(rec, system), DRAM_INTERLEAVED_BW, cal)[0]
     rule = f"{rows} rows x {row_bytes / 1e3:.1f} KB at {DRAM_INTERLEAVED_BW / 1e9:.0f} GB/s"
-    return OpCost(rec, read + write + dispatch, "DRAM", rule)
+    return OpCost(rec, read + write, "DRAM", rule)
 
 
-def bandwidth_cost(rec: OpRecord, system: System, cal: OpCalibration, dispatch: float) -> OpCost:
+def bandwidth_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     """Elementwise, norm and data-movement ops: bytes in and out, DRAM at 190 GB/s, L1 at
-    28 B/cycle per core (common_tm_bw_model's measured NoC rates), plus dispatch."""
+    28 B/cycle per core (common_tm_bw_model's measured NoC rates)."""
     cores = _cores(rec, system)
     t, dram_s, l1_s = _bytes_time((*rec.inputs, *rec.outputs), cores, DRAM_INTERLEAVED_BW, cal)
     moved = sum(x.nbytes for x in (*rec.inputs, *rec.outputs))
     rule = f"{moved / 1e6:.3f} MB in+out ({'DRAM' if dram_s >= l1_s else 'L1'}, {cores} cores)"
-    return OpCost(rec, t + dispatch, "DRAM" if dram_s >= l1_s else "L1", rule)
+    return OpCost(rec, t, "DRAM" if dram_s >= l1_s else "L1", rule)
 
 
-RULES: dict[str, Callable[[OpRecord, System, OpCalibration, float], OpCost]] = {
+RULES: dict[str, Callable[[OpRecord, System, OpCalibration], OpCost]] = {
     "matmul": matmul_cost,
     "sdpa": sdpa_cost,
     "ccl": ccl_cost,
@@ -387,27 +401,39 @@ RULES: dict[str, Callable[[OpRecord, System, OpCalibration, float], OpCost]] = {
 }
 RULE_TEXT = {
     "matmul": "max(tiles x 16 x fidelity passes / cores cycles [matmul_op.cpp], DRAM bytes at "
-    "240 GB/s sharded or 190 GB/s interleaved [llms.md 4.6.1]) + dispatch",
+    "240 GB/s sharded or 190 GB/s interleaved [llms.md 4.6.1])",
     "sdpa": "decode: max(K+V positions at 180 GB/s [FlashDecode.md], QK+PV at HiFi2); prefill: "
-    "causal QK+PV at HiFi4 + dispatch",
-    "ccl": "ring/line hops x 650 ns + ring bytes / (num_links x 12.5 GB/s) "
-    "[BasicEthernetGuide.md] + dispatch",
-    "embedding": "rows x row bytes at 190 GB/s + dispatch",
-    "norm": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core [common_tm_bw_model] + dispatch",
-    "elementwise": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core + dispatch",
-    "data movement": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core + dispatch",
+    "causal QK+PV at HiFi4",
+    "ccl": "8 us op latency [Galaxy Llama CI] + ring/line hops x 650 ns + ring bytes / "
+    "(num_links x 12.5 GB/s) [BasicEthernetGuide.md] (+ a fused op's own rule)",
+    "embedding": "rows x row bytes at 190 GB/s",
+    "norm": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core [common_tm_bw_model]",
+    "elementwise": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core",
+    "data movement": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core",
 }
 
 
 def price_op(
-    rec: OpRecord, system: System | str, phase: str = "decode", cal: OpCalibration | None = None
+    rec: OpRecord,
+    system: System | str,
+    phase: str = "decode",
+    cal: OpCalibration | None = None,
+    dispatch: float | None = None,
 ) -> OpCost:
-    """The :class:`OpCost` of one op on one chip of ``system``."""
+    """The :class:`OpCost` of one op on one chip of ``system``: its rule's work, or the per-op
+    floor (``dispatch``, default the calibration's for ``phase``) where that is larger: a traced
+    step issues the next op's commands while one runs, so an op shorter than the floor waits
+    for it and a longer one hides it."""
     s = get_system(system)
     c = cal if cal is not None else OP_CALIBRATION
     if phase not in PHASES:
         raise ConfigError(f"phase={phase!r} is not a step kind.\nfix: one of {PHASES}.")
-    return RULES[rec.family](rec, s, c, c.dispatch_seconds[phase])
+    floor = c.dispatch_seconds[phase] if dispatch is None else float(dispatch)
+    w = RULES[rec.family](rec, s, c)
+    streamed = None if w.streamed_seconds is None else max(w.streamed_seconds, floor)
+    if w.seconds >= floor:
+        return replace(w, streamed_seconds=streamed)
+    return replace(w, seconds=floor, bound="dispatch", streamed_seconds=streamed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +461,7 @@ class OpPrediction:
         # weights stream on the prefetcher's cores: matmuls pay their compute / L1 time only
         return float(
             sum(
-                (c.seconds - (c.weight_read_seconds if c.bound == "DRAM" else 0.0)) * c.record.count
+                (c.seconds if c.streamed_seconds is None else c.streamed_seconds) * c.record.count
                 for c in self.costs
             )
         )
@@ -461,12 +487,19 @@ class OpPrediction:
     def fits(self) -> bool:
         return self.resident_bytes is None or self.resident_bytes <= self.system.dram_bytes
 
+    def _seconds(self, c: OpCost) -> float:
+        """One op's seconds per step in this program (its weights prefetched or not)."""
+        if self.prefetcher and c.streamed_seconds is not None:
+            return c.streamed_seconds * c.record.count
+        return c.total_seconds
+
     def by_family(self) -> list[tuple[str, float, int, str]]:
-        """``(family, seconds per step, ops per step, rule)``, most expensive first."""
+        """``(family, seconds per step, ops per step, rule)``, most expensive first (every op
+        at least the per-op floor: RULE_TEXT's rule or the floor, the larger)."""
         acc: dict[str, list[float]] = {}
         for c in self.costs:
             a = acc.setdefault(c.record.family, [0.0, 0.0])
-            a[0] += c.total_seconds
+            a[0] += self._seconds(c)
             a[1] += c.record.count
         rows = [(f, s, int(n), RULE_TEXT[f]) for f, (s, n) in acc.items()]
         return sorted(rows, key=lambda r: -r[1])
@@ -479,8 +512,8 @@ class OpPrediction:
 
     @property
     def dispatch_seconds(self) -> float:
-        d = self.calibration.dispatch_seconds[self.phase]
-        return d * sum(c.record.count for c in self.costs)
+        """Seconds of the step spent in ops the per-op floor bounds (shorter than the floor)."""
+        return float(sum(self._seconds(c) for c in self.costs if c.bound == "dispatch"))
 
     def top_ops(self, n: int = 10) -> list[tuple[str, float, int, str, str]]:
         """``(op name, seconds per step, runs, bound, rule)`` of the ``n`` costliest op kinds
@@ -488,8 +521,9 @@ class OpPrediction:
         acc: dict[tuple[str, str], list[Any]] = {}
         for c in self.costs:
             key = (c.record.name, c.rule)
-            a = acc.setdefault(key, [0.0, 0, c.bound])
-            a[0] += c.total_seconds
+            pre = self.prefetcher and c.streamed_seconds is not None and c.weight_read_seconds
+            a = acc.setdefault(key, [0.0, 0, "prefetched" if pre else c.bound])
+            a[0] += self._seconds(c)
             a[1] += c.record.count
         rows = [(k[0], v[0], v[1], v[2], k[1]) for k, v in acc.items()]
         return sorted(rows, key=lambda r: -r[1])[:n]
@@ -514,7 +548,7 @@ class OpPrediction:
             lines.append(f"  {fam:<14} {s * 1e3:9.3f} ms  {n:6d} ops  {rule}")
         if self.prefetcher:
             lines.append(f"  prefetcher weight reads {self.prefetch_seconds * 1e3:.3f} ms")
-        lines.append(f"  of which dispatch {self.dispatch_seconds * 1e3:.3f} ms")
+        lines.append(f"  of which ops at the per-op floor {self.dispatch_seconds * 1e3:.3f} ms")
         lines.append(f"  calibration: {self.calibration.note}")
         return lines
 
@@ -548,9 +582,11 @@ def price(
     replicas: int = 1,
     calibration: OpCalibration | None = None,
     resident_bytes: float | None = None,
+    dispatch: float | None = None,
 ) -> OpPrediction:
     """Price every op of a program on ``system``: the step is the sum along the program (the
-    larger of it and the weight reads when the program runs ``dram_prefetcher``).
+    larger of it and the weight reads when the program runs ``dram_prefetcher``). ``dispatch``
+    replaces the calibration's per-op floor (a program with its own measured op-to-op gap).
 
     >>> x = TensorInfo((32, 4096)); w = TensorInfo((4096, 4096), "bfloat8_b", "DRAM", True)
     >>> price([OpRecord("linear", (x, w), (x,))], "n150").step_seconds > 0
@@ -560,7 +596,7 @@ def price(
     cal = calibration if calibration is not None else OP_CALIBRATION
     if int(users) < 1 or int(replicas) < 1:
         raise ConfigError(f"users={users}, replicas={replicas}.\nfix: both >= 1.")
-    costs = tuple(price_op(r, s, phase, cal) for r in ops)
+    costs = tuple(price_op(r, s, phase, cal, dispatch) for r in ops)
     pre = any("prefetcher" in r.name for r in ops)
     return OpPrediction(s, phase, int(users), int(replicas), costs, pre, resident_bytes, cal)
 

@@ -26,6 +26,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from ttjax._src.tools.opcost import (
     price,
     save_op_calibration,
 )
+from ttjax._src.tools.opgalaxy import GALAXY_OP_TO_OP_SECONDS, galaxy_program
 
 TILE = 32
 PROMPT = 128  # tokens prefilled for a TTFT row (PERF.md's runs)
@@ -63,8 +65,16 @@ class ModelSpec:
     gated: bool = True  # SwiGLU (FF1, FF3, FF2); False: Falcon's GELU MLP (two matmuls)
     qkv_bias: bool = False
     recipe: str = "performance"
+    qk_norm: bool = False  # Qwen3: RMSNorm of each head of Q and K (attention.py q_norm/k_norm)
+    # decode weights DRAM-sharded (tt_transformers); Falcon's own programs (falcon7b_common,
+    # t3000/falcon40b) read them DRAM-interleaved with core_grid matmuls (falcon_mlp.py)
+    dram_sharded: bool = True
+    # model_config.py PAD_MLP_CORES defaults: the FFN dim padded to a multiple of
+    # cores x 32 x devices (Qwen2.5-7B 16, QwQ-32B 16, Qwen2.5-72B 32)
+    mlp_pad_cores: int = 0
 
 
+_falcon = partial(ModelSpec, gated=False, recipe="bfp8", dram_sharded=False)
 MODELS = {
     s.name: s
     for s in (
@@ -86,14 +96,19 @@ MODELS = {
             152064,
             qkv_bias=True,
             recipe="bfp8-mlp-bf16-attn",
+            mlp_pad_cores=16,
         ),  # PERF.md: bfp8 MLP, bf16 attention
         ModelSpec("qwen2.5-32b", 5120, 64, 40, 8, 128, 27648, 152064, qkv_bias=True),
-        ModelSpec("qwen2.5-72b", 8192, 80, 64, 8, 128, 29568, 152064, qkv_bias=True),
-        ModelSpec("qwen3-32b", 5120, 64, 64, 8, 128, 25600, 151936),
+        ModelSpec(
+            "qwen2.5-72b", 8192, 80, 64, 8, 128, 29568, 152064, qkv_bias=True, mlp_pad_cores=32
+        ),
+        ModelSpec("qwq-32b", 5120, 64, 40, 8, 128, 27648, 152064, qkv_bias=True, mlp_pad_cores=16),
+        ModelSpec("qwen3-32b", 5120, 64, 64, 8, 128, 25600, 151936, qk_norm=True),
         ModelSpec("mistral-7b", 4096, 32, 32, 8, 128, 14336, 32768),
         ModelSpec("mixtral-8x7b", 4096, 32, 32, 8, 128, 14336, 32000, experts=8),
-        ModelSpec("falcon-7b", 4544, 32, 71, 1, 64, 18176, 65024, gated=False, recipe="bfp8"),
-        ModelSpec("falcon-40b", 8192, 60, 128, 8, 64, 32768, 65024, gated=False, recipe="bfp8"),
+        # falcon7b_common, t3000/falcon40b: GELU MLP, bfloat8_b, DRAM-interleaved decode weights
+        _falcon("falcon-7b", 4544, 32, 71, 1, 64, 18176, 65024),
+        _falcon("falcon-40b", 8192, 60, 128, 8, 64, 32768, 65024),
         ModelSpec("phi-3.5-mini", 3072, 32, 32, 32, 96, 8192, 32064),
         ModelSpec("phi-4", 5120, 40, 40, 10, 128, 17920, 100352),
     )
@@ -101,7 +116,6 @@ MODELS = {
 ALIASES = {
     "llama-3.1-70b-instruct": "llama-3.1-70b",
     "deepseek-r1-distill-llama-70b": "llama-3.1-70b",
-    "qwq-32b": "qwen2.5-32b",
     "qwen2.5-coder-32b": "qwen2.5-32b",
     "phi-3-mini-128k": "phi-3.5-mini",
 }
@@ -143,6 +157,8 @@ def spec_from_hf(config: dict[str, Any], name: str = "model") -> ModelSpec:
             gated=not falcon,
             qkv_bias=mt == "qwen2" or bool(config.get("attention_bias", False)),
             recipe="bfp8" if falcon else "performance",
+            qk_norm=mt == "qwen3",
+            dram_sharded=not falcon,
         )
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         raise ConfigError(
@@ -175,6 +191,16 @@ def get_model(model: str | ModelSpec) -> ModelSpec:
 # ---------------------------------------------------------------------------------------------
 
 
+# falcon_attention.py's decode ops between the fused QKV matmul and the dense matmul
+FALCON_DECODE_ATTENTION = (
+    "nlp_create_qkv_heads_falcon7b", "rotary_embedding", "rotary_embedding", "update_cache",
+    "slice", "interleaved_to_sharded", "pad", "transpose", "reshape", "interleaved_to_sharded",
+    "transpose", "attn_matmul", "scale_mask_softmax_in_place", "update_cache", "slice",
+    "interleaved_to_sharded", "attn_matmul", "sharded_to_interleaved", "transpose", "transpose",
+    "nlp_concat_heads",
+)  # fmt: skip
+
+
 def _l1(*shape: int, dtype: str = "bfloat16") -> TensorInfo:
     return TensorInfo(tuple(shape), dtype, "L1", True)
 
@@ -192,6 +218,19 @@ def _mesh_2d(system: System, tp: int) -> tuple[int, int] | None:
     return (rows, tp // rows) if tp % rows == 0 else (tp // cols, cols)
 
 
+def _lm_grid(d: int, n: int) -> tuple[int, int]:
+    """model_config.py 885-898: the LM head's core grid (rows, cores per row) for dim ``d`` on
+    ``n`` chips (TG: at most 4 rows)."""
+    lm_rows, lm_cols = (4, 8) if n == 32 else (8, 8)
+    while n == 32 and lm_rows > 1 and d % (32 * 32 * lm_rows):
+        lm_rows -= 1
+    while d % (TILE * lm_rows * lm_cols) and lm_cols:
+        lm_rows -= 1
+        if lm_rows == 0:
+            lm_rows, lm_cols = 8, lm_cols - 1
+    return lm_rows, lm_cols
+
+
 def model_program(
     model: str | ModelSpec,
     system: System | str,
@@ -204,6 +243,7 @@ def model_program(
     recipe: str | None = None,
     num_links: int = 1,
     ccl_dtype: str = "bfloat8_b",
+    argmax_on_device: bool = True,
 ) -> list[OpRecord]:
     """The per-chip TT-NN ops of one replica (TP over ``tp`` chips) for one step: a decode step
     of ``batch`` users at ``context`` positions, or the prefill of one ``prompt``-token user.
@@ -213,6 +253,8 @@ def model_program(
     WO (``all_gather_matmul_async`` on a ring), FF2's partial sums are reduce-scattered. TG (a
     Galaxy's 8x4): weights fractured 2-D, distributed norms (stats all-gathered), QKV and FF1/FF3
     reduced along the 4-chip axis, WO and FF2 all-reduced along the 8-chip axis.
+    ``argmax_on_device``: greedy decoding's argmax on device (PERF.md's runs); else the logits
+    go to the host.
     """
     m = get_model(model)
     s = get_system(system)
@@ -235,7 +277,11 @@ def model_program(
     nh = max(1, math.ceil(m.n_heads / col))
     nkv = max(1, math.ceil(m.n_kv_heads / col))
     qkv = (nh + 2 * nkv) * hd
-    ffn = m.ffn_dim if m.experts else math.ceil(m.ffn_dim / col)
+    ffn_dim = m.ffn_dim
+    if m.mlp_pad_cores:
+        step = m.mlp_pad_cores * TILE * n
+        ffn_dim = math.ceil(ffn_dim / step) * step
+    ffn = ffn_dim if m.experts else math.ceil(ffn_dim / col)
     dl = math.ceil(d / row)  # model dim each chip's matmuls read
     act = _l1 if decode else _dram  # decode activations sit L1-sharded, prefill in DRAM
     topo1 = s.topology(n)
@@ -245,9 +291,10 @@ def model_program(
 
     def mm(name: str, k: int, nn: int, which: str, r: int = rows) -> OpRecord:
         dt, fid = rec[which]
-        w = _dram(k, nn, dtype=dt, sharded=decode)
+        sharded = decode and m.dram_sharded
+        w = _dram(k, nn, dtype=dt, sharded=sharded)
         mcast = {} if decode else {"mcast": "2d"}  # prefill: model_config.py's 2-D configs
-        return op(name, (act(r, k), w), (act(r, nn),), fidelity=fid, dram_sharded=decode,
+        return op(name, (act(r, k), w), (act(r, nn),), fidelity=fid, dram_sharded=sharded,
                   cores=s.compute_cores, **mcast)  # fmt: skip
 
     def ccl(name: str, kind: str, x: TensorInfo, y: TensorInfo, group: int, links: int,
@@ -261,22 +308,40 @@ def model_program(
     norm = "rms_norm" if m.gated else "layer_norm"
 
     def norm_ops() -> list[OpRecord]:
-        if grid:  # tt_sharded_distributed_rmsnorm: stats gathered along the 4-chip axis
+        if grid:  # tt_sharded_distributed_rmsnorm: stats gathered along the 4-chip axis on 1 link
             st = act(rows, TILE * row)
             return [move("to_memory_config", dl), op(f"{norm}_pre_all_gather", (act(rows, dl),), (act(rows, TILE),)),
-                    ccl("all_gather_async", "all-gather", act(rows, TILE), st, row, 2, "line"),
+                    ccl("all_gather_async", "all-gather", act(rows, TILE), st, row, 1, "line"),
                     op(f"{norm}_post_all_gather", (act(rows, dl), st), (act(rows, dl),))]  # fmt: skip
         if n > 1:  # the fractured residual gathered, then the norm
             return [ccl("all_gather_async", "all-gather", act(rows, math.ceil(d / n)), act(rows, d), n,
                         num_links, topo1), op(norm, (act(rows, d),), (act(rows, d),))]  # fmt: skip
         return [move("to_memory_config", d), op(norm, (act(rows, d),), (act(rows, d),))]
 
-    def all_reduce_2d(width: int, group: int) -> list[OpRecord]:
-        """ccl.py tt_all_reduce on TG: all-gather along the axis, then fast_reduce_nc."""
-        x = act(rows, width, dtype=ccl_dtype)
-        return [ccl("all_gather_async", "all-gather", x, act(rows * group, width, dtype=ccl_dtype),
-                    group, 2, "line"),
-                op("fast_reduce_nc", (act(rows * group, width, dtype=ccl_dtype),), (act(rows, width),))]  # fmt: skip
+    def all_reduce_2d(width: int, group: int, composite: bool = False,
+                      cast: bool = False) -> list[OpRecord]:  # fmt: skip
+        """ccl.py tt_all_reduce on TG: all-gather along the axis (decode: gathered into L1),
+        fast_reduce_nc, the reshape back (prefill: the input to DRAM first); ``composite`` (WO
+        and FF2 at dim 8192): reduce-scatter, all-gather, reshape. ``cast`` (mlp.py's FF1/FF3
+        all-reduces, called without ``dtype``: bfloat8_b outputs gathered as bfloat16, ccl.py
+        121-124): typecast to L1 interleaved and back to sharded first."""
+        if cast and decode:
+            return [move("to_memory_config", width), move("to_memory_config", width),
+                    *_ar2d(width, group, "bfloat16")]  # fmt: skip
+        return _ar2d(width, group, ccl_dtype, composite)
+
+    def _ar2d(width: int, group: int, dt: str, composite: bool = False) -> list[OpRecord]:
+        x = act(rows, width, dtype=dt)
+        if composite:
+            return [ccl("reduce_scatter_minimal_async", "reduce-scatter", x,
+                        act(rows, math.ceil(width / group), dtype=ccl_dtype), group, 1, "line"),
+                    ccl("all_gather_async", "all-gather", act(rows, math.ceil(width / group), dtype=ccl_dtype),
+                        x, group, 2, "line"), move("reshape", width)]  # fmt: skip
+        g = act(rows * group, width, dtype=dt)
+        out = [ccl("all_gather_async", "all-gather", x, g, group, 2, "line"),
+               move("to_memory_config", width, rows * group),
+               op("fast_reduce_nc", (g,), (act(rows, width),)), move("reshape", width)]  # fmt: skip
+        return out if decode else [move("to_memory_config", width), *out[:1], *out[2:]]
 
     # attention
     layer += norm_ops()
@@ -285,10 +350,21 @@ def model_program(
         layer += all_reduce_2d(qkv, row)
     if m.qkv_bias:
         layer.append(move("add_bias", qkv))
-    if decode:
-        layer.append(move("sharded_to_interleaved", qkv))
+    if decode and not m.dram_sharded:
+        # falcon7b_common falcon_attention.py decode (l1_sharded, Wormhole): explicit attention
+        layer += [move(x, qkv) for x in FALCON_DECODE_ATTENTION]
+    elif decode:
+        if grid:  # attention.py 427-434: slice_mat @ QKV picks this chip's 8 users (TG)
+            layer.append(op("matmul_slice", (act(rows, rows), act(rows, qkv)), (act(rows, qkv),),
+                            cores=32))  # fmt: skip
+        else:
+            layer.append(move("sharded_to_interleaved", qkv))
         layer.append(move("reshape_padded", qkv))
         layer.append(move("nlp_create_qkv_heads_decode", qkv))
+        if m.qk_norm:  # attention.py norm_reshard: to L1 interleaved, RMSNorm, back, for Q and K
+            for w in (nh * hd, nkv * hd):
+                layer += [move("to_memory_config", w), op("rms_norm", (act(rows, w),), (act(rows, w),)),
+                          move("to_memory_config", w)]  # fmt: skip
         layer.append(op("rotary_embedding_llama", (act(rows, nh * hd),) * 3, (act(rows, nh * hd),)))
         layer.append(
             op("rotary_embedding_llama", (act(rows, nkv * hd),) * 3, (act(rows, nkv * hd),))
@@ -303,6 +379,8 @@ def model_program(
         layer.append(move("nlp_concat_heads_decode", nh * hd))
     else:
         layer.append(move("nlp_create_qkv_heads", qkv))
+        if m.qk_norm:
+            layer += [op("rms_norm", (act(rows, w),), (act(rows, w),)) for w in (nh * hd, nkv * hd)]
         layer.append(op("rotary_embedding_llama", (act(rows, nh * hd),) * 3, (act(rows, nh * hd),)))
         layer.append(
             op("rotary_embedding_llama", (act(rows, nkv * hd),) * 3, (act(rows, nkv * hd),))
@@ -317,9 +395,11 @@ def model_program(
     if grid:  # users gathered along the 4-chip axis, WO, all-reduce along the 8-chip axis
         layer.append(ccl("all_gather_async", "all-gather", act(rows, nh * hd), act(rows * row, nh * hd),
                          row, 2, "line"))  # fmt: skip
+        if decode:  # attention.py: gathered users to L1, the user-selection matmul
+            layer.append(move("to_memory_config", nh * hd, rows * row))
         layer.append(mm("matmul_user_selection", rows * row, nh * hd, "wo"))
         layer.append(mm("linear_wo", nh * hd, dl, "wo"))
-        layer += all_reduce_2d(dl, col)
+        layer += all_reduce_2d(dl, col, composite=d == 8192)
     elif n == 8 and (d // TILE // n) % n == 0:
         # model_config.py USE_FUSED_ALL_GATHER_MATMUL: heads gathered into WO on a ring, WO from
         # DRAM interleaved on an (8, 1) core grid, its output fractured
@@ -345,15 +425,27 @@ def model_program(
     if m.gated:  # sequential attention then MLP (Falcon runs them in parallel)
         layer.append(op("add", (act(rows, res),) * 2, (act(rows, res),)))
         layer += norm_ops()
+    if grid and decode:  # decoder.py: the norm's output to the MLP's activation config (TG)
+        layer.append(move("to_memory_config", dl))
     experts = max(1, math.ceil(m.experts / n)) if m.experts else 1
-    if m.experts:
-        layer.append(mm("linear_gate", d, TILE, "qkv"))
-        layer.append(move("topk", TILE))
+    if m.experts:  # mixtral_moe.py: gate logits masked to the 8 experts, top-2 weights
+        layer += [
+            mm("linear_gate", d, TILE, "qkv"),
+            op("add", (act(rows, 2 * TILE),) * 2, (act(rows, 2 * TILE),)),
+        ]
+        if decode:
+            layer.append(op("moe", (act(rows, 2 * TILE),) * 3, (act(rows, TILE),)))
+        else:
+            layer += [op(name, (act(rows, 2 * TILE),), (act(rows, TILE),))
+                      for name in ("topk", "add", "eqz", "typecast", "softmax", "mul", "sum")]  # fmt: skip
     for _ in range(experts):
         if m.gated:
             layer.append(mm("linear_ff1", dl, ffn, "ff13"))
             layer.append(mm("linear_ff3", dl, ffn, "ff13"))
-            if grid:
+            if grid and decode and d < 8192:  # mlp.py: FF1's and FF3's outputs all-reduced
+                layer += all_reduce_2d(ffn, row, cast=True) + all_reduce_2d(ffn, row, cast=True)
+                layer.append(op("mul_silu", (act(rows, ffn),) * 2, (act(rows, ffn),)))
+            elif grid:  # dim 8192 or prefill: reduce-scattered, multiplied, all-gathered
                 x = act(rows, ffn, dtype=ccl_dtype)
                 y = act(rows, math.ceil(ffn / row), dtype=ccl_dtype)
                 layer += [
@@ -372,21 +464,50 @@ def model_program(
                         "line",
                     )
                 )
+                if decode:
+                    layer.append(move("to_memory_config", ffn))
             else:
                 layer.append(op("mul_silu", (act(rows, ffn),) * 2, (act(rows, ffn),)))
-            layer.append(move("to_memory_config", ffn))
+                layer.append(move("to_memory_config", ffn))
         else:
             layer.append(mm("linear_h_to_4h_gelu", dl, ffn, "ff13"))
         layer.append(mm("linear_ff2", ffn, dl, "ff2"))
-    if grid:
-        layer += all_reduce_2d(dl, col)
+    if m.experts and decode:
+        # mixtral_mlp.py: the expert's matmuls on dram_matmul_config(..., num_cores=8)
+        expert_mm = ("linear_ff1", "linear_ff3", "linear_ff2", "linear_h_to_4h_gelu")
+        layer = [replace(x, settings={**x.settings, "cores": 8}) if x.name in expert_mm else x
+                 for x in layer]  # fmt: skip
+    if m.experts:  # the expert's output times its routing weight
+        layer.append(op("mul", (act(rows, d), act(rows, TILE)), (act(rows, d),)))
+    if grid:  # mlp.py: FF2 all-reduced, reshaped
+        layer += all_reduce_2d(dl, col, composite=d == 8192) + [move("reshape", dl)]
     elif n > 1:
         layer.append(ccl("reduce_scatter_minimal_async", "reduce-scatter", act(rows, d, dtype=ccl_dtype),
                          act(rows, math.ceil(d / n), dtype=ccl_dtype), n, num_links, topo1))  # fmt: skip
+    if m.experts:  # mixtral_moe.py: reshaped, to the residual config, to DRAM
+        layer += [move("reshape", res), move("to_memory_config", res)]
     layer.append(move("to_memory_config", res))
     layer.append(op("add", (act(rows, res),) * 2, (act(rows, res),)))
     if decode:
         layer.append(move("to_memory_config", res))  # the residual into the next layer's config
+    if grid and decode:
+        # TG decode matmul configs: QKV 1-D multicast on an (8, 5) grid at 70B/90B, else (8, lm
+        # rows) (model_config.py 1047-1059); WO and the user selection on core_grid 4x8 with no
+        # program config (attention.py 611-627, "Fix this once self.TG supports dram-sharded
+        # matmuls"): their weights DRAM-interleaved; FF2 DRAM-sharded on 8 cores
+        # (model_config.py 1002-1023, mlp2_core_grid 1x8)
+        qkv_rows = 5 if d == 8192 else _lm_grid(d, n)[0]
+        tg = {"linear_qkv": (8 * qkv_rows, False), "linear_wo": (32, False),
+              "matmul_user_selection": (32, False), "linear_ff2": (8, True)}  # fmt: skip
+
+        def tg_mm(x: OpRecord) -> OpRecord:
+            cores, shard = tg[x.name]
+            ins = (x.inputs[0], replace(x.inputs[1], sharded=shard), *x.inputs[2:])
+            return replace(
+                x, inputs=ins, settings={**x.settings, "cores": cores, "dram_sharded": shard}
+            )
+
+        layer = [tg_mm(x) if x.name in tg else x for x in layer]
     ops = [replace(r, count=m.n_layers) for r in layer]
 
     # embedding and LM head at full size (prefill: the LM head on the last tile of rows only)
@@ -407,13 +528,47 @@ def model_program(
     )
     head += [move("reshape", math.ceil(d / n)), move("to_memory_config", math.ceil(d / n))]
     ops = head + ops + norm_ops()
-    ops.append(mm("linear_lm_head", d, vocab, "ff2", head_rows))
-    ops.append(move("sharded_to_interleaved", vocab, head_rows))
-    ops.append(move("to_memory_config", vocab, head_rows))
-    if n > 1:
+    # lm_head.py: the vocabulary split so no core holds over 668 columns (model_config.py
+    # lm_head_core_grid, max_columns_per_device_lm_head); one matmul and a move per split, concat
+    lm_rows, lm_cols = _lm_grid(d, n)
+    lm_cores = max(1, lm_rows * lm_cols) if m.dram_sharded else s.compute_cores  # not Falcon's
+    splits = max(1, math.ceil((m.vocab // n) / (668 * lm_cores))) if m.dram_sharded else 1
+    full = m.vocab
+    if grid:
+        # lm_head.py 38-67 (TG): one [dim/4, 128k/8] weight, DRAM-sharded (interleaved at dim
+        # 2048), its partial sums all-reduced along the 4-chip axis (composite, not sharded:
+        # to DRAM, reduce-scatter, all-gather, reshape); model.py 425-441: the vocabulary
+        # gathered along the 8-chip axis on 2 links
+        vocab, full, splits = 128 * 1024 // col, 128 * 1024, 1
+    for _ in range(splits):
+        lm = mm("linear_lm_head", dl, math.ceil(vocab / splits), "ff2", head_rows)
+        shard = not (grid and d == 2048) and lm.settings["dram_sharded"]
+        lm = replace(lm, inputs=(lm.inputs[0], replace(lm.inputs[1], sharded=shard)),
+                     settings={**lm.settings, "cores": lm_cores, "dram_sharded": shard})  # fmt: skip
+        ops += [lm, move("sharded_to_interleaved", math.ceil(vocab / splits), head_rows)]
+    ops.append(move("concat", vocab, head_rows))
+    if grid:
+        part = _dram(head_rows, math.ceil(vocab / row), dtype=ccl_dtype)
+        logits = _dram(head_rows, vocab, dtype=ccl_dtype)
+        ops += [move("to_memory_config", vocab, head_rows),
+                ccl("reduce_scatter_minimal_async", "reduce-scatter", logits, part, row, 1, "line"),
+                ccl("all_gather_async", "all-gather", part, logits, row, 2, "line"),
+                move("reshape", vocab, head_rows),
+                ccl("all_gather_async", "all-gather", act(head_rows, vocab, dtype=ccl_dtype),
+                    act(head_rows, full, dtype=ccl_dtype), col, 2, "line")]  # fmt: skip
+    elif n > 1:
         ops.append(ccl("all_gather_async", "all-gather", act(head_rows, vocab), act(head_rows, m.vocab),
-                       n, num_links, topo1 if not grid else "line"))  # fmt: skip
-    ops += [move("to_layout", m.vocab, head_rows), move("to_memory_config", m.vocab, head_rows)]
+                       n, num_links, topo1))  # fmt: skip
+    if decode and argmax_on_device:
+        # model.py ttnn_decode_forward with greedy sampling (PERF.md's runs): untilize, argmax,
+        # the positions incremented on device (plus_one x 2), the token copied into the input
+        ops += [move("untilize", full, head_rows),
+                op("argmax", (act(head_rows, full),), (act(head_rows, 1, dtype="uint32"),)),
+                op("plus_one", (TensorInfo((b,), "int32", "L1"),), (TensorInfo((b,), "int32", "L1"),)),
+                op("plus_one", (TensorInfo((b,), "int32", "L1"),), (TensorInfo((b,), "int32", "L1"),)),
+                op("copy", (TensorInfo((b,), "uint32", "L1"),), (TensorInfo((b,), "uint32", "L1"),))]  # fmt: skip
+    else:  # logits to the host: untilized, moved to DRAM
+        ops += [move("untilize", full, head_rows), move("to_memory_config", full, head_rows)]
     return ops
 
 
@@ -447,13 +602,38 @@ def predict_model(
     num_links: int = 1,
     ccl_dtype: str = "bfloat8_b",
     calibration: OpCalibration | None = None,
+    program: str = "tt_transformers",
 ) -> OpPrediction:
     """The per-op prediction of one step of ``model`` on ``system``: DP replicas of TP=``tp``
-    (default every chip) sharing ``batch`` users (decode) or one user's prefill (TTFT)."""
+    (default every chip) sharing ``batch`` users (decode) or one user's prefill (TTFT).
+    ``program="llama3_70b_galaxy"``: tt-metal's Galaxy Llama decode (TP=32 on a Galaxy, its
+    prefetcher, fused CCLs and its measured op-to-op gap; :mod:`opgalaxy`); its prefill, traced,
+    as tt_transformers' TG prefill ops at that op-to-op gap."""
     s = get_system(system)
     n = int(tp or s.num_chips)
     if batch < 1:
         raise ConfigError(f"batch={batch}.\nfix: batch >= 1.")
+    if program not in PROGRAMS:
+        raise ConfigError(f"program={program!r}.\nfix: one of {PROGRAMS}.")
+    if program == "llama3_70b_galaxy":
+        m = get_model(model)
+        if s.num_chips != 32 or n != 32:
+            raise ConfigError(
+                f"the Galaxy Llama program is TP=32 on a 32-chip Galaxy (got {s.name}, tp={n})."
+                "\nfix: --system galaxy; or program='tt_transformers'."
+            )
+        if phase == "prefill":
+            # its prefill is traced (tt/generator.py 135, 244-245: enable_trace=True,
+            # _easy_trace_prefill); its op list is not written out: tt_transformers' TG prefill
+            # ops, each at least the Galaxy's measured traced op-to-op gap
+            pre = model_program(m, s, tp=32, phase="prefill", prompt=prompt, recipe=recipe)
+            return price(pre, s, phase="prefill", calibration=calibration,
+                         dispatch=GALAXY_OP_TO_OP_SECONDS)  # fmt: skip
+        g = galaxy_program(m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.ffn_dim,
+                           batch=batch, context=context)  # fmt: skip
+        return price(g, s, phase="decode", users=batch, calibration=calibration,
+                     resident_bytes=resident_bytes(model, n, batch, context, recipe),
+                     dispatch=GALAXY_OP_TO_OP_SECONDS)  # fmt: skip
     replicas = s.num_chips // n if n else 1
     per = max(1, math.ceil(batch / replicas))
     ops = model_program(
@@ -470,6 +650,7 @@ def predict_model(
 # Published rows: the calibration rows and every other Wormhole LLM row (out of sample)
 # ---------------------------------------------------------------------------------------------
 
+PROGRAMS = ("tt_transformers", "llama3_70b_galaxy")
 PERF_MD = "models/tt_transformers/PERF.md (performance mode, batch 1)"
 README = "models/README.md LLM table"
 SEED = "seed guide §8.2 (llama2_70b demo)"
@@ -489,6 +670,7 @@ class Row:
     source: str
     fitted: bool = False
     ccl_dtype: str = "bfloat8_b"
+    program: str = "tt_transformers"
 
     @property
     def phase(self) -> str:
@@ -496,7 +678,7 @@ class Row:
 
     def predicted(self, cal: OpCalibration | None = None) -> tuple[float, OpPrediction]:
         p = predict_model(self.model, self.system, tp=self.tp, batch=self.batch, phase=self.phase,
-                    ccl_dtype=self.ccl_dtype, calibration=cal)  # fmt: skip
+                          ccl_dtype=self.ccl_dtype, calibration=cal, program=self.program)  # fmt: skip
         v = p.tokens_per_second_per_user if self.phase == "decode" else p.step_seconds * 1e3
         return v, p
 
@@ -512,6 +694,7 @@ def _perf(
     return out
 
 
+_G, _G70 = "llama3_70b_galaxy", "llama-3.1-70b Galaxy TP=32"
 ROWS: tuple[Row, ...] = tuple(
     _perf("llama-3.1-8b", "n150", 1, 28.3, 104, True)
     + _perf("llama-3.1-8b", "n300", 2, 44.2, 67, True)
@@ -519,29 +702,18 @@ ROWS: tuple[Row, ...] = tuple(
     + _perf("llama-3.1-70b", "t3k", 8, 16.6, 164, True)
     + [
         Row(
-            "llama-3.1-70b T3000 batch 32",
+            f"llama-3.1-70b {hw} batch {b}",
             "llama-3.1-70b",
-            "t3000",
+            sy,
             8,
-            32,
+            b,
             "tok/s/u",
-            15.1,
+            v,
             SEED,
             True,
             "bfloat16",
-        ),
-        Row(
-            "llama-3.1-70b Galaxy 4x(2x4) batch 128",
-            "llama-3.1-70b",
-            "galaxy",
-            8,
-            128,
-            "tok/s/u",
-            14.3,
-            SEED,
-            True,
-            "bfloat16",
-        ),
+        )
+        for hw, sy, b, v in (("T3000", "t3000", 32, 15.1), ("Galaxy 4x(2x4)", "galaxy", 128, 14.3))
     ]
     + _perf("llama-3.2-1b", "n150", 1, 87.8, 26)
     + _perf("llama-3.2-1b", "n300", 2, 105.9, 22)
@@ -583,6 +755,12 @@ ROWS: tuple[Row, ...] = tuple(
     + _perf("phi-4", "n300", 2, 37.34, 123.33)
     + _perf("mixtral-8x7b", "t3k", 8, 67.82, 53.93)
     + [
+        # models/demos/llama3_70b_galaxy: its own decode program (TTFT: its traced prefill, the
+        # op list not written out: tt_transformers' TG prefill at its traced op-to-op gap)
+        Row(f"{_G70} batch 32", "llama-3.1-70b", "galaxy", 32, 32, met, v, README, program=_G)
+        for met, v in (("tok/s/u", 72.5), ("TTFT ms", 53))
+    ]
+    + [
         Row(f"{mo} {hw} batch {b}", mo, sy, tp, b, met, v, README)
         for mo, hw, sy, tp, b, met, v in (
             ("qwen3-32b", "QuietBox", "t3000", 8, 32, "tok/s/u", 22.1),
@@ -591,8 +769,6 @@ ROWS: tuple[Row, ...] = tuple(
             ("qwq-32b", "QuietBox", "t3000", 8, 32, "TTFT ms", 133),
             ("deepseek-r1-distill-llama-70b", "QuietBox", "t3000", 8, 32, "tok/s/u", 15.9),
             ("deepseek-r1-distill-llama-70b", "QuietBox", "t3000", 8, 32, "TTFT ms", 159),
-            ("llama-3.1-70b", "Galaxy TP=32", "galaxy", 32, 32, "tok/s/u", 72.5),
-            ("llama-3.1-70b", "Galaxy TP=32", "galaxy", 32, 32, "TTFT ms", 53),
             ("llama-3.1-70b", "QuietBox", "t3000", 8, 32, "tok/s/u", 15.9),
             ("llama-3.1-70b", "QuietBox", "t3000", 8, 32, "TTFT ms", 159),
             ("llama-3.2-11b", "n300", "n300", 2, 16, "tok/s/u", 18.1),
@@ -735,6 +911,14 @@ def plan_model(
                         recipe=recipe, num_links=num_links or 1)  # fmt: skip
             layout = f"TP={tp}" if dp == 1 else f"DP={dp} x TP={tp}"
             rows.append(OpPlanRow(layout, tp, dp, per, recipe, p))
+        if tp == 32 and phase == "decode" and per <= 32:
+            try:  # tt-metal's Galaxy Llama, where the model's shapes fit its 8x4 program
+                g = predict_model(
+                    m, s, tp=32, batch=per, context=context, program="llama3_70b_galaxy"
+                )
+            except ConfigError:
+                continue
+            rows.append(OpPlanRow("TP=32 (llama3_70b_galaxy)", 32, 1, per, "galaxy", g))
     if not rows:
         raise ConfigError(
             f"{m.name} on {s.name} at batch {batch}: more than 32 users per replica in every "

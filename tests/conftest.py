@@ -27,7 +27,16 @@ settings.register_profile(
     max_examples=20,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+# `make test` (-m "not slow") draws 8 examples a property, `make test-all` the whole 20 (the
+# examples derandomized: the same ones every run).
+settings.register_profile("ttjax-fast", settings.get_profile("ttjax"), max_examples=8)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ttjax"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "HYPOTHESIS_PROFILE" not in os.environ and config.option.markexpr == "not slow":
+        settings.load_profile("ttjax-fast")
+
 
 # Mesh shapes the suite sweeps: N300, T3000, 1x8 line, Galaxy 8x4 and its transpose, 1x1.
 MESH_SHAPES = [(1, 1), (1, 2), (2, 4), (1, 8), (8, 4), (4, 8)]

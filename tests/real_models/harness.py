@@ -749,3 +749,28 @@ def teacher_forced_decode(
     except Exception as e:
         return GenerationResult(prefill_pcc, None, tuple(tokens), ref_tokens, e, prompt, steps)
     return GenerationResult(prefill_pcc, worst, tuple(tokens), ref_tokens, None, prompt, steps)
+
+
+def run_cases(cases: dict[str, Callable[[], Any]], header: str, picks: list[str] | None) -> int:
+    """Run ``picks`` of ``cases`` (all by default) on tt-metal's code as ttnn, printing one
+    markdown row each: the case's result, or the call that failed, and its seconds."""
+    import sys
+    import time
+
+    why = missing_requirements()
+    if why:
+        print(f"cannot run tt-metal's model code: {why}", file=sys.stderr)
+        return 2
+    import ttjax.compat
+
+    ttjax.compat.install_as_ttnn()
+    np.set_printoptions(precision=5)
+    print(f"| {header} | result | seconds |\n| --- | --- | --- |")
+    for name in picks or list(cases):
+        start = time.time()
+        try:
+            result = cases[name]()
+        except Exception as e:
+            result = first_failing_call(e)
+        print(f"| {name} | {result} | {time.time() - start:.0f} |", flush=True)
+    return 0

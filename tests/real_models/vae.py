@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from tests.real_models import harness
 
@@ -301,24 +298,7 @@ CASES: dict[str, Callable[[], str]] = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=sorted(CASES), action="append")
-    args = parser.parse_args(argv)
-    why = harness.missing_requirements()
-    if why:
-        print(f"cannot run tt-metal's model code: {why}", file=sys.stderr)
-        return 2
-    import ttjax.compat
-
-    ttjax.compat.install_as_ttnn()
-    np.set_printoptions(precision=5)
-    print("| tt_dit module | result | seconds |\n| --- | --- | --- |")
-    for name in args.case or list(CASES):
-        start = time.time()
-        try:
-            result = CASES[name]()
-        except Exception as e:
-            result = harness.first_failing_call(e)
-        print(f"| {name} | {result} | {time.time() - start:.0f} |", flush=True)
-    return 0
+    return harness.run_cases(CASES, "tt_dit module", parser.parse_args(argv).case)
 
 
 if __name__ == "__main__":

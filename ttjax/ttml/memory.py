@@ -72,50 +72,47 @@ def parse_bytes(text: str, what: str = ENV_AVAILABLE) -> int:
     return int(float(m.group(1)) * base)
 
 
+def _proc_kib(path: str, field: str) -> int | None:
+    """``field`` of a ``/proc`` table (``MemAvailable`` of ``/proc/meminfo``, ``VmRSS`` of
+    ``/proc/self/status``) in bytes, or None where the file or the field is missing."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _max_rss() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
 def available_bytes() -> int:
     """The memory this host can give a new run: ``TTJAX_MEMORY_AVAILABLE``, else ``MemAvailable``
     of ``/proc/meminfo``, else the physical memory."""
     env = os.environ.get(ENV_AVAILABLE, "").strip()
     if env:
         return parse_bytes(env)
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    found = _proc_kib("/proc/meminfo", "MemAvailable")
+    return found if found is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def current_rss() -> int:
     """This process's resident memory now (bytes)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    found = _proc_kib("/proc/self/status", "VmRSS")
+    return found if found is not None else _max_rss()
 
 
 def peak_rss() -> int:
     """This process's peak resident memory (bytes): ``VmHWM``, the high-water mark of its own
     address space. Unlike ``ru_maxrss`` it does not start from the parent's resident size (Linux
     carries that over ``fork`` and ``exec``), so a child of a large process reads its own peak."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    found = _proc_kib("/proc/self/status", "VmHWM")
+    return found if found is not None else _max_rss()
 
 
 def _agreed(available: int, base: int) -> tuple[int, int]:

@@ -9,7 +9,8 @@ import time
 import pytest
 
 import ttjax as ttnn
-from ttjax._src.tools import opcost, opgalaxy, opmodels
+from ttjax._src.core.errors import ConfigError
+from ttjax._src.tools import opcost, opgalaxy, opmodels, opvision
 from ttjax._src.tools.opcost import OpCalibration, OpRecord, TensorInfo, price, price_op
 from ttjax.inspect import main
 
@@ -32,12 +33,43 @@ def _linear(rows, k, n, wdt="bfloat8_b", sharded=True, fid=None, cores=None, buf
 
 
 def test_decode_matmul_is_its_weight_read_at_the_dram_sharded_rate():
-    c = price_op(_linear(32, 4096, 4096, fid="hifi2"), "n150", "decode", CAL)
-    weight = 4096 * 4096 * 1.0625  # bfloat8_b: 1088 bytes per 32x32 tile
+    # 3072 columns: 96 tiles, 8 on each of the 12 DRAM banks
+    c = price_op(_linear(32, 4096, 3072, fid="hifi2"), "n150", "decode", CAL)
+    weight = 4096 * 3072 * 1.0625  # bfloat8_b: 1088 bytes per 32x32 tile
     assert c.bound == "DRAM"
     assert c.seconds == pytest.approx(weight / (240e9 * 0.8), rel=1e-9)
-    interleaved = price_op(_linear(32, 4096, 4096, sharded=False), "n150", "decode", CAL)
+    interleaved = price_op(_linear(32, 4096, 3072, sharded=False), "n150", "decode", CAL)
     assert interleaved.seconds == pytest.approx(weight / (190e9 * 0.8), rel=1e-9)
+
+
+def test_a_dram_sharded_weight_is_read_as_whole_tiles_on_each_of_twelve_banks():
+    # model_config.py create_dram_sharded_mem_config pads N to 12 x 32 columns; each bank's
+    # reader reads ceil(Nt / 12) tiles per row of K (the DRAM-sharded program factory, line 140)
+    c = price_op(_linear(32, 4096, 4096, fid="hifi2"), "n150", "decode", CAL)
+    assert c.seconds == pytest.approx(4096 * 32 * 132 * 1.0625 / (240e9 * 0.8), rel=1e-9)
+    # 40 tiles (Llama-3.1-70B's QKV per T3000 chip): 4 per bank, read as 48
+    qkv = price_op(_linear(32, 8192, 1280, fid="hifi2"), "t3000", "decode", CAL)
+    assert qkv.seconds == pytest.approx(8192 * 48 * 32 * 1.0625 / (240e9 * 0.8), rel=1e-9)
+    # interleaved weights are read as they are
+    inter = price_op(_linear(32, 4096, 4096, sharded=False), "n150", "decode", CAL)
+    assert inter.seconds == pytest.approx(4096 * 4096 * 1.0625 / (190e9 * 0.8), rel=1e-9)
+
+
+def test_a_dram_sharded_matmul_computes_on_the_twelve_bank_cores_at_the_ideal_rate():
+    # the DRAM-sharded program factory computes on the 12 reader cores, ceil(96 / 12) = 8 output
+    # tiles each; at matmul_op.cpp's ideal rate (no fitted efficiency): 2 x 128 x 96 tile products
+    # x 64 cycles (HiFi4) / 12 cores, over its weight read (mlp.py: "FLOP-bound ... with HiFi4")
+    c = price_op(_linear(64, 4096, 3072, fid="hifi4", cores=64), "n150", "decode", CAL)
+    assert c.bound == "compute" and "/ 12 cores" in c.rule
+    assert c.seconds == pytest.approx(2 * 128 * 96 * 64 / 12 / 1e9, rel=1e-9)
+    # at HiFi2 it is its weight read (the report's Llama3-70 decode matmuls: DRAM-bound)
+    hifi2 = price_op(_linear(64, 4096, 3072, fid="hifi2"), "n150", "decode", CAL)
+    assert hifi2.seconds == pytest.approx(4096 * 3072 * 1.0625 / (240e9 * 0.8), rel=1e-9)
+    # a prefetcher's ring matmul computes on its own cores at the fitted efficiency
+    ring = _linear(64, 4096, 3072, fid="hifi4", cores=16)
+    ring = OpRecord(ring.name, ring.inputs, ring.outputs, {**ring.settings, "ring": True})
+    r = price_op(ring, "n150", "decode", CAL)
+    assert r.seconds == pytest.approx(2 * 128 * 96 * 64 / 16 / 1e9 / 0.5, rel=1e-9)
 
 
 def test_a_matmul_with_few_output_tiles_computes_on_fewer_cores():
@@ -59,7 +91,8 @@ def test_prefill_matmul_is_tiles_times_cycles_over_cores_at_its_fidelity():
     compute = tiles * 16 / 64 / 1e9 / 0.5  # 16 cycles per tile at LoFi on 64 cores, eff 0.5
     assert c.bound == "compute"
     assert c.seconds == pytest.approx(compute, rel=1e-9)
-    hifi4 = price_op(_linear(2048, 4096, 4096, fid="hifi4", buf="DRAM"), "n150", "prefill", CAL)
+    hifi4 = _linear(2048, 4096, 4096, fid="hifi4", buf="DRAM", sharded=False)
+    hifi4 = price_op(hifi4, "n150", "prefill", CAL)
     assert hifi4.seconds == pytest.approx(4 * compute, rel=1e-9)
     # a batch folds into M, as TT-NN folds it: [64, 32, K] @ [K, N] is one 2048-row product
     x3 = TensorInfo((64, 32, 4096), "bfloat16", "DRAM")
@@ -124,7 +157,8 @@ def test_an_op_costs_its_work_or_the_per_op_floor_whichever_is_larger():
 
 
 def test_the_step_is_the_sum_along_the_program_and_the_prefetcher_overlaps_weight_reads():
-    mm = _linear(32, 8192, 8192)
+    mm = _linear(32, 8192, 8192)  # a prefetcher's ring matmul (the Galaxy Llama's) on 64 cores
+    mm = OpRecord(mm.name, mm.inputs, mm.outputs, {"ring": True})
     add = OpRecord("add", mm.outputs * 2, mm.outputs)
     ops = [OpRecord(mm.name, mm.inputs, mm.outputs, mm.settings, count=80), add]
     p = price(ops, "n150", calibration=CAL)
@@ -132,7 +166,7 @@ def test_the_step_is_the_sum_along_the_program_and_the_prefetcher_overlaps_weigh
     assert p.step_seconds == pytest.approx(80 * a.seconds + b.seconds)
     assert p.dispatch_seconds == pytest.approx(5e-6)  # the add is at the floor, the matmul not
     pre = price([*ops, OpRecord("dram_prefetcher", (), ())], "n150", calibration=CAL)
-    weights = 80 * 8192 * 8192 * 1.0625 / (240e9 * 0.8)
+    weights = 80 * 8192 * 264 * 32 * 1.0625 / (240e9 * 0.8)  # 256 tiles read as 12 x 22
     assert pre.prefetch_seconds == pytest.approx(weights)
     # with the weights prefetched the matmul is its compute (256 x 32 cycles / 64 cores) or the
     # L1 traffic of its activations, or the floor; the prefetcher op and the add at the floor
@@ -392,6 +426,36 @@ def test_greedy_decode_takes_the_argmax_on_device():
     assert on.index("concat") == on.index("linear_lm_head") + 6
 
 
+def test_prefill_lm_head_is_dram_sharded_and_every_chips_logits_are_read_by_hand():
+    # model.py 508-523: the last tile of rows sliced, normed, resharded to the LM head's grid;
+    # lm_head.py: DRAM-sharded weights and dram_matmul_config in prefill as in decode
+    pre = opmodels.model_program("llama-3.1-8b", "n300", phase="prefill")
+    names = [o.name for o in pre]
+    heads = [o for o in pre if o.name == "linear_lm_head"]
+    assert len(heads) == 2  # 64128 columns per chip, at most 668 x 64 per split
+    lm = heads[0]
+    assert lm.inputs[0].shape == (32, 4096) and lm.inputs[1].sharded and lm.settings["dram_sharded"]
+    assert lm.outputs[0].dtype == "bfloat8_b"  # lm_head.py 144
+    c = price_op(lm, "n300", "prefill", CAL, dispatch=0.0)
+    # 32064 columns: 1002 tiles, 84 per DRAM bank (1008), at the DRAM-sharded rate
+    assert c.bound == "DRAM"
+    assert c.seconds == pytest.approx(4096 * 1008 * 32 * 1.0625 / (240e9 * 0.8), rel=1e-9)
+    assert names[names.index("linear_lm_head") - 1] == "interleaved_to_sharded"
+    assert "slice" in names[names.index("linear_lm_head") - 5 :]
+    # no gather on device (ccl.py 85-86, model.py's gather is decode-only): to_layout, then
+    # every chip's logits read (generator.py 128-129 -> model.py 312-317 tt_out.cpu())
+    assert names[-3:] == ["concat", "to_layout", "to_host"]
+    assert "all_gather_async" not in names[names.index("linear_lm_head") :]
+    host = price_op(pre[-1], "n300", "prefill", CAL, dispatch=0.0)
+    nbytes = 32 * 64128 * 2  # row-major bfloat16, the PCIe chip then the one behind it
+    assert host.seconds == pytest.approx(nbytes / 10.15e9 + nbytes / 4.51e9, rel=1e-9)
+    # decode gathers the bfloat8_b logits (model.py 425-441), half the bytes of bfloat16
+    dec = opmodels.model_program("llama-3.1-8b", "n300")
+    ag = [o for o in dec if o.name == "all_gather_async"][-1]
+    assert ag.inputs[0].dtype == ag.outputs[0].dtype == "bfloat8_b"
+    assert ag.outputs[0].shape == (32, 128256)
+
+
 def test_one_reader_checks_both_calibrations(tmp_path):
     bad = tmp_path / "cal.json"
     bad.write_text('{"per_op": {"dram_efficiency": 0.9, "compute_efficiency": 0.5}}')
@@ -443,6 +507,11 @@ def test_tg_all_reduces_and_mixtral_experts_follow_the_code():
     # mixtral_mlp.py: dram_matmul_config(..., num_cores=8) for the expert's three matmuls
     assert [o.settings["cores"] for o in experts] == [64, 8, 8, 8]
     assert "moe" in [o.name for o in moe]
+    # mixtral_moe.py 117-132 (prefill): top-k routing, the weights unsqueezed, then multiplied
+    pre = [o.name for o in opmodels.model_program("mixtral-8x7b", "t3000", phase="prefill")]
+    i = pre.index("linear_ff2")
+    assert pre[i + 1 : i + 3] == ["reshape", "mul"]
+    assert pre.count("reshape") == 1 + 2  # the embedding's, the unsqueeze, the all-reduce's
 
 
 def test_tg_matmul_configs_and_the_ff1_ff3_all_reduce_cast_follow_the_code():
@@ -464,22 +533,25 @@ def test_tg_matmul_configs_and_the_ff1_ff3_all_reduce_cast_follow_the_code():
     c = price_op(wo, "galaxy", "decode", CAL, dispatch=0.0)
     assert c.bound == "DRAM"
     assert c.seconds == pytest.approx(512 * 1024 * 1.0625 / (190e9 * 0.8), rel=1e-9)
-    # QKV 1-D multicast on (8, lm rows = 4 at dim 4096), FF2 DRAM-sharded on 8 cores
+    # QKV 1-D multicast on (8, lm rows = 4 at dim 4096); FF1, FF3, FF2 1-D on the 8x2 grid from
+    # DRAM-interleaved weights (mlp.py 59, 106-109), by hand: FF2 k = 14336/8, n = 4096/4, HiFi2
     assert (by["linear_qkv"].settings["cores"], by["linear_qkv"].settings["dram_sharded"]) == (
         32,
         False,
     )
-    assert (by["linear_ff2"].settings["cores"], by["linear_ff2"].settings["dram_sharded"]) == (
-        8,
-        True,
-    )
+    for name in ("linear_ff1", "linear_ff3", "linear_ff2"):
+        assert by[name].settings["cores"] == 16 and not by[name].inputs[1].sharded, name
+    ff2 = price_op(by["linear_ff2"], "galaxy", "decode", CAL, dispatch=0.0)
+    assert ff2.seconds == pytest.approx(max(56 * 32 * 32 / 16 / 1e9 / 0.5,
+                                            1792 * 1024 * 1.0625 / (190e9 * 0.8)), rel=1e-9)  # fmt: skip
     big = opmodels.model_program("llama-3.1-70b", "galaxy", batch=1)
     assert next(o for o in big if o.name == "linear_qkv").settings["cores"] == 40  # (8, 5) at 70B
     # lm_head.py (TG): one [dim/4, 128k/8] weight, DRAM-sharded (interleaved at dim 2048), by hand
     lm = next(o for o in ops if o.name == "linear_lm_head")
     assert lm.inputs[1].shape == (1024, 16384) and lm.inputs[1].sharded
     c = price_op(lm, "galaxy", "decode", CAL, dispatch=0.0)
-    assert c.seconds == pytest.approx(1024 * 16384 * 1.0625 / (240e9 * 0.8), rel=1e-9)
+    # 512 tiles on 12 banks: 43 each
+    assert c.seconds == pytest.approx(1024 * 516 * 32 * 1.0625 / (240e9 * 0.8), rel=1e-9)
     one_b = opmodels.model_program("llama-3.2-1b", "galaxy", batch=1)
     assert not next(o for o in one_b if o.name == "linear_lm_head").inputs[1].sharded
     # its partial sums all-reduced over the 4-chip axis, the vocabulary gathered over the 8
@@ -510,3 +582,137 @@ def test_falcon_decodes_with_its_own_explicit_attention_and_interleaved_weights(
     assert not any("scaled_dot_product" in x for x in layer)
     qkv = next(o for o in ops if o.name == "linear_qkv")
     assert not qkv.inputs[1].sharded and not qkv.settings["dram_sharded"]  # falcon_mlp.py
+
+
+def test_llama_vision_text_demo_drops_cross_layers_and_the_multimodal_program_runs_them():
+    # model_config.py 1517-1520: the text demo's n_layers excludes the cross-attention layers
+    cfg = {"model_type": "mllama", "vision_config": {"hidden_size": 1280},
+           "text_config": {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+                           "num_hidden_layers": 10, "intermediate_size": 512, "vocab_size": 1000,
+                           "cross_attention_layers": [3, 8]}}  # fmt: skip
+    spec = opmodels.spec_from_hf(cfg, "tiny-vision")
+    assert (spec.dim, spec.n_layers, spec.cross_layers) == (256, 8, 2)
+    assert (
+        opmodels.MODELS["llama-3.2-11b"].n_layers,
+        opmodels.MODELS["llama-3.2-90b"].n_layers,
+    ) == (32, 80)
+    text = opmodels.model_program(spec, "n300", batch=4)
+    assert not any(o.count == 2 for o in text)
+    mm = opmodels.model_program(spec, "n300", batch=4, vision=True)
+    cross = [o for o in mm if o.count == 2]
+    # llama_cross_block.py: norm (gather + rms), cross-attention, the text layer's MLP half, gates
+    names = [o.name for o in cross]
+    assert names[:2] == ["all_gather_async", "rms_norm"] and "linear_xq" in names
+    assert names[-3:] == ["mul", "tanh", "mul"] and names.count("linear_ff1") == 1
+    sdpa = next(o for o in cross if o.family == "sdpa")
+    # setup_cache: bfloat16 K/V of 4 chunks x nearest_32(40 x 40 + 1) = 6528 image positions,
+    # 1 of 2 kv heads per chip; FlashDecode reads K and V of every position for 4 users
+    assert sdpa.settings["positions"] == 6528 == opvision.MLLAMA_VISION.seq
+    c = price_op(sdpa, "n300", "decode", CAL)
+    assert c.seconds == pytest.approx(2 * 4 * 1 * 6528 * 64 * 2 / (180e9 * 0.8), rel=1e-9)
+    with pytest.raises(ConfigError, match="llama_vision"):
+        opmodels.predict_model("llama-3.1-8b", "n300", program="llama_vision")
+
+
+def test_the_image_path_is_priced_before_the_vision_prefill_by_hand():
+    pre = opmodels.model_program("llama-3.2-11b", "n300", phase="prefill", vision=True)
+    enc = [o for o in pre if o.name.startswith("linear_image")]
+    assert {o.count for o in enc} == {40}  # 32 local + 8 global encoder layers
+    qkv = next(o for o in enc if o.name == "linear_image_qkv")
+    # model_config.py 1216: fused QKV with head_dim 80 padded to 96, 16 heads / 2 chips
+    assert qkv.inputs[1].shape == (1280, 3 * 96 * 8) and qkv.inputs[0].shape == (6528, 1280)
+    c = price_op(qkv, "n300", "prefill", CAL)
+    tiles = (6528 // 32) * (1280 // 32) * (3 * 96 * 8 // 32)
+    assert c.seconds == pytest.approx(tiles * 64 / 64 / 1e9 / 0.5, rel=1e-9)  # HiFi4, 64 cores
+    # llama_image_attention.py 290-307: the TP output all-gathered on 1 link (line), then summed
+    ag = next(o for o in pre if o.name == "all_gather_async" and o.count == 40)
+    c = price_op(ag, "n300", "prefill", CAL)
+    per = 2 * 6528 * 1280 * 2 / 2  # the gathered [2 x S, 1280] bfloat16, half from the other chip
+    assert c.seconds == pytest.approx(CCL_LATENCY + 650e-9 + per / 12.5e9, rel=1e-6)
+    # the cross-attention prefill: Q of the prompt against all image positions (not causal)
+    xs = next(o for o in pre if o.family == "sdpa" and o.count == 8)
+    c = price_op(xs, "n300", "prefill", CAL)
+    flops = 4 * 1 * 16 * 128 * 6528 * 128
+    assert c.seconds == pytest.approx(flops / (64 * 4096e9 / 4) / 0.5, rel=1e-9)
+    text = opmodels.predict_model("llama-3.2-11b", "n300", phase="prefill")
+    vis = opmodels.predict_model("llama-3.2-11b", "n300", phase="prefill", program="llama_vision")
+    assert vis.step_seconds > 5 * text.step_seconds
+
+
+def test_falcon_reads_every_chips_logits_to_the_host_and_prefills_on_its_core_grid():
+    # falcon7b_common demo.py 439 -> utility_functions.py 216-233: untilize on one core, read
+    # every chip's [32, vocab] logits, sample on the host (no gather, no argmax on device)
+    ops = opmodels.model_program("falcon-7b", "t3000", tp=1, batch=32)
+    assert [o.name for o in ops[-3:]] == ["linear_lm_head", "untilize", "to_host"]
+    assert not any(o.name == "argmax" for o in ops)
+    read = ops[-1]
+    assert read.family == "host" and read.settings["remote_chips"] == 1  # T3000: 4 of 8 on PCIe
+    c = price_op(read, "t3000", "decode", CAL, dispatch=0.0)
+    nbytes = 32 * 65024 * 2  # bfloat16, 65024 = 2032 tiles
+    # benchmark_rw_buffer_golden.json: 10.15 GB/s from the PCIe chip, 4.51 GB/s tunnelled
+    assert c.seconds == pytest.approx(nbytes / 10.15e9 + nbytes / 4.51e9, rel=1e-9)
+    solo = price_op(opmodels.model_program("falcon-7b", "galaxy", tp=1, batch=32)[-1], "galaxy",
+                    "decode", CAL, dispatch=0.0)  # fmt: skip
+    assert solo.seconds == pytest.approx(nbytes / 10.15e9, rel=1e-9)  # 6U: 32 PCIe chips
+    untilize = price_op(ops[-2], "t3000", "decode", CAL, dispatch=0.0)
+    assert untilize.seconds == pytest.approx(2 * nbytes / (1 * 28e9), rel=1e-9)  # one core
+    # prefill at 128 tokens: core_grid 8x7 (model_utils.py 64-68), TT-NN's own 1-D split of
+    # N over the 56 cores, not tt_transformers' 2-D grid; the LM head over every prompt row
+    pre = opmodels.model_program("falcon-7b", "n150", phase="prefill")
+    ff = next(o for o in pre if o.name == "linear_h_to_4h_gelu")
+    assert ff.settings["cores"] == 56 and "mcast" not in ff.settings
+    c = price_op(ff, "n150", "prefill", CAL)
+    tiles = 4 * (4544 // 32) * (18176 // 32)
+    compute = tiles * 32 / 56 / 1e9 / 0.5  # HiFi2 on 56 cores
+    dram = (4544 * 18176 * 1.0625 + 128 * (4544 + 18176) * 2) / (190e9 * 0.8)  # interleaved
+    assert c.seconds == pytest.approx(max(compute, dram), rel=1e-9)
+    assert "56 cores" in c.rule
+    assert next(o for o in pre if o.name == "linear_lm_head").inputs[0].shape == (128, 4544)
+
+
+def test_qwen25_7b_keeps_its_kv_cache_in_bfloat16_and_attends_at_hifi4():
+    # model_config.py 162-180: Qwen2.5-7B's performance mode, bfloat16 KV cache, SDPA at HiFi4
+    ops = opmodels.model_program("qwen2.5-7b", "n300", batch=1)
+    sdpa = next(o for o in ops if o.family == "sdpa")
+    assert sdpa.inputs[1].dtype == "bfloat16" and sdpa.settings["fidelity"] == "hifi4"
+    c = price_op(sdpa, "n300", "decode", CAL, dispatch=0.0)
+    assert c.seconds == pytest.approx(2 * 1 * 2 * 256 * 128 * 2 / (180e9 * 0.8), rel=1e-9)
+    llama = next(o for o in opmodels.model_program("llama-3.1-8b", "n300") if o.family == "sdpa")
+    assert llama.inputs[1].dtype == "bfloat8_b" and llama.settings["fidelity"] == "hifi2"
+
+
+def _layer_ops(model, system, phase, **kw):
+    ops = opmodels.model_program(model, system, phase=phase, **kw)
+    n = opmodels.get_model(model).n_layers
+    return [o for o in ops if o.count == n]
+
+
+def test_prefill_attention_typecasts_and_the_mlp_moves_follow_the_code():
+    # attention.py 767/776: K and V to the cache's bfloat8_b, 817: Q to bfloat8_b for SDPA
+    layer = _layer_ops("llama-3.1-8b", "n150", "prefill")
+    names = [o.name for o in layer]
+    i, j = names.index("nlp_create_qkv_heads"), names.index("scaled_dot_product_attention")
+    assert names[i + 1 : j] == ["rotary_embedding_llama", "rotary_embedding_llama", "typecast",
+                                "typecast", "fill_cache", "fill_cache", "typecast"]  # fmt: skip
+    casts = [o for o in layer if o.name == "typecast"]
+    assert [(c.inputs[0].dtype, c.outputs[0].dtype) for c in casts] == [
+        ("bfloat16", "bfloat8_b")
+    ] * 3
+    assert [c.inputs[0].shape for c in casts] == [(128, 1024), (128, 1024), (128, 4096)]
+    # a typecast by hand: 128 x 1024 bfloat16 in, bfloat8_b out, both in DRAM
+    c = price_op(casts[0], "n150", "prefill", CAL, dispatch=0.0)
+    assert c.seconds == pytest.approx(128 * 1024 * (2 + 1.0625) / (190e9 * 0.8), rel=1e-9)
+    # mlp.py 215-217: the activation moves to FF2's sharded config in decode only; mlp.py 281-285:
+    # FF2's output to the residual config in decode only
+    assert names[names.index("mul_silu") + 1] == "linear_ff2"
+    assert names[names.index("linear_ff2") + 1] == "add"
+    dec = [o.name for o in _layer_ops("llama-3.1-8b", "n150", "decode")]
+    assert dec[dec.index("mul_silu") + 1] == "to_memory_config"
+    assert dec[dec.index("linear_ff2") + 1 :] == ["to_memory_config", "add", "to_memory_config"]
+    # TG: QKV's output is bfloat8_b, so Q and K are cast to bfloat16 before the rotary embedding
+    tg = [o.name for o in _layer_ops("llama-3.1-8b", "galaxy", "prefill")]
+    assert tg.count("typecast") == 5
+    assert tg[tg.index("nlp_create_qkv_heads") + 1 : tg.index("nlp_create_qkv_heads") + 3] == [
+        "typecast", "typecast"]  # fmt: skip
+    # Falcon's own attention (falcon_attention.py) runs none
+    assert "typecast" not in [o.name for o in _layer_ops("falcon-7b", "n150", "prefill")]

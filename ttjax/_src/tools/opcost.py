@@ -8,17 +8,22 @@ with) or written out by :mod:`ttjax._src.tools.opmodels` for a model a user name
 
 - matmul: ``ceil(M/32) ceil(K/32) ceil(N/32)`` tile products x 16 cycles at LoFi x the math
   fidelity's passes, over the cores of its program config (ttnn/cpp/ttnn/operations/matmul/
-  device/matmul_op.cpp ``create_op_performance_model_for_matmul``; tech_reports/GEMM_FLOPS);
+  device/matmul_op.cpp ``create_op_performance_model_for_matmul``; tech_reports/GEMM_FLOPS), a
+  DRAM-sharded one's over the 12 DRAM-bank reader cores at the ideal rate (its program factory;
+  tech_reports/Saturating_DRAM_bandwidth);
   its DRAM bytes at 240 GB/s DRAM-sharded or 190 GB/s interleaved (tech_reports/LLMs/llms.md
   §4.6.1); the larger of the two.
 - elementwise, norms, data movement: bytes in and out, DRAM at 190 GB/s, L1 at 28 B/cycle per
   core over the NoC (ttnn/cpp/ttnn/operations/data_movement/common/common.cpp ``common_tm_bw_model``
   measured tables, 2 KB transactions).
 - SDPA decode: the KV cache positions read at FlashDecode's measured 180 GB/s
-  (tech_reports/FlashAttention/FlashDecode.md), or its matmuls at HiFi2, the larger.
+  (tech_reports/FlashAttention/FlashDecode.md), or its matmuls at HiFi2, the larger; prefill:
+  Q rows x K positions at HiFi4 (half of them causal).
 - CCLs: ring or line on the system's Ethernet, ``num_links`` x 12.5 GB/s, 650 ns per hop
   (tech_reports/EthernetMultichip/BasicEthernetGuide.md; :func:`ttjax.cost.collective_time`).
 - embedding: the rows gathered, at DRAM interleaved rate.
+- host read (``to_host``): a chip's bytes at tt-metal's measured device-to-host rate, PCIe or
+  tunnelled through a PCIe chip (perf_microbenchmark/dispatch/benchmark_rw_buffer_golden.json).
 - every op: at least a fixed per-op floor (op-to-op gap, "below 6us" traced, llms.md §4.5.5, plus
   the small fixed costs the rules do not see; fitted per phase, as traced decode and
   host-dispatched prefill differ): an op takes the larger of its work and the floor.
@@ -66,6 +71,14 @@ CYCLES_PER_TILE_LOFI = 16
 # (DRAM interleaved); "DRAM Sharded ... achieves around 240 GB/s on a Wormhole".
 DRAM_INTERLEAVED_BW = 190e9
 DRAM_SHARDED_BW = 240e9
+# A DRAM-sharded weight is split over Wormhole's 12 DRAM banks, its width padded to 12 tiles
+# (tt_transformers model_config.py 2022-2030 create_dram_sharded_mem_config: "WH has 12 dram
+# cores", padded_size = ceil(n / (32 x 12)) x 32 x 12); each bank's reader reads ceil(Nt / 12)
+# tiles per row of K (matmul_op_multi_core_reuse_mcast_dram_sharded_program_factory.cpp 140:
+# per_core_N_in1_sender = ceil(N / num_dram_banks)), so the banks finish together only when 12
+# divides Nt (Saturating_DRAM_bandwidth.md, Future Work: "the last bank could have uneven
+# sharding width")
+DRAM_BANKS = 12
 # FlashAttention/FlashDecode.md: "FlashDecode achieved up to 180 Gb/s memory bandwidth".
 SDPA_DECODE_BW = 180e9
 # data_movement/common/common.cpp common_tm_bw_model: measured Wormhole NoC rates per core at
@@ -77,7 +90,20 @@ L1_BYTES_PER_CYCLE_PER_CORE = 28.0
 # tg_perf_unit_tests/test_ccl_async_perf_TG_llama.py targets 9.6 / 9.7 us) where 2 hops x 650 ns
 # and the bytes take ~2 us: ~8 us of launch and semaphore handshakes per op.
 CCL_OP_LATENCY_SECONDS = 8e-6
-FAMILIES = ("matmul", "sdpa", "ccl", "embedding", "norm", "elementwise", "data movement")
+# Device-to-host reads, 2 KB pages from DRAM, measured by tt-metal's dispatch benchmark
+# (tests/tt_metal/tt_metal/perf_microbenchmark/dispatch/benchmark_rw_buffer_golden.json,
+# "Read/2048/67108864/0/0" 10.15 GB/s from the PCIe chip, "Read/2048/67108864/0/1" 4.51 GB/s from
+# the chip behind it over Ethernet; benchmark_rw_buffer.cpp 67, 137-139: buffer type 0 is DRAM,
+# device 1 "assuming it's a remote device"). The host reads each device on its own reader thread
+# (tt_metal/distributed/fd_mesh_command_queue.cpp 787-822): chips on separate PCIe links in
+# parallel, a tunnelled chip after the PCIe chip it goes through.
+HOST_READ_BW_PCIE = 10.15e9
+HOST_READ_BW_REMOTE = 4.51e9
+# chips the host reads through one PCIe chip's Ethernet tunnel besides it (BasicEthernetGuide.md
+# §N300, §T3000: each N300's right chip; a 6U Galaxy has 32 PCIe chips:
+# llama3_70b_galaxy/tt/model_config.py 608 "6U" if ttnn.GetNumPCIeDevices() == 32)
+REMOTE_CHIPS_PER_PCIE = {"n150": 0, "n300": 1, "t3000": 1, "galaxy": 0}
+FAMILIES = ("matmul", "sdpa", "ccl", "embedding", "norm", "elementwise", "data movement", "host")
 
 
 @dataclass(frozen=True)
@@ -132,6 +158,8 @@ def family_of(name: str) -> str:
     ('matmul', 'ccl', 'norm')
     """
     n = name.lower()
+    if n == "to_host":
+        return "host"  # a device-to-host read (logits sampled on the host)
     if n.endswith(("norm_pre_all_gather", "norm_post_all_gather")):
         return "norm"  # the local halves of a distributed norm; the gather is its own op
     if n.startswith(("fused_rms", "llama_rs_", "llama_reduce_scatter")):
@@ -268,16 +296,35 @@ def matmul_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     compute = cycles / WORMHOLE_CLOCK_HZ / cal.compute_efficiency
     bw = DRAM_SHARDED_BW if sharded else DRAM_INTERLEAVED_BW
     move, dram_s, l1_s = _bytes_time((*rec.inputs, *rec.outputs), cores, bw, cal)
+    mm_cores = cores
+    if sharded and b.buffer == "DRAM":  # each bank reads ceil(Nt / 12) tiles per row of K
+        nt = math.ceil(b.shape[-1] / TILE)
+        b = replace(b, shape=(*b.shape[:-1], math.ceil(nt / DRAM_BANKS) * DRAM_BANKS * TILE))
+        move, dram_s, l1_s = _bytes_time((a, b, *rec.inputs[2:], *rec.outputs), cores, bw, cal)
+    if sharded and b.buffer == "DRAM" and not rec.settings.get("ring"):
+        # the DRAM-sharded program (not a prefetcher's ``ring`` matmul) computes on the 12 reader
+        # cores, ceil(Nt / 12) output tiles each (its program factory 132, 232: num_worker_cores
+        # = num_dram_banks; Saturating_DRAM_bandwidth.md: "The compute kernels are placed on the
+        # same coordinate as the DRAM reader") at matmul_op.cpp's ideal rate, not the fitted one:
+        # the report measures these matmuls DRAM-bound (Llama3-70 decode 239-260 GB/s) and mlp.py
+        # 123 has them "FLOP-bound on 12 cores with HiFi4" (not at HiFi2): both hold at the ideal
+        # rate, neither at the fitted one
+        tiles = batch * math.ceil(m / TILE) * math.ceil(k / TILE) * b.shape[-1] // TILE
+        mm_cores = DRAM_BANKS
+        compute = (
+            tiles * CYCLES_PER_TILE_LOFI * FIDELITY_PASSES[fid] / DRAM_BANKS / WORMHOLE_CLOCK_HZ
+        )
     weight = b.nbytes / (bw * cal.dram_efficiency) if b.buffer == "DRAM" else 0.0
     rest = (a, *rec.inputs[2:], *rec.outputs) if b.buffer == "DRAM" else (*rec.inputs, *rec.outputs)
     streamed: float | None = max(compute, _bytes_time(rest, cores, bw, cal)[0])
     if rec.settings.get("prefetched") is False:  # reads its own weights with the prefetcher on
         weight, streamed = 0.0, None
     bound = "compute" if compute >= move else ("DRAM" if dram_s >= l1_s else "L1")
+    mb = sum(t.nbytes for t in (a, b, *rec.inputs[2:])) / 1e6
     rule = (
         f"{tiles} tiles x {CYCLES_PER_TILE_LOFI * FIDELITY_PASSES[fid]} cycles ({fid.name}) / "
-        f"{cores} cores = {compute * 1e6:.1f} us vs {sum(t.nbytes for t in rec.inputs) / 1e6:.2f}"
-        f" MB at {bw / 1e9:.0f} GB/s{' (DRAM-sharded)' if sharded else ''} = {move * 1e6:.1f} us"
+        f"{mm_cores} cores = {compute * 1e6:.1f} us vs {mb:.2f} MB at {bw / 1e9:.0f} GB/s"
+        f"{' (DRAM-sharded, 12 banks)' if sharded else ''} = {move * 1e6:.1f} us"
     )
     return OpCost(rec, max(compute, move), bound, rule, weight, streamed)
 
@@ -299,10 +346,10 @@ def sdpa_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
         fid = _fidelity(rec, MathFidelity.HiFi2)
         mem = kv_bytes / (SDPA_DECODE_BW * cal.dram_efficiency)
     else:
-        # q [b, nh, S, hd]; k [b, nkv, S, hd]
+        # q [b, nh, Sq, hd]; k [b, nkv, Skv, hd] (Skv > Sq: a cross-attention over image tokens)
         b, nh, s = int(np.prod(q.shape[:-3])) or 1, q.shape[-3], q.shape[-2]
         frac = 0.5 if rec.settings.get("causal", True) else 1.0
-        flops = 2.0 * 2 * b * nh * s * s * hd * frac
+        flops = 2.0 * 2 * b * nh * s * kc.shape[-2] * hd * frac
         fid = _fidelity(rec, MathFidelity.HiFi4)
         kv_bytes = sum(t.nbytes for t in rec.inputs)
         mem = _bytes_time((*rec.inputs, *rec.outputs), cores, DRAM_INTERLEAVED_BW, cal)[0]
@@ -390,6 +437,18 @@ def bandwidth_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
     return OpCost(rec, t, "DRAM" if dram_s >= l1_s else "L1", rule)
 
 
+def host_read_cost(rec: OpRecord, system: System, cal: OpCalibration) -> OpCost:
+    """A chip's tensor read to the host at the measured PCIe rate, plus the ``remote_chips``
+    read through the same PCIe chip's Ethernet tunnel at the tunnelled rate (serial on that
+    link; other links read in parallel)."""
+    nbytes = rec.inputs[0].nbytes
+    remote = int(rec.settings.get("remote_chips", 0))
+    t = nbytes / HOST_READ_BW_PCIE + remote * nbytes / HOST_READ_BW_REMOTE
+    rule = (f"{nbytes / 1e6:.2f} MB at {HOST_READ_BW_PCIE / 1e9:.2f} GB/s (PCIe) + {remote} x at "
+            f"{HOST_READ_BW_REMOTE / 1e9:.2f} GB/s (tunnelled)")  # fmt: skip
+    return OpCost(rec, t, "host", rule)
+
+
 RULES: dict[str, Callable[[OpRecord, System, OpCalibration], OpCost]] = {
     "matmul": matmul_cost,
     "sdpa": sdpa_cost,
@@ -398,10 +457,12 @@ RULES: dict[str, Callable[[OpRecord, System, OpCalibration], OpCost]] = {
     "norm": bandwidth_cost,
     "elementwise": bandwidth_cost,
     "data movement": bandwidth_cost,
+    "host": host_read_cost,
 }
 RULE_TEXT = {
-    "matmul": "max(tiles x 16 x fidelity passes / cores cycles [matmul_op.cpp], DRAM bytes at "
-    "240 GB/s sharded or 190 GB/s interleaved [llms.md 4.6.1])",
+    "matmul": "max(tiles x 16 x fidelity passes / cores cycles [matmul_op.cpp; DRAM-sharded: "
+    "12 bank cores, ideal rate], DRAM bytes at 240 GB/s sharded or 190 GB/s interleaved "
+    "[llms.md 4.6.1])",
     "sdpa": "decode: max(K+V positions at 180 GB/s [FlashDecode.md], QK+PV at HiFi2); prefill: "
     "causal QK+PV at HiFi4",
     "ccl": "8 us op latency [Galaxy Llama CI] + ring/line hops x 650 ns + ring bytes / "
@@ -410,6 +471,8 @@ RULE_TEXT = {
     "norm": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core [common_tm_bw_model]",
     "elementwise": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core",
     "data movement": "bytes in+out: DRAM 190 GB/s or L1 28 B/cycle/core",
+    "host": "device-to-host read at 10.15 GB/s (PCIe) / 4.51 GB/s (tunnelled) "
+    "[benchmark_rw_buffer_golden.json]",
 }
 
 
@@ -748,8 +811,11 @@ __all__ = [
     "DRAM_INTERLEAVED_BW",
     "DRAM_SHARDED_BW",
     "FAMILIES",
+    "HOST_READ_BW_PCIE",
+    "HOST_READ_BW_REMOTE",
     "L1_BYTES_PER_CYCLE_PER_CORE",
     "OP_CALIBRATION",
+    "REMOTE_CHIPS_PER_PCIE",
     "SDPA_DECODE_BW",
     "OpCalibration",
     "OpCost",

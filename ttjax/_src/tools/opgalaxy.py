@@ -82,7 +82,7 @@ def galaxy_program(
     def ring_mm(name: str, k: int, n: int, dtype: str, fid: str, out_dtype: str) -> OpRecord:
         # matmul_1d_ring_config on the 24 ring cores, weights from the prefetcher's buffer
         return op(name, (l1(r, k), weight(k, n, dtype)), (l1(r, n, dtype=out_dtype),),
-                  fidelity=fid, cores=RING_CORES, dram_sharded=True)  # fmt: skip
+                  fidelity=fid, cores=RING_CORES, dram_sharded=True, ring=True)  # fmt: skip
 
     def ccl(name: str, kind: str, x: TensorInfo, y: TensorInfo, axis: int,
             nlinks: int = links, fused: OpRecord | None = None) -> OpRecord:  # fmt: skip
@@ -125,7 +125,7 @@ def galaxy_program(
             l1(r, ff_n // COLS, dtype="bfloat8_b"), 1,
             fused=op("matmul_ff1_ff3", (l1(r, d4), weight(d4, 2 * ff_n, "bfloat4_b")),
                      (l1(r, 2 * ff_n, dtype="bfloat8_b"),), fidelity="lofi", cores=RING_CORES,
-                     dram_sharded=True)),
+                     dram_sharded=True, ring=True)),
         ccl("llama_reduce_scatter", "reduce-scatter", l1(r, ff_n, dtype="bfloat8_b"),
             l1(r, ff_n // COLS, dtype="bfloat8_b"), 1),
         op("mul", (l1(r, ff_n // COLS, dtype="bfloat8_b"),) * 2, (l1(r, ff_n // COLS, dtype="bfloat8_b"),)),
@@ -140,7 +140,7 @@ def galaxy_program(
     tail = [
         rms(),
         op("linear_lm_head", (l1(r, d4), weight(d4, vocab, "bfloat8_b")), (l1(r, vocab),),
-           fidelity="hifi2", cores=RING_CORES, dram_sharded=True, prefetched=False),
+           fidelity="hifi2", cores=RING_CORES, dram_sharded=True, ring=True, prefetched=False),
         ccl("all_reduce_async", "all-reduce", l1(r, vocab), l1(r, vocab), 1),
         # sampling.py: top-k per chip, values and indices gathered along cluster_axis 0, sampled
         op("typecast", (l1(r, vocab, dtype="bfloat8_b"),), (l1(r, vocab),)),

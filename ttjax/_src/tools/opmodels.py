@@ -42,7 +42,10 @@ from ttjax._src.tools.opcost import (
     price,
     save_op_calibration,
 )
+from ttjax._src.tools.opfalcon import FALCON_DECODE_ATTENTION, FALCON_PREFILL_CORES, host_logits
 from ttjax._src.tools.opgalaxy import GALAXY_OP_TO_OP_SECONDS, galaxy_program
+from ttjax._src.tools.ophead import prefill_logits_to_host
+from ttjax._src.tools.opvision import cross_attention, cross_mlp_gate, vision_encoder
 
 TILE = 32
 PROMPT = 128  # tokens prefilled for a TTFT row (PERF.md's runs)
@@ -72,9 +75,13 @@ class ModelSpec:
     # model_config.py PAD_MLP_CORES defaults: the FFN dim padded to a multiple of
     # cores x 32 x devices (Qwen2.5-7B 16, QwQ-32B 16, Qwen2.5-72B 32)
     mlp_pad_cores: int = 0
+    # Llama 3.2 Vision: cross-attention blocks beside the ``n_layers`` text layers, run by the
+    # multimodal program only (model_config.py 1517-1520 drops them for the text demo)
+    cross_layers: int = 0
 
 
 _falcon = partial(ModelSpec, gated=False, recipe="bfp8", dram_sharded=False)
+_qwen7 = partial(ModelSpec, qkv_bias=True, recipe="bfp8-mlp-bf16-attn")
 MODELS = {
     s.name: s
     for s in (
@@ -82,22 +89,11 @@ MODELS = {
         ModelSpec("llama-3.2-3b", 3072, 28, 24, 8, 128, 8192, 128256),
         ModelSpec("llama-3.1-8b", 4096, 32, 32, 8, 128, 14336, 128256),
         ModelSpec("llama-3.1-70b", 8192, 80, 64, 8, 128, 28672, 128256),
-        # text decoders of the vision models: cross-attention layers priced as self-attention
-        ModelSpec("llama-3.2-11b", 4096, 40, 32, 8, 128, 14336, 128256),
-        ModelSpec("llama-3.2-90b", 8192, 100, 64, 8, 128, 28672, 128256),
-        ModelSpec(
-            "qwen2.5-7b",
-            3584,
-            28,
-            28,
-            4,
-            128,
-            18944,
-            152064,
-            qkv_bias=True,
-            recipe="bfp8-mlp-bf16-attn",
-            mlp_pad_cores=16,
-        ),  # PERF.md: bfp8 MLP, bf16 attention
+        # Llama 3.2 Vision: 32 (80) text layers and 8 (20) cross-attention blocks of 40 (100)
+        ModelSpec("llama-3.2-11b", 4096, 32, 32, 8, 128, 14336, 128256, cross_layers=8),
+        ModelSpec("llama-3.2-90b", 8192, 80, 64, 8, 128, 28672, 128256, cross_layers=20),
+        # PERF.md: Qwen2.5-7B runs bfp8 MLP and bf16 attention
+        _qwen7("qwen2.5-7b", 3584, 28, 28, 4, 128, 18944, 152064, mlp_pad_cores=16),
         ModelSpec("qwen2.5-32b", 5120, 64, 40, 8, 128, 27648, 152064, qkv_bias=True),
         ModelSpec(
             "qwen2.5-72b", 8192, 80, 64, 8, 128, 29568, 152064, qkv_bias=True, mlp_pad_cores=32
@@ -120,20 +116,25 @@ ALIASES = {
     "phi-3-mini-128k": "phi-3.5-mini",
 }
 
-# Weight dtypes and math fidelity per matmul (model_config.py ModelOptimizations).
+# Weight dtypes and math fidelity per matmul, and the KV cache's dtype and SDPA decode's fidelity
+# ("kv", bfloat8_b at HiFi2 where absent) (model_config.py ModelOptimizations; Qwen2.5-7B's
+# performance mode 162-180: bfloat16 WQKV, WO and KV cache, HiFi4 QKV, WO and SDPA).
 RECIPES: dict[str, dict[str, tuple[str, str]]] = {
     "performance": {"ff13": ("bfloat4_b", "lofi"), "ff2": ("bfloat8_b", "hifi2"),
                     "qkv": ("bfloat8_b", "hifi2"), "wo": ("bfloat8_b", "hifi2")},
     "bfp8": {"ff13": ("bfloat8_b", "hifi2"), "ff2": ("bfloat8_b", "hifi2"),
              "qkv": ("bfloat8_b", "hifi2"), "wo": ("bfloat8_b", "hifi2")},
     "bfp8-mlp-bf16-attn": {"ff13": ("bfloat8_b", "hifi2"), "ff2": ("bfloat8_b", "hifi2"),
-                           "qkv": ("bfloat16", "hifi4"), "wo": ("bfloat16", "hifi4")},
+                           "qkv": ("bfloat16", "hifi4"), "wo": ("bfloat16", "hifi4"),
+                           "kv": ("bfloat16", "hifi4")},
 }  # fmt: skip
 
 
 def spec_from_hf(config: dict[str, Any], name: str = "model") -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face ``config.json`` dict (Llama, Mistral, Mixtral,
     Qwen2/3, Falcon, Phi3)."""
+    cross = len(config.get("text_config", {}).get("cross_attention_layers", ()))
+    config = {**config, **config.get("text_config", {})}  # mllama: the text decoder's config
     try:
         dim = int(config["hidden_size"])
         heads = int(config.get("num_attention_heads", config.get("n_head", 0)))
@@ -147,7 +148,7 @@ def spec_from_hf(config: dict[str, Any], name: str = "model") -> ModelSpec:
         return ModelSpec(
             name=name,
             dim=dim,
-            n_layers=layers,
+            n_layers=layers - cross,
             n_heads=heads,
             n_kv_heads=int(kv),
             head_dim=int(config.get("head_dim") or dim // heads),
@@ -159,6 +160,7 @@ def spec_from_hf(config: dict[str, Any], name: str = "model") -> ModelSpec:
             recipe="bfp8" if falcon else "performance",
             qk_norm=mt == "qwen3",
             dram_sharded=not falcon,
+            cross_layers=cross,
         )
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         raise ConfigError(
@@ -189,16 +191,6 @@ def get_model(model: str | ModelSpec) -> ModelSpec:
 # ---------------------------------------------------------------------------------------------
 # The program
 # ---------------------------------------------------------------------------------------------
-
-
-# falcon_attention.py's decode ops between the fused QKV matmul and the dense matmul
-FALCON_DECODE_ATTENTION = (
-    "nlp_create_qkv_heads_falcon7b", "rotary_embedding", "rotary_embedding", "update_cache",
-    "slice", "interleaved_to_sharded", "pad", "transpose", "reshape", "interleaved_to_sharded",
-    "transpose", "attn_matmul", "scale_mask_softmax_in_place", "update_cache", "slice",
-    "interleaved_to_sharded", "attn_matmul", "sharded_to_interleaved", "transpose", "transpose",
-    "nlp_concat_heads",
-)  # fmt: skip
 
 
 def _l1(*shape: int, dtype: str = "bfloat16") -> TensorInfo:
@@ -244,6 +236,7 @@ def model_program(
     num_links: int = 1,
     ccl_dtype: str = "bfloat8_b",
     argmax_on_device: bool = True,
+    vision: bool = False,
 ) -> list[OpRecord]:
     """The per-chip TT-NN ops of one replica (TP over ``tp`` chips) for one step: a decode step
     of ``batch`` users at ``context`` positions, or the prefill of one ``prompt``-token user.
@@ -254,7 +247,8 @@ def model_program(
     Galaxy's 8x4): weights fractured 2-D, distributed norms (stats all-gathered), QKV and FF1/FF3
     reduced along the 4-chip axis, WO and FF2 all-reduced along the 8-chip axis.
     ``argmax_on_device``: greedy decoding's argmax on device (PERF.md's runs); else the logits
-    go to the host.
+    go to the host. ``vision``: Llama 3.2 Vision's multimodal program (:mod:`opvision`): its
+    cross-attention blocks, and for prefill the image path of one image.
     """
     m = get_model(model)
     s = get_system(system)
@@ -264,6 +258,7 @@ def model_program(
             f"tp={n} does not divide {s.name}'s {s.num_chips} chips.\nfix: a divisor."
         )
     rec = RECIPES[recipe or m.recipe]
+    kv_dt, kv_fid = rec.get("kv", ("bfloat8_b", "hifi2"))
     if phase not in ("decode", "prefill"):
         raise ConfigError(f"phase={phase!r}.\nfix: 'decode' or 'prefill'.")
     decode = phase == "decode"
@@ -294,8 +289,11 @@ def model_program(
         sharded = decode and m.dram_sharded
         w = _dram(k, nn, dtype=dt, sharded=sharded)
         mcast = {} if decode else {"mcast": "2d"}  # prefill: model_config.py's 2-D configs
+        cores = s.compute_cores
+        if not decode and not m.dram_sharded:  # Falcon's prefill: core_grid 8x7, no 2-D config
+            mcast, cores = {}, FALCON_PREFILL_CORES
         return op(name, (act(r, k), w), (act(r, nn),), fidelity=fid, dram_sharded=sharded,
-                  cores=s.compute_cores, **mcast)  # fmt: skip
+                  cores=cores, **mcast)  # fmt: skip
 
     def ccl(name: str, kind: str, x: TensorInfo, y: TensorInfo, group: int, links: int,
             topo: str) -> OpRecord:  # fmt: skip
@@ -303,6 +301,9 @@ def model_program(
 
     def move(name: str, width: int, r: int = rows) -> OpRecord:
         return op(name, (act(r, width),), (act(r, width),))
+
+    def cast(width: int, src: str, dst: str) -> OpRecord:  # a kernel even at src == dst
+        return op("typecast", (act(rows, width, dtype=src),), (act(rows, width, dtype=dst),))
 
     layer: list[OpRecord] = []
     norm = "rms_norm" if m.gated else "layer_norm"
@@ -365,31 +366,37 @@ def model_program(
             for w in (nh * hd, nkv * hd):
                 layer += [move("to_memory_config", w), op("rms_norm", (act(rows, w),), (act(rows, w),)),
                           move("to_memory_config", w)]  # fmt: skip
-        layer.append(op("rotary_embedding_llama", (act(rows, nh * hd),) * 3, (act(rows, nh * hd),)))
-        layer.append(
-            op("rotary_embedding_llama", (act(rows, nkv * hd),) * 3, (act(rows, nkv * hd),))
-        )
+        for w in (nh * hd, nkv * hd):
+            layer.append(op("rotary_embedding_llama", (act(rows, w),) * 3, (act(rows, w),)))
         new = _l1(b, nkv * hd)
-        layer += [op("paged_update_cache", (new,), (_dram(b, nkv * hd, dtype="bfloat8_b"),))] * 2
+        layer += [op("paged_update_cache", (new,), (_dram(b, nkv * hd, dtype=kv_dt),))] * 2
         q = _l1(1, b, nh, hd)
-        cache = _dram(b, nkv, context, hd, dtype="bfloat8_b")
+        cache = _dram(b, nkv, context, hd, dtype=kv_dt)
         layer.append(op("scaled_dot_product_attention_decode", (q, cache, cache), (q,),
-                        positions=context, decode=True))  # fmt: skip
+                        positions=context, decode=True, fidelity=kv_fid))  # fmt: skip
         layer.append(move("to_memory_config", nh * hd))
         layer.append(move("nlp_concat_heads_decode", nh * hd))
     else:
         layer.append(move("nlp_create_qkv_heads", qkv))
         if m.qk_norm:
             layer += [op("rms_norm", (act(rows, w),), (act(rows, w),)) for w in (nh * hd, nkv * hd)]
-        layer.append(op("rotary_embedding_llama", (act(rows, nh * hd),) * 3, (act(rows, nh * hd),)))
-        layer.append(
-            op("rotary_embedding_llama", (act(rows, nkv * hd),) * 3, (act(rows, nkv * hd),))
-        )
-        layer += [
-            op("fill_cache", (act(rows, nkv * hd),), (_dram(rows, nkv * hd, dtype="bfloat8_b"),))
-        ] * 2
-        q = _dram(1, nh, rows, hd)
-        kv = _dram(1, nkv, rows, hd)
+        # tt_transformers' attention.py (not Falcon's) typecasts: 738-751 Q and K to bfloat16 for
+        # the rotary embedding where QKV's output (690) is not, 767/776 K and V to the cache's
+        # dtype, 817 Q to bfloat8_b for SDPA
+        tt, qkv_dt = m.dram_sharded, ccl_dtype if grid else "bfloat16"
+        if tt and qkv_dt != "bfloat16":
+            layer += [cast(nh * hd, qkv_dt, "bfloat16"), cast(nkv * hd, qkv_dt, "bfloat16")]
+        for w in (nh * hd, nkv * hd):
+            layer.append(op("rotary_embedding_llama", (act(rows, w),) * 3, (act(rows, w),)))
+        if tt:
+            layer += [cast(nkv * hd, "bfloat16", kv_dt), cast(nkv * hd, qkv_dt, kv_dt)]
+        kv_in = kv_dt if tt else "bfloat16"
+        layer += [op("fill_cache", (act(rows, nkv * hd, dtype=kv_in),),
+                     (_dram(rows, nkv * hd, dtype=kv_dt),))] * 2  # fmt: skip
+        if tt:
+            layer.append(cast(nh * hd, "bfloat16", "bfloat8_b"))
+        q = _dram(1, nh, rows, hd, dtype="bfloat8_b" if tt else "bfloat16")
+        kv = _dram(1, nkv, rows, hd, dtype=kv_in)
         layer.append(op("scaled_dot_product_attention", (q, kv, kv), (q,), causal=True))
         layer.append(move("nlp_concat_heads", nh * hd))
     if grid:  # users gathered along the 4-chip axis, WO, all-reduce along the 8-chip axis
@@ -422,6 +429,7 @@ def model_program(
         layer.append(mm("linear_wo", nh * hd, d, "wo"))
         layer.append(move("to_memory_config", d))
     res = dl if grid else math.ceil(d / n)
+    mlp_start = len(layer) + int(m.gated)  # the second norm, the MLP, the residual add
     if m.gated:  # sequential attention then MLP (Falcon runs them in parallel)
         layer.append(op("add", (act(rows, res),) * 2, (act(rows, res),)))
         layer += norm_ops()
@@ -453,22 +461,14 @@ def model_program(
                 ] * 2
                 f2 = math.ceil(ffn / row)
                 layer.append(op("mul_silu", (act(rows, f2),) * 2, (act(rows, f2),)))
-                layer.append(
-                    ccl(
-                        "all_gather_async",
-                        "all-gather",
-                        act(rows, f2),
-                        act(rows, ffn),
-                        row,
-                        2,
-                        "line",
-                    )
-                )
+                layer.append(ccl("all_gather_async", "all-gather", act(rows, f2), act(rows, ffn), row, 2,
+                                 "line"))  # fmt: skip
                 if decode:
                     layer.append(move("to_memory_config", ffn))
             else:
                 layer.append(op("mul_silu", (act(rows, ffn),) * 2, (act(rows, ffn),)))
-                layer.append(move("to_memory_config", ffn))
+                if decode:  # mlp.py 215-217: to FF2's sharded input config in decode only
+                    layer.append(move("to_memory_config", ffn))
         else:
             layer.append(mm("linear_h_to_4h_gelu", dl, ffn, "ff13"))
         layer.append(mm("linear_ff2", ffn, dl, "ff2"))
@@ -477,6 +477,8 @@ def model_program(
         expert_mm = ("linear_ff1", "linear_ff3", "linear_ff2", "linear_h_to_4h_gelu")
         layer = [replace(x, settings={**x.settings, "cores": 8}) if x.name in expert_mm else x
                  for x in layer]  # fmt: skip
+    if m.experts and not decode:  # mixtral_moe.py 130-132: the weights unsqueezed to [1, 1, S, 1]
+        layer.append(move("reshape", TILE))
     if m.experts:  # the expert's output times its routing weight
         layer.append(op("mul", (act(rows, d), act(rows, TILE)), (act(rows, d),)))
     if grid:  # mlp.py: FF2 all-reduced, reshaped
@@ -486,7 +488,8 @@ def model_program(
                          act(rows, math.ceil(d / n), dtype=ccl_dtype), n, num_links, topo1))  # fmt: skip
     if m.experts:  # mixtral_moe.py: reshaped, to the residual config, to DRAM
         layer += [move("reshape", res), move("to_memory_config", res)]
-    layer.append(move("to_memory_config", res))
+    if decode or m.experts or not m.dram_sharded:  # mlp.py 281-285: in decode only
+        layer.append(move("to_memory_config", res))
     layer.append(op("add", (act(rows, res),) * 2, (act(rows, res),)))
     if decode:
         layer.append(move("to_memory_config", res))  # the residual into the next layer's config
@@ -494,11 +497,14 @@ def model_program(
         # TG decode matmul configs: QKV 1-D multicast on an (8, 5) grid at 70B/90B, else (8, lm
         # rows) (model_config.py 1047-1059); WO and the user selection on core_grid 4x8 with no
         # program config (attention.py 611-627, "Fix this once self.TG supports dram-sharded
-        # matmuls"): their weights DRAM-interleaved; FF2 DRAM-sharded on 8 cores
-        # (model_config.py 1002-1023, mlp2_core_grid 1x8)
+        # matmuls"): their weights DRAM-interleaved; FF1, FF3 and FF2 from DRAM-interleaved
+        # weights (mlp.py 59: DRAM_MEMORY_CONFIG on TG) on 1-D configs on an 8x2 grid at dim >=
+        # 4096 (mlp.py 106-109, model_config.py 1101-1135), else TT-NN's own config (the grid)
         qkv_rows = 5 if d == 8192 else _lm_grid(d, n)[0]
+        ff = 16 if d >= 4096 else s.compute_cores
         tg = {"linear_qkv": (8 * qkv_rows, False), "linear_wo": (32, False),
-              "matmul_user_selection": (32, False), "linear_ff2": (8, True)}  # fmt: skip
+              "matmul_user_selection": (32, False), "linear_ff1": (ff, False),
+              "linear_ff3": (ff, False), "linear_ff2": (ff, False)}  # fmt: skip
 
         def tg_mm(x: OpRecord) -> OpRecord:
             cores, shard = tg[x.name]
@@ -509,10 +515,17 @@ def model_program(
 
         layer = [tg_mm(x) if x.name in tg else x for x in layer]
     ops = [replace(r, count=m.n_layers) for r in layer]
+    if vision and m.cross_layers:  # llama_cross_block.py: norm, cross-attention, the text MLP
+        xattn = cross_attention(d, m.n_heads, m.n_kv_heads, hd, n, rows, b, decode, topo1)
+        cross = [*norm_ops(), *xattn, *layer[mlp_start:], *cross_mlp_gate(d, n, rows, decode)]
+        ops += [replace(r, count=m.cross_layers) for r in cross]
+        if not decode:  # the image path runs before the prompt's prefill (one image)
+            ops = vision_encoder(d, n) + ops
 
     # embedding and LM head at full size (prefill: the LM head on the last tile of rows only)
     idx = TensorInfo((b if decode else rows,), "uint32", "L1")
-    head_rows = TILE * math.ceil(b / TILE) if decode else TILE
+    # Falcon's prefill multiplies every prompt row by the LM head (falcon_causallm.py 158-176)
+    head_rows = TILE * math.ceil(b / TILE) if decode else (TILE if m.dram_sharded else rows)
     vocab = math.ceil(m.vocab / n)
     head: list[OpRecord] = []
     if decode:  # rope.py: cos/sin rows of this position looked up, laid out per user
@@ -527,7 +540,8 @@ def model_program(
         op("embedding", (idx, _dram(m.vocab, math.ceil(d / n))), (act(rows, math.ceil(d / n)),))
     )
     head += [move("reshape", math.ceil(d / n)), move("to_memory_config", math.ceil(d / n))]
-    ops = head + ops + norm_ops()
+    tail = [move("slice", res, head_rows)] if not decode and m.dram_sharded else []
+    ops = head + ops + tail + norm_ops()
     # lm_head.py: the vocabulary split so no core holds over 668 columns (model_config.py
     # lm_head_core_grid, max_columns_per_device_lm_head); one matmul and a move per split, concat
     lm_rows, lm_cols = _lm_grid(d, n)
@@ -540,26 +554,39 @@ def model_program(
         # to DRAM, reduce-scatter, all-gather, reshape); model.py 425-441: the vocabulary
         # gathered along the 8-chip axis on 2 links
         vocab, full, splits = 128 * 1024 // col, 128 * 1024, 1
+    if not m.dram_sharded:  # Falcon's demos: every chip's logits to the host (opfalcon)
+        return ops + [mm("linear_lm_head", dl, vocab, "ff2", head_rows),
+                      *host_logits(act(head_rows, vocab), s.name)]  # fmt: skip
+    # decode and prefill alike (model.py 508-523: prefill slices the last tile of rows and
+    # reshards it to the LM head's grid): DRAM-sharded weights, dram_matmul_config (lm_head.py)
+    if not decode:
+        ops.append(move("interleaved_to_sharded", dl, head_rows))
+    dt, fid = rec["ff2"]
+    shard = not (grid and d == 2048)
+    lg = partial(_l1, head_rows, dtype="bfloat8_b")  # the logits: lm_head.py 144, bfloat8_b
     for _ in range(splits):
-        lm = mm("linear_lm_head", dl, math.ceil(vocab / splits), "ff2", head_rows)
-        shard = not (grid and d == 2048) and lm.settings["dram_sharded"]
-        lm = replace(lm, inputs=(lm.inputs[0], replace(lm.inputs[1], sharded=shard)),
-                     settings={**lm.settings, "cores": lm_cores, "dram_sharded": shard})  # fmt: skip
-        ops += [lm, move("sharded_to_interleaved", math.ceil(vocab / splits), head_rows)]
-    ops.append(move("concat", vocab, head_rows))
+        nn = math.ceil(vocab / splits)
+        lm = op("linear_lm_head", (_l1(head_rows, dl), _dram(dl, nn, dtype=dt, sharded=shard)),
+                (lg(nn),), fidelity=fid, dram_sharded=shard, cores=lm_cores)  # fmt: skip
+        ops += [lm, op("sharded_to_interleaved", (lg(nn),), (lg(nn),))]
+    ops.append(op("concat", (lg(vocab),), (lg(vocab),)))
     if grid:
         part = _dram(head_rows, math.ceil(vocab / row), dtype=ccl_dtype)
         logits = _dram(head_rows, vocab, dtype=ccl_dtype)
         ops += [move("to_memory_config", vocab, head_rows),
                 ccl("reduce_scatter_minimal_async", "reduce-scatter", logits, part, row, 1, "line"),
                 ccl("all_gather_async", "all-gather", part, logits, row, 2, "line"),
-                move("reshape", vocab, head_rows),
-                ccl("all_gather_async", "all-gather", act(head_rows, vocab, dtype=ccl_dtype),
-                    act(head_rows, full, dtype=ccl_dtype), col, 2, "line")]  # fmt: skip
-    elif n > 1:
-        ops.append(ccl("all_gather_async", "all-gather", act(head_rows, vocab), act(head_rows, m.vocab),
-                       n, num_links, topo1))  # fmt: skip
-    if decode and argmax_on_device:
+                move("reshape", vocab, head_rows)]  # fmt: skip
+        if decode:
+            ops.append(ccl("all_gather_async", "all-gather", act(head_rows, vocab, dtype=ccl_dtype),
+                           act(head_rows, full, dtype=ccl_dtype), col, 2, "line"))  # fmt: skip
+    elif n > 1 and decode:
+        ops.append(
+            ccl("all_gather_async", "all-gather", lg(vocab), lg(m.vocab), n, num_links, topo1)
+        )
+    if not decode:  # no vocabulary gather on device: to row-major, every chip's logits read
+        return ops + prefill_logits_to_host(lg(vocab), s.name)
+    if argmax_on_device:
         # model.py ttnn_decode_forward with greedy sampling (PERF.md's runs): untilize, argmax,
         # the positions incremented on device (plus_one x 2), the token copied into the input
         ops += [move("untilize", full, head_rows),
@@ -584,7 +611,8 @@ def resident_bytes(
     mlp = (2 if m.gated else 1) * d * m.ffn_dim * b("ff13") + m.ffn_dim * d * b("ff2")
     mlp *= max(1, m.experts)
     per_layer = (attn + mlp) / tp
-    kv = 2 * batch * max(1, math.ceil(m.n_kv_heads / tp)) * context * hd * DTYPE_BYTES["bfloat8_b"]
+    kv_bytes = DTYPE_BYTES[r.get("kv", ("bfloat8_b", ""))[0]]
+    kv = 2 * batch * max(1, math.ceil(m.n_kv_heads / tp)) * context * hd * kv_bytes
     head = 2 * m.vocab * d * 2 / tp
     return m.n_layers * (per_layer + kv) + head
 
@@ -634,11 +662,15 @@ def predict_model(
         return price(g, s, phase="decode", users=batch, calibration=calibration,
                      resident_bytes=resident_bytes(model, n, batch, context, recipe),
                      dispatch=GALAXY_OP_TO_OP_SECONDS)  # fmt: skip
+    vision = program == "llama_vision"
+    if vision and (not get_model(model).cross_layers or _mesh_2d(s, n)):
+        raise ConfigError(f"program='llama_vision' needs a Llama 3.2 Vision model at TP <= 8 (got "
+                          f"{get_model(model).name}, tp={n}).\nfix: program='tt_transformers'.")  # fmt: skip
     replicas = s.num_chips // n if n else 1
     per = max(1, math.ceil(batch / replicas))
     ops = model_program(
         model, s, tp=n, batch=per, phase=phase, context=context, prompt=prompt, recipe=recipe,
-        num_links=num_links, ccl_dtype=ccl_dtype,
+        num_links=num_links, ccl_dtype=ccl_dtype, vision=vision,
     )  # fmt: skip
     return price(
         ops, s, phase=phase, users=per if phase == "decode" else 1, replicas=replicas,
@@ -650,7 +682,7 @@ def predict_model(
 # Published rows: the calibration rows and every other Wormhole LLM row (out of sample)
 # ---------------------------------------------------------------------------------------------
 
-PROGRAMS = ("tt_transformers", "llama3_70b_galaxy")
+PROGRAMS = ("tt_transformers", "llama3_70b_galaxy", "llama_vision")
 PERF_MD = "models/tt_transformers/PERF.md (performance mode, batch 1)"
 README = "models/README.md LLM table"
 SEED = "seed guide §8.2 (llama2_70b demo)"
@@ -694,25 +726,15 @@ def _perf(
     return out
 
 
-_G, _G70 = "llama3_70b_galaxy", "llama-3.1-70b Galaxy TP=32"
+_G, _G70, _L70 = "llama3_70b_galaxy", "llama-3.1-70b Galaxy TP=32", "llama-3.1-70b"
+_V = "llama-3.2-11b"
 ROWS: tuple[Row, ...] = tuple(
     _perf("llama-3.1-8b", "n150", 1, 28.3, 104, True)
     + _perf("llama-3.1-8b", "n300", 2, 44.2, 67, True)
     + _perf("llama-3.1-8b", "t3k", 8, 64.3, 53, True)
     + _perf("llama-3.1-70b", "t3k", 8, 16.6, 164, True)
     + [
-        Row(
-            f"llama-3.1-70b {hw} batch {b}",
-            "llama-3.1-70b",
-            sy,
-            8,
-            b,
-            "tok/s/u",
-            v,
-            SEED,
-            True,
-            "bfloat16",
-        )
+        Row(f"{_L70} {hw} batch {b}", _L70, sy, 8, b, "tok/s/u", v, SEED, True, "bfloat16")
         for hw, sy, b, v in (("T3000", "t3000", 32, 15.1), ("Galaxy 4x(2x4)", "galaxy", 128, 14.3))
     ]
     + _perf("llama-3.2-1b", "n150", 1, 87.8, 26)
@@ -760,6 +782,10 @@ ROWS: tuple[Row, ...] = tuple(
         Row(f"{_G70} batch 32", "llama-3.1-70b", "galaxy", 32, 32, met, v, README, program=_G)
         for met, v in (("tok/s/u", 72.5), ("TTFT ms", 53))
     ]
+    + [  # vLLM's Llama 3.2 11B Vision: the multimodal program (cross-attention, image path)
+        Row(f"{_V} n300 batch 16", _V, "n300", 2, 16, met, v, README, program="llama_vision")
+        for met, v in (("tok/s/u", 18.1), ("TTFT ms", 714))
+    ]
     + [
         Row(f"{mo} {hw} batch {b}", mo, sy, tp, b, met, v, README)
         for mo, hw, sy, tp, b, met, v in (
@@ -771,8 +797,6 @@ ROWS: tuple[Row, ...] = tuple(
             ("deepseek-r1-distill-llama-70b", "QuietBox", "t3000", 8, 32, "TTFT ms", 159),
             ("llama-3.1-70b", "QuietBox", "t3000", 8, 32, "tok/s/u", 15.9),
             ("llama-3.1-70b", "QuietBox", "t3000", 8, 32, "TTFT ms", 159),
-            ("llama-3.2-11b", "n300", "n300", 2, 16, "tok/s/u", 18.1),
-            ("llama-3.2-11b", "n300", "n300", 2, 16, "TTFT ms", 714),
             ("qwen2.5-7b", "n300", "n300", 2, 32, "tok/s/u", 24.6),
             ("qwen2.5-7b", "n300", "n300", 2, 32, "TTFT ms", 86),
             ("qwen2.5-72b", "QuietBox", "t3000", 8, 32, "tok/s/u", 15.4),
@@ -966,23 +990,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
-    "MODELS",
-    "ROWS",
-    "ModelSpec",
-    "OpPlanRow",
-    "Row",
-    "evaluate_rows",
-    "fit_per_op",
-    "get_model",
-    "markdown_table",
-    "model_program",
-    "plan_model",
-    "plan_table",
-    "predict_model",
-    "resident_bytes",
-    "spec_from_hf",
-    "summary",
-]
+    "MODELS", "ROWS", "ModelSpec", "OpPlanRow", "Row", "evaluate_rows", "fit_per_op", "get_model",
+    "markdown_table", "model_program", "plan_model", "plan_table", "predict_model",
+    "resident_bytes", "spec_from_hf", "summary"
+]  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

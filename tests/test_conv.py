@@ -249,6 +249,22 @@ def test_conv1d_matches_torch():
     _same_on_every_device(out, want.permute(0, 2, 1).reshape(1, 1, -1, 6).numpy())
 
 
+def test_conv1d_takes_torchs_3d_weight_replicated_over_the_mesh():
+    """torch's Conv1d weight [out, in, k] as it is, a host tensor replicated over the mesh
+    (whisper's encoder convs): TT-NN reads it as [out, in, k, 1] for a 1-D conv
+    (``prepare_conv2d_weights.cpp``)."""
+    mesh = mesh_of((1, 2))
+    x, wt = _rand(2, 4, 12), _rand(6, 4, 3)
+    t = ttnn.from_torch(x.permute(0, 2, 1), dtype=ttnn.float32, device=mesh)  # [N, L, C]
+    host_w = ttnn.from_torch(wt, dtype=ttnn.float32, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh))
+    out = ttnn.conv1d(
+        input_tensor=t, weight_tensor=host_w, device=mesh, in_channels=4, out_channels=6,
+        batch_size=2, input_length=12, kernel_size=3, padding=1,
+    )  # fmt: skip
+    want = F.conv1d(x, wt, padding=1)
+    _same_on_every_device(out, want.permute(0, 2, 1).reshape(1, 1, -1, 6).numpy())
+
+
 @pytest.mark.parametrize(
     "k, stride, padding, dilation, ceil_mode",
     [((3, 3), (2, 2), (1, 1), (1, 1), False), ((2, 3), (2, 1), (1, 0), (2, 1), True)],

@@ -218,3 +218,17 @@ def test_create_sharded_memory_config_underscore_rounds_up_as_tt_nn() -> None:
         ttnn.create_sharded_memory_config_(
             (32, 32), ttnn.CoreGrid(y=1, x=1), ttnn.TensorMemoryLayout.INTERLEAVED, row
         )
+
+
+def test_shard_spec_takes_tt_nns_keyword_names():
+    """``ShardSpec(grid=, shard_shape=, shard_orientation=)`` as TT-NN's pybind names them
+    (whisper's decode SDPA config builds it so); read back as ``shape`` / ``orientation``."""
+    grid = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(1, 0))})
+    spec = ttnn.ShardSpec(
+        grid=grid, shard_shape=[32, 64], shard_orientation=ttnn.ShardOrientation.COL_MAJOR
+    )
+    assert spec.shape == (32, 64) and spec.orientation == ttnn.ShardOrientation.COL_MAJOR
+    assert spec == ttnn.ShardSpec(grid, (32, 64), ttnn.ShardOrientation.COL_MAJOR)
+    assert spec.num_cores() == 2
+    mem = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec)
+    assert ttnn.MemoryConfig.from_json(mem.to_json()) == mem

@@ -375,3 +375,26 @@ def test_fold_batch_norm2d_into_conv2d_is_the_conv_then_the_norm(bias):
         )
     with pytest.raises(ttnn.TTJaxError, match="track_running_stats=True"):
         fold_batch_norm2d_into_conv2d(conv, torch.nn.BatchNorm2d(5, track_running_stats=False))
+
+
+def test_linear_weight_and_bias_take_a_weights_mesh_mapper():
+    """TT-NN's ``preprocess_linear_weight/bias(..., weights_mesh_mapper=)`` (whisper's custom
+    preprocessor passes one): the transposed weight and [1, out] bias laid over the mesh as the
+    mapper says, host tensors; each device's piece against numpy."""
+    torch = pytest.importorskip("torch")
+    from conftest import mesh_of
+
+    from ttjax.model_preprocessing import preprocess_linear_bias, preprocess_linear_weight
+
+    mesh = mesh_of((1, 2))
+    w = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
+    b = torch.randn(6, generator=torch.Generator().manual_seed(6))
+    tw = preprocess_linear_weight(w, dtype=ttnn.float32,
+                                  weights_mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1))  # fmt: skip
+    tb = preprocess_linear_bias(b, dtype=ttnn.float32,
+                                weights_mesh_mapper=ttnn.ReplicateTensorToMesh(mesh))  # fmt: skip
+    assert tw.storage_type() is ttnn.StorageType.HOST and tw.layout is ttnn.TILE_LAYOUT
+    for d, got in enumerate(ttnn.get_device_tensors(tw)):
+        np.testing.assert_array_equal(ttnn.to_torch(got).numpy(), w.T[:, 3 * d : 3 * d + 3].numpy())
+    for got in ttnn.get_device_tensors(tb):
+        np.testing.assert_array_equal(ttnn.to_torch(got).numpy(), b.reshape(1, 6).numpy())

@@ -203,10 +203,14 @@ def test_embedding_reads_rows_of_a_4d_weight(mesh_shape):
     for (_r, col), got in device_arrays(y).items():
         np.testing.assert_array_equal(got.astype(np.float32), ref[..., col * per : (col + 1) * per])
     flat = ttnn.embedding(ttnn.reshape(x, (32,)), w, pad_token=int(ids[0, 0]))
+    by_name = ttnn.embedding(ttnn.reshape(x, (32,)), w, padding_idx=int(ids[0, 0]))  # pybind's
     want = ref[0].copy()
     want[ids[0].numpy() == int(ids[0, 0])] = 0
-    for (_r, col), got in device_arrays(flat).items():
-        np.testing.assert_array_equal(got.astype(np.float32), want[:, col * per : (col + 1) * per])
+    for out in (flat, by_name):
+        for (_r, col), got in device_arrays(out).items():
+            np.testing.assert_array_equal(
+                got.astype(np.float32), want[:, col * per : (col + 1) * per]
+            )
 
 
 def test_reshape_with_padded_shape():

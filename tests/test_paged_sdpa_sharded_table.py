@@ -77,3 +77,41 @@ def test_paged_update_cache_with_sharded_table_and_positions():
     for u, p in enumerate(positions):  # position p of user u: block table[u, p // 32], row p % 32
         want[table[u, p // block], :, p % block] = step[0, u]
     np.testing.assert_array_equal(ttnn.to_numpy(cache), want)
+
+
+def test_paged_fused_update_cache_is_one_program():
+    """The row-major fused K/V update of the Galaxy decode (Llama-70B shapes: 8 rows of 128 per
+    user, K and V on disjoint cores) is one program cache entry, as TT-NN's one device operation
+    (``paged_cache_operation.cpp`` ``compute_program_hash``: its inputs, not the positions); each
+    step writes each user's first row at its position, -1 skipping the user."""
+    rng = np.random.default_rng(5)
+    users, rows, d, block, per_user = 8, 8, 128, 32, 2
+    mesh = mesh_of((1, 1))
+    table = rng.permutation(users * per_user).reshape(users, per_user).astype(np.int32)
+    caches = [rng.standard_normal((users * per_user, 1, block, d)).astype(np.float32)
+              for _ in range(2)]  # fmt: skip
+    tt_caches = [ttnn.from_torch(c, layout=ttnn.TILE_LAYOUT, device=mesh) for c in caches]
+    tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=mesh)
+
+    def on_cores(x, y):
+        grid = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, y), ttnn.CoreCoord(7, y))])
+        spec = ttnn.ShardSpec(grid, (rows, d), ttnn.ShardOrientation.ROW_MAJOR)
+        mem = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec)
+        return ttnn.from_torch(x, dtype=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT, device=mesh,
+                               memory_config=mem)  # fmt: skip
+
+    mesh.clear_program_cache()
+    for positions in ([0, 17, 34, 51, -1, 5, 63, 40], [1, 18, 35, 52, 9, -1, 62, 41]):
+        steps = [rng.standard_normal((1, users, rows, d)).astype(np.float32) for _ in range(2)]
+        pos = ttnn.from_torch(np.asarray(positions, np.int32), dtype=ttnn.int32, device=mesh)
+        ttnn.experimental.paged_fused_update_cache(
+            tt_caches[0], on_cores(steps[0], 0), tt_caches[1], on_cores(steps[1], 1),
+            update_idxs_tensor=pos, page_table=tt_table,
+        )  # fmt: skip
+        for cache, step in zip(caches, steps):
+            for u, p in enumerate(positions):
+                if p >= 0:
+                    cache[table[u, p // block], 0, p % block] = step[0, u, 0]
+        for cache, got in zip(caches, tt_caches):
+            np.testing.assert_array_equal(ttnn.to_numpy(got), cache)
+    assert mesh.num_program_cache_entries() == 1

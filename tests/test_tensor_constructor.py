@@ -141,3 +141,38 @@ def test_block_float_host_tensor_stays_tiled_as_tt_nn_leaves_it(caplog):
     np.testing.assert_array_equal(
         back.to_torch().float().numpy(), blockfloat_quantize(x.numpy(), 7)
     )
+
+
+def test_to_layout_of_a_host_tensor_changes_layout_on_the_host():
+    """``ttnn.to_layout`` of a host tensor split over a mesh (whisper's decoder test tilizes its
+    encoder states so before ``to_device``): TT-NN converts it on the host (``to_layout_op.cpp``),
+    values unchanged; a dtype change is refused there."""
+    mesh = mesh_of((1, 2))
+    x = torch.randn(2, 40, 48, generator=torch.Generator().manual_seed(3))
+    host = ttnn.from_torch(x, dtype=ttnn.bfloat16, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0))
+    tiled = ttnn.to_layout(host, ttnn.TILE_LAYOUT)
+    assert tiled.layout is ttnn.TILE_LAYOUT and tiled.storage_type() is ttnn.StorageType.HOST
+    on_device = ttnn.to_device(tiled, mesh)
+    back = ttnn.to_torch(on_device, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+    np.testing.assert_array_equal(back.float().numpy(), x.bfloat16().float().numpy())
+    with pytest.raises(ttnn.LayoutError, match="dtype cannot be specified"):
+        ttnn.to_layout(host, ttnn.TILE_LAYOUT, dtype=ttnn.float32)
+
+
+def test_slicing_a_host_tensor_slices_every_shard_on_the_host():
+    """``host[a:b, :, :]`` of a replicated host weight (whisper splits its conv weight so before
+    the conv): each device's piece, as TT-NN's ``__getitem__`` unpads host shards; non-unit
+    steps are refused as there."""
+    mesh = mesh_of((1, 2))
+    w = torch.randn(8, 6, 3, generator=torch.Generator().manual_seed(4))
+    host = ttnn.from_torch(w, dtype=ttnn.float32, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh))
+    piece = host[2:6, :, :]
+    assert piece.storage_type() is ttnn.StorageType.HOST and tuple(piece.shape) == (4, 6, 3)
+    for got in ttnn.get_device_tensors(piece):
+        np.testing.assert_array_equal(ttnn.to_torch(got).numpy(), w[2:6].numpy())
+    split = ttnn.from_torch(w, dtype=ttnn.float32, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0))
+    rows = split[1, :, 1:]
+    for d, got in enumerate(ttnn.get_device_tensors(rows)):
+        np.testing.assert_array_equal(ttnn.to_torch(got).numpy(), w[4 * d + 1, :, 1:].numpy())
+    with pytest.raises(ttnn.ShapeMismatchError, match="non-unit stride"):
+        host[0:8:2]

@@ -1,6 +1,7 @@
 """tt-metal model tests nobody pointed ttjax at, run on its virtual meshes: tt_dit's Mochi and Wan 2.2
-video transformers and SD3.5-Large's transformer (attention, whole transformer block), each one of
-tt-metal's own test functions called unchanged with small shapes.
+video transformers and SD3.5-Large's transformer (attention, whole transformer block); whisper's
+encoder and decoder (``models/demos/whisper``, 1x2) and sentence_bert's BERT-base modules (one
+device): each one of tt-metal's own test functions called unchanged with small shapes.
 
     TT_METAL_HOME=/tmp/ttm-full .venv-ttmetal/bin/python -m tests.real_models.unpointed [--case NAME]
 
@@ -15,6 +16,12 @@ and Wan 2.2 A14B, 40 heads of 128, FFN 13824; SD3.5-Large's config.json, 38 head
 tt-metal's SD3.5 reference class) with the layers the test reads (Mochi 2: its first and its
 last, context-pre-only block; the others 1) and random weights. The test's own
 ``assert_quality`` judges the result; the PCC it measured is printed next to its bar.
+
+The whisper and sentence_bert tests read their configurations from the hub
+(``distil-whisper/distil-large-v3``, ``emrecan/bert-base-turkish-cased-mean-nli-stsb-tr``): those
+config.json values are written here and the models built with random weights; their own
+``assert_with_pcc`` / ``comp_pcc`` judge. They need ``TT_METAL_HOME`` to hold tt-metal's
+``tests/ttnn/utils_for_testing.py`` (a full checkout).
 """
 
 from __future__ import annotations
@@ -136,6 +143,194 @@ def _sd35(test: str) -> Callable[[], str]:
     )  # fmt: skip
 
 
+# distil-whisper/distil-large-v3's config.json (the whisper tests' MODEL_NAME): the encoder of
+# Whisper large-v3 (32 layers of 1280, 20 heads, FFN 5120, 128 mel bins) and 2 decoder layers.
+DISTIL_LARGE_V3: dict[str, Any] = dict(d_model=1280, encoder_layers=32, decoder_layers=2, encoder_attention_heads=20,
+                       decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120,
+                       num_mel_bins=128, vocab_size=51866, max_source_positions=1500,
+                       max_target_positions=448, pad_token_id=50256, bos_token_id=50257,
+                       eos_token_id=50257, decoder_start_token_id=50258,
+                       begin_suppress_tokens=[220, 50257])  # fmt: skip
+
+
+def _stand_in(name: str) -> None:
+    """An importable ``name`` (when it is not installed) whose every attribute raises when called:
+    tt-metal's ``models/demos/utils/common_demo_utils.py`` imports ``cv2`` and ``datasets`` at its
+    top for the image demos' helpers, which the whisper module tests never call."""
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec(name) is not None:
+        return
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+
+    def absent(*_: Any, **__: Any) -> Any:
+        raise ModuleNotFoundError(f"{name} is not installed (the harness's stand-in)")
+
+    def attribute(attr: str) -> Any:
+        if attr.startswith("__"):  # no __file__ etc.: inspect walks every module in sys.modules
+            raise AttributeError(attr)
+        return absent
+
+    module.__getattr__ = attribute  # type: ignore[method-assign]
+    sys.modules[name] = module
+
+
+def _checkout_tests() -> None:
+    """tt-metal's ``tests/`` (``tests.ttnn.utils_for_testing``) importable beside this project's
+    own namespace package ``tests``, and the image libraries the whisper tests' imports name."""
+    import os
+
+    from tests.real_models import tt_metal_pytest
+
+    home = os.environ["TT_METAL_HOME"]
+    if home not in sys.path:
+        sys.path.append(home)
+    tt_metal_pytest._stand_in_torchvision()
+    _stand_in("cv2")
+    _stand_in("datasets")
+
+
+def _verdict(mod: Any, call: Callable[[], None]) -> str:
+    """Run ``call`` (one of ``mod``'s test functions), recording each PCC its ``assert_with_pcc``
+    measures (tt-metal's ``tests/ttnn/utils_for_testing.py``); the test's own verdict, with them."""
+    found: list[str] = []
+    original = mod.assert_with_pcc
+
+    def recorded(expected: Any, actual: Any, pcc: float = 0.9999) -> Any:
+        if tuple(expected.shape) == tuple(actual.shape):  # else the test's own check says so
+            found.append(f"{harness.pcc(expected, actual):.5f} (bar {pcc})")
+        return original(expected, actual, pcc)
+
+    mod.assert_with_pcc = recorded
+    try:
+        call()
+    except Exception as e:  # the test's own verdict: report it with the PCCs measured
+        return f"fails: {harness.first_failing_call(e)}; PCC {_summary(found) or '-'}"
+    finally:
+        mod.assert_with_pcc = original
+    return "passes: PCC " + _summary(found)
+
+
+def _whisper(
+    test: str, mesh: tuple[int, int], encoder_layers: int = 32, **params: Any
+) -> Callable[[], str]:
+    """One of ``models/demos/whisper/tests/test_whisper_modules.py``'s test functions, unchanged,
+    on ``mesh`` (batch 1 a device, split over the mesh as its ``get_mesh_mappers`` splits it),
+    with distil-large-v3's configuration (``encoder_layers`` of its 32 for the whole encoder)."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        # "eager": what transformers 4.53 (tt-metal's pin) reports for a config that names no
+        # attention implementation; 4.57 reports None, which Whisper's modules cannot look up
+        config = dict(DISTIL_LARGE_V3, encoder_layers=encoder_layers, attn_implementation="eager")
+        transformers.WhisperConfig.from_pretrained = staticmethod(  # type: ignore[method-assign]
+            lambda *_, **__: transformers.WhisperConfig(**config)
+        )
+        mod: Any = importlib.import_module("models.demos.whisper.tests.test_whisper_modules")
+        import ttnn
+
+        from models.demos.whisper.tt import ttnn_optimized_functional_whisper as ttnn_model
+
+        device = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
+        try:
+            return _verdict(mod, lambda: getattr(mod, test)(
+                mesh_device=device, ttnn_model=ttnn_model, model_name=mod.MODEL_NAME,
+                batch_size_per_device=1, **params))  # fmt: skip
+        finally:
+            ttnn.close_mesh_device(device)
+
+    return run
+
+
+# emrecan/bert-base-turkish-cased-mean-nli-stsb-tr's config.json (sentence_bert's tests): BERT-base.
+TURKISH_BERT_BASE: dict[str, Any] = dict(vocab_size=32000, hidden_size=768, num_hidden_layers=12,
+                                         num_attention_heads=12, intermediate_size=3072,
+                                         max_position_embeddings=512, type_vocab_size=2,
+                                         attn_implementation="eager")  # fmt: skip
+
+
+def _sentence_bert(module: str, test: str, layers: int = 12) -> Callable[[], str]:
+    """One of ``models/demos/sentence_bert/tests/pcc``'s test functions, unchanged, on one device
+    (its ``device`` fixture), the checkpoint's BERT-base configuration (``layers`` of its 12 for
+    the whole model) with random weights: its ``load_torch_model`` reads them from
+    ``AutoModel.from_pretrained``, which builds the model here."""
+
+    def run() -> str:
+        import torch
+        import transformers
+
+        _checkout_tests()
+        config = transformers.BertConfig(**dict(TURKISH_BERT_BASE, num_hidden_layers=layers))
+        transformers.BertConfig.from_pretrained = staticmethod(  # type: ignore[method-assign]
+            lambda *_, **__: config
+        )
+
+        def random_bert(*_: Any, **__: Any) -> Any:
+            torch.manual_seed(0)
+            return transformers.BertModel(config)
+
+        transformers.AutoModel.from_pretrained = staticmethod(random_bert)  # type: ignore[method-assign]
+        mod: Any = importlib.import_module(f"models.demos.sentence_bert.tests.pcc.{module}")
+        inputs = next(m.args[1][0] for m in getattr(mod, test).pytestmark if m.args[0] == "inputs")
+        import ttnn
+
+        device = ttnn.open_device(device_id=0)
+        try:
+            return _verdict(mod, lambda: getattr(mod, test)(
+                device=device, inputs=inputs, model_location_generator=None))  # fmt: skip
+        finally:
+            ttnn.close_device(device)
+
+    return run
+
+
+# google/vit-base-patch16-224's config.json (the vit tests' model_name): ViT-Base/16 at 224.
+VIT_BASE: dict[str, Any] = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                intermediate_size=3072, image_size=224, patch_size=16,
+                                num_channels=3, qkv_bias=True, attn_implementation="eager")  # fmt: skip
+
+
+def _vit(test: str, **extra: Any) -> Callable[[], str]:
+    """One of ``models/demos/vit/tests/pcc/test_ttnn_optimized_sharded_vit_wh.py``'s module tests
+    (they build the torch module from the config alone: random weights), unchanged, on one
+    device at its parametrization (batch 8, 224 tokens: 197 padded); the encoder test's
+    ``load_torch_model`` gets a random ``ViTForImageClassification`` of that configuration."""
+
+    def run() -> str:
+        import torch
+        import transformers
+
+        _checkout_tests()
+        transformers.ViTConfig.from_pretrained = staticmethod(  # type: ignore[method-assign]
+            lambda *_, **__: transformers.ViTConfig(**VIT_BASE)
+        )
+
+        def random_vit(*_: Any, config: Any = None, **__: Any) -> Any:  # vit's load_torch_model
+            torch.manual_seed(0)
+            return transformers.ViTForImageClassification(config)
+
+        transformers.ViTForImageClassification.from_pretrained = staticmethod(random_vit)  # type: ignore[method-assign]
+        mod: Any = importlib.import_module(
+            "models.demos.vit.tests.pcc.test_ttnn_optimized_sharded_vit_wh"
+        )
+        import ttnn
+
+        device = ttnn.open_device(device_id=0)
+        try:
+            return _verdict(mod, lambda: getattr(mod, test)(
+                device=device, model_name="google/vit-base-patch16-224", batch_size=8,
+                sequence_size=224, **extra))  # fmt: skip
+        finally:
+            ttnn.close_device(device)
+
+    return run
+
+
 CASES: dict[str, Callable[[], Callable[[], str]]] = {
     "mochi_attention": lambda: _mochi("test_mochi_attention", False),
     "mochi_attention_context_pre_only": lambda: _mochi("test_mochi_attention", True),
@@ -148,6 +343,51 @@ CASES: dict[str, Callable[[], Callable[[], str]]] = {
     "wan_block": lambda: _wan("test_wan_transformer_block", 26, mesh_shape=(2, 4), B=1),
     "sd35_joint_attention": lambda: _sd35("test_sd35_joint_attention"),
     "sd35_block": lambda: _sd35("test_sd35_transformer_block"),
+    "vit_intermediate": lambda: _vit("test_vit_intermediate"),
+    "vit_output": lambda: _vit("test_vit_output"),
+    "vit_encoder": lambda: _vit("test_vit_encoder", model_location_generator=None),
+    "whisper_encoder_layer": lambda: _whisper("test_encoder_layer", (1, 2), sequence_size=1500),
+    "whisper_encoder": lambda: _whisper("test_encoder", (1, 2), 2, sequence_length=3000),
+    "whisper_decoder_layer": lambda: _whisper(
+        "test_decoder_layer",
+        (1, 2),
+        encoder_sequence_size=1500,
+        decoder_sequence_size=32,
+        use_kv_cache=False,
+    ),
+    "whisper_decoder_layer_kv_cache": lambda: _whisper(
+        "test_decoder_layer",
+        (1, 2),
+        encoder_sequence_size=1500,
+        decoder_sequence_size=1,
+        use_kv_cache=True,
+    ),
+    "whisper_decoder": lambda: _whisper(
+        "test_decoder",
+        (1, 2),
+        encoder_sequence_size=1500,
+        decoder_sequence_size=32,
+        use_kv_cache=False,
+    ),
+    "sentence_bert_embeddings": lambda: _sentence_bert(
+        "test_ttnn_sentencebert_embeddings", "test_ttnn_sentence_bert_Embeddings"
+    ),
+    "sentence_bert_attention": lambda: _sentence_bert(
+        "test_ttnn_sentencebert_attention", "test_ttnn_sentence_bert_attention"
+    ),
+    "sentence_bert_layer": lambda: _sentence_bert(
+        "test_ttnn_sentencebert_layer", "test_ttnn_sentence_bert_layer"
+    ),
+    "sentence_bert_model": lambda: _sentence_bert(
+        "test_ttnn_sentencebert_model", "test_ttnn_sentence_bert_model", layers=2
+    ),
+    "whisper_decoder_kv_cache": lambda: _whisper(
+        "test_decoder",
+        (1, 2),
+        encoder_sequence_size=1500,
+        decoder_sequence_size=1,
+        use_kv_cache=True,
+    ),
 }
 
 

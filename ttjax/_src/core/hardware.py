@@ -346,8 +346,12 @@ class ShardSpec:
     shape: tuple[int, ...]
     orientation: ShardOrientation = ShardOrientation.ROW_MAJOR
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(v) for v in self.shape))
+    def __init__(
+        self, grid: Any, shard_shape: Sequence[int], shard_orientation: Any = None
+    ) -> None:
+        """TT-NN's keyword names (ttnn-pybind/tensor.cpp), read back as ``shape``, ``orientation``."""
+        orientation = ShardOrientation.ROW_MAJOR if shard_orientation is None else shard_orientation
+        self.__dict__.update(grid=grid, shape=tuple(map(int, shard_shape)), orientation=orientation)
 
     def num_cores(self) -> int:
         grid = self.grid

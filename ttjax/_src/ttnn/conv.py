@@ -703,6 +703,9 @@ def _conv2d(
                 _host_array(wt),
                 wt._spec.replace(mesh=None, placements=(), storage=StorageType.HOST),
             )
+        if len(wt._shape) == 3 and w == 1:
+            # prepare_conv2d_weights.cpp: a 1-D conv's 3-D weight [out, in, k] is [out, in, k, 1]
+            wt = reshape(wt, (*wt._shape, 1))
         _check_host_weight(op, wt, oc, ic, g, (kh, kw), transpose is not None)
         if transpose is not None:
             wt = _transposed_weight(wt, g, transpose[1])

@@ -47,6 +47,7 @@ from ttjax._src.ttnn.distribute import (
     default_composer,
     default_mapper,
 )
+from ttjax._src.ttnn.ops.layout import layout_on_host
 
 _log = logging.getLogger(__name__)
 
@@ -485,27 +486,9 @@ def to_dtype(tensor: Tensor, dtype: DataType) -> Tensor:
 
 
 def host_to_layout(tensor: Tensor, layout: Layout) -> Tensor:
-    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged). A block
-    float tensor stays in TILE: TT-NN's ``to_layout_bfloat`` logs "Conversion ... was not
-    executed!" and returns the tensor as it is (``tensor_impl.cpp``); so does ttjax."""
-    if not isinstance(layout, Layout):
-        raise LayoutError(
-            f"Tensor.to: {layout!r} is neither a MeshDevice nor a ttnn Layout.\n"
-            "fix: t.to(mesh_device) or t.to(ttnn.TILE_LAYOUT)."
-        )
-    if tensor._data is None:
-        raise deallocated_error("to", tensor)
-    if tensor._dtype.is_block_float and layout is not Layout.TILE:
-        _log.warning(
-            "Tensor layout must be Layout::TILE for bfloat8_b or bfloat4_b! Conversion from %r "
-            "to %r was not executed!",
-            tensor._layout,
-            layout,
-        )
-        return tensor
-    s = tensor._spec
-    spec = TensorSpec(s.mesh, s.placements, s.dtype, layout, s.shape, StorageType.HOST)
-    return Tensor(tensor._data, spec)
+    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged); a block
+    float tensor stays in TILE, as TT-NN's ``to_layout_bfloat`` leaves it (with a warning)."""
+    return layout_on_host(tensor, layout)
 
 
 # ---------------------------------------------------------------------------------------------

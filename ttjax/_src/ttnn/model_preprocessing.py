@@ -170,18 +170,23 @@ def _row(x: Any) -> Any:
 
 
 def preprocess_linear_weight(
-    weight: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT
+    weight: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT, weights_mesh_mapper: Any = None
 ) -> Tensor:
-    """A torch-layout ``[out, in]`` linear weight as TT-NN's ``[in, out]`` tensor.
+    """A torch-layout ``[out, in]`` linear weight as TT-NN's ``[in, out]`` tensor, laid over a
+    mesh by ``weights_mesh_mapper`` when one is given (a host tensor, as TT-NN makes it).
 
     >>> w = preprocess_linear_weight(torch_linear.weight, dtype=ttnn.bfloat16)
     """
-    return _host_tensor(_transposed(weight), dtype=dtype, layout=layout)
+    return _host_tensor(
+        _transposed(weight), dtype=dtype, layout=layout, mesh_mapper=weights_mesh_mapper
+    )
 
 
-def preprocess_linear_bias(bias: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT) -> Tensor:
-    """A ``[out]`` bias as TT-NN's ``[1, out]`` tensor."""
-    return _host_tensor(_row(bias), dtype=dtype, layout=layout)
+def preprocess_linear_bias(
+    bias: Any, *, dtype: DataType, layout: Layout = TILE_LAYOUT, weights_mesh_mapper: Any = None
+) -> Tensor:
+    """A ``[out]`` bias as TT-NN's ``[1, out]`` tensor (over a mesh by ``weights_mesh_mapper``)."""
+    return _host_tensor(_row(bias), dtype=dtype, layout=layout, mesh_mapper=weights_mesh_mapper)
 
 
 def preprocess_layernorm_parameter(

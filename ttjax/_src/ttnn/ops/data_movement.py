@@ -501,10 +501,44 @@ def _from_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def getitem(input_tensor: Tensor, index: Any) -> Tensor:
-    """``tensor[index]`` on each device's tensor (ints, slices, ``...``, ``None``)."""
+    """``tensor[index]`` on each device's tensor (ints, slices, ``...``, ``None``); a host
+    tensor is sliced on the host, unit steps only, as TT-NN's ``Tensor.__getitem__`` does it
+    (``ttnn/operations/core.py``: ``unpad`` of every shard)."""
     key = _index_key(index, input_tensor._shape)
     idx = _from_key(key)
+    if isinstance(input_tensor, Tensor) and input_tensor._storage is StorageType.HOST:
+        return _getitem_host(input_tensor, key, idx)
     return run_op("getitem", lambda x: x[idx], [input_tensor], static=key)
+
+
+def _getitem_host(t: Tensor, key: tuple[Any, ...], idx: tuple[Any, ...]) -> Tensor:
+    """``t[idx]`` of every shard of a host tensor; an axis that sharded a dim now holds
+    per-device data (PlacementLocal), as :func:`_reshape_host` keeps it."""
+    if t._data is None:
+        raise deallocated_error("ttnn.Tensor.__getitem__", t)
+    if any(k[0] == "s" and k[3] not in (None, 1) for k in key):
+        raise ShapeMismatchError(
+            f"ttnn.Tensor.__getitem__: Host tensors cannot be accessed with non-unit stride "
+            f"(index {idx!r}).\nfix: slice with step 1, or move the tensor to a device first."
+        )
+    if t._dtype.is_block_float:
+        raise LayoutError(
+            f"ttnn.Tensor.__getitem__: a {t._dtype!r} host tensor is stored as whole tiles; "
+            "TT-NN cannot unpad it on the host.\nfix: slice it on a device, or convert the "
+            "source array with a bfloat16/float32 dtype."
+        )
+    spec = t._spec
+    if spec.mesh is None:
+        out = np.ascontiguousarray(np.asarray(t._data)[idx])
+        return Tensor(out, spec.replace(shape=tuple(out.shape)))
+    mesh_shape = tuple(spec.mesh.shape)
+    blocks = host_blocks(t)[(builtins.slice(None),) * len(mesh_shape) + idx]
+    placements = tuple(
+        p if isinstance(p, PlacementReplicate) else PlacementLocal() for p in spec.placements
+    )
+    data = _specs.from_local_blocks(np, blocks, placements, mesh_shape)
+    new = tuple(blocks.shape[len(mesh_shape) :])
+    return Tensor(np.ascontiguousarray(data), spec.replace(shape=new, placements=placements))
 
 
 def slice(
@@ -840,6 +874,7 @@ def embedding(
     input_tensor: Tensor,
     weight: Tensor,
     *,
+    padding_idx: int | None = None,
     pad_token: int | None = None,
     layout: Layout | None = None,
     dtype: DataType | None = None,
@@ -852,12 +887,18 @@ def embedding(
 
     ``weight`` is ``[vocab, hidden]`` or TT-NN's 4-D ``[1, 1, vocab, hidden]`` (rows along dim
     -2). Ids ``[batch, ..., seq]`` (batch = dim 0, seq = dim -1) give ``[batch, seq, hidden]``;
-    1-D ids give ``[seq, hidden]``. Rows equal to ``pad_token`` come out as zeros. With
-    ``weight`` sharded on the hidden dim each device gets its slice of every embedding.
+    1-D ids give ``[seq, hidden]``. Rows equal to ``padding_idx`` (TT-NN's binding's name;
+    ``pad_token`` its C++ one) come out as zeros. With ``weight`` sharded on the hidden dim each
+    device gets its slice of every embedding.
     """
     check_hw_kwargs("embedding", kwargs)
     out_dtype = check_dtype("embedding", dtype)
-    pad = pad_token
+    if padding_idx is not None and pad_token is not None and padding_idx != pad_token:
+        raise TTJaxError(
+            f"ttnn.embedding: padding_idx={padding_idx} and pad_token={pad_token} disagree.\n"
+            "fix: pass padding_idx= only (TT-NN's name for the pad token)."
+        )
+    pad = padding_idx if padding_idx is not None else pad_token
     ids_shape, w_shape = input_tensor._shape, weight._shape
     _check_embeddings_type(embeddings_type, pad, w_shape)
     if len(w_shape) < 2 or any(d != 1 for d in w_shape[:-2]):

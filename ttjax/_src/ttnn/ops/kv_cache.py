@@ -154,6 +154,156 @@ def update_cache(
     return write_output(out, cache_tensor)
 
 
+def _check_update(
+    op: str,
+    cache_tensor: Tensor,
+    input_tensor: Tensor,
+    update_idxs: list[int] | None,
+    update_idxs_tensor: Tensor | None,
+    share: bool,
+    page_table: Tensor | None,
+    batch_offset: int,
+) -> tuple[int, ...]:
+    """TT-NN's checks of one (cache, input) pair of a decode-step write
+    (paged_cache_operation.cpp ``validateUpdateOperation``); the positions of ``update_idxs``."""
+    users = input_tensor._shape[1]
+    if int(batch_offset) != 0:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: batch_offset={batch_offset}; TT-NN: batch_offset must be 0.\n"
+            "fix: shard the users over devices instead (each device updates its own users)."
+        )
+    if input_tensor._shape[-1] != cache_tensor._shape[-1] or len(input_tensor._shape) != 4:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: input has per-device shape {list(input_tensor._shape)} for a cache of "
+            f"shape {list(cache_tensor._shape)}.\nfix: the input is [1, batch, nkv, head_dim] "
+            "with the cache's head_dim."
+        )
+    if page_table is not None:
+        if share:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: share_cache not supported with paged cache.\n"
+                "fix: drop share_cache= or page_table=."
+            )
+        length = _check_page_table(
+            op, page_table, page_table_rows(op, page_table, users), cache_tensor
+        )
+    else:
+        length = cache_tensor._shape[2]
+        want = 1 if share else users
+        if cache_tensor._shape[0] != want:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: the cache has batch {cache_tensor._shape[0]} but the input has "
+                f"{users} users{' (share_cache expects a cache batch of 1)' if share else ''}.\n"
+                "fix: give the cache one row per user, or pass share_cache=True with batch 1."
+            )
+    if (update_idxs_tensor is None) == (not update_idxs):
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Only an update tensor or an update vector can be provided. Not both or "
+            "neither.\nfix: pass update_idxs=[...] or update_idxs_tensor= (the position of every user)."
+        )
+    if update_idxs_tensor is not None:
+        # TT-NN counts the indices along dim 0 (interleaved; dim 1 when sharded) of a tensor of
+        # any rank (paged_cache_operation.cpp): [batch], [batch, 1] and [1, batch] all hold one
+        # position per user
+        sharded = update_idxs_tensor.is_sharded()  # each core's shard: all users' positions
+        _check_int_tensor(
+            op,
+            "update_idxs_tensor",
+            update_idxs_tensor,
+            (None, users) if sharded else (users,),
+            "[cores, batch] shards" if sharded else "one position per user",
+            flat=not sharded,
+        )
+        return ()
+    positions = tuple(int(p) for p in update_idxs or ())
+    if len(positions) != users:
+        raise ShapeMismatchError(
+            f"ttnn.{op}: Number of update_idxs ({len(positions)}) should match batch size "
+            f"({users}).\nfix: pass one position per user (-1 skips a user)."
+        )
+    for p in positions:
+        if not -1 <= p < length:
+            raise ShapeMismatchError(
+                f"ttnn.{op}: update index {p} is beyond the cache of {length} positions per "
+                "user.\nfix: use positions in [0, cache length) (or -1 to skip a user)."
+            )
+    return positions
+
+
+def _write_step(cache: Any, x: Any, pos: Any, table: Any, share: bool) -> Any:
+    """One decode step's rows ``x`` [1, b, rows, d] written into ``cache`` at each user's
+    position ``pos`` [b] (through the page table ``table`` when it is not None)."""
+    # TT-NN's kernels write the cache's nkv heads from the first rows of each user's tile
+    # (paged_*update_cache_program_factory.cpp: num_heads = cache.padded_shape()[1]); the
+    # Galaxy's llama_rs_create_heads hands K / V over with 8 rows, the first one the head.
+    upd = x[0, :, : cache.shape[1]].astype(cache.dtype)  # [b, nkv, d]
+    # A scatter writes one position per user in place (no pass over the whole cache);
+    # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
+    skip = pos < 0
+    if table is not None:
+        table = table.astype(jnp.int32)[: x.shape[1]]  # sharded: the first core's copy
+        block = cache.shape[2]
+        p = jnp.where(skip, 0, pos)
+        rows = table[jnp.arange(table.shape[0]), p // block]
+        rows = jnp.where(skip, cache.shape[0], rows)
+        return cache.at[rows, :, p % block, :].set(upd, mode="drop")
+    users_idx = jnp.zeros_like(pos) if share else jnp.arange(pos.shape[0])
+    pos = jnp.where(skip, cache.shape[2], pos)
+    return cache.at[users_idx, :, pos, :].set(upd, mode="drop")
+
+
+def _run_update(
+    name: str,
+    pairs: Sequence[tuple[Tensor, Tensor]],
+    update_idxs_tensor: Tensor | None,
+    positions: tuple[int, ...],
+    share: bool,
+    page_table: Tensor | None,
+    mesh_coords: Any,
+) -> list[Tensor]:
+    """One program writing every (cache, input) pair of a decode step (TT-NN runs the fused K/V
+    update as one device operation: one program cache entry, keyed on its inputs,
+    ``compute_program_hash``); the caches, updated in place."""
+    op = f"experimental.{name}"
+    n = 2 * len(pairs)
+    extra = [t for t in (update_idxs_tensor, page_table) if t is not None]
+    only = _coords_mask(op, pairs[0][0], mesh_coords)
+    tensors = [t for pair in pairs for t in pair] + extra + only
+    from_tensor, paged = update_idxs_tensor is not None, page_table is not None
+
+    def fn(*args: Any) -> Any:
+        # args: cache, input per pair, the index tensor / page table, the mesh_coords mask,
+        # then the cur_pos scalars
+        rest = args[n:]
+        if from_tensor:
+            pos = rest[0].reshape(-1)[: args[1].shape[1]].astype(jnp.int32)
+        else:  # one traced scalar per user: every step reuses the compiled program
+            pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest[len(tensors) - n :]])
+        table = rest[len(extra) - 1] if paged else None
+        masks = rest[len(extra) : len(extra) + len(only)]
+        outs = tuple(
+            _keep_outside(_write_step(args[i], args[i + 1], pos, table, share), args[i], masks)
+            for i in range(0, n, 2)
+        )
+        return outs[0] if len(outs) == 1 else outs
+
+    def placements(ts: Any, shapes: Any) -> list[Any]:
+        rest = list(ts[n:])
+        return [_cache_rule([ts[i], ts[i + 1], *rest], [shapes[i // 2]])[0] for i in range(0, n, 2)]
+
+    out = run_op(
+        name,
+        fn,
+        tensors,
+        static=(from_tensor, paged, share, len(only), len(pairs)),
+        scalars=positions,
+        out_dtype=tuple(cache._dtype for cache, _ in pairs),
+        placement_rule=placements,
+    )
+    outs = [out] if len(pairs) == 1 else list(out)
+    return [write_output(o, cache) for o, (cache, _) in zip(outs, pairs)]
+
+
 def paged_update_cache(
     cache_tensor: Tensor,
     input_tensor: Tensor,
@@ -174,120 +324,17 @@ def paged_update_cache(
     paged, [max_blocks, nkv, block, d]: position p of user i lands in block
     ``page_table[i, p // block]``, row ``p % block``. ``share_cache``: one cache [1, ...] for all.
     """
-    op = "experimental.paged_update_cache"
     check_hw_kwargs("paged_update_cache", kwargs)
-    users = input_tensor._shape[1]
-    paged = page_table is not None
     share = bool(share_cache)
-    if int(batch_offset) != 0:
-        raise ShapeMismatchError(
-            f"ttnn.{op}: batch_offset={batch_offset}; TT-NN: batch_offset must be 0.\n"
-            "fix: shard the users over devices instead (each device updates its own users)."
-        )
-    if input_tensor._shape[-1] != cache_tensor._shape[-1] or len(input_tensor._shape) != 4:
-        raise ShapeMismatchError(
-            f"ttnn.{op}: input has per-device shape {list(input_tensor._shape)} for a cache of "
-            f"shape {list(cache_tensor._shape)}.\nfix: the input is [1, batch, nkv, head_dim] "
-            "with the cache's head_dim."
-        )
-    if paged:
-        if share:
-            raise ShapeMismatchError(
-                f"ttnn.{op}: share_cache not supported with paged cache.\n"
-                "fix: drop share_cache= or page_table=."
-            )
-        length = _check_page_table(
-            op, page_table, page_table_rows(op, page_table, users), cache_tensor
-        )
-    else:
-        length = cache_tensor._shape[2]
-        want = 1 if share else users
-        if cache_tensor._shape[0] != want:
-            raise ShapeMismatchError(
-                f"ttnn.{op}: the cache has batch {cache_tensor._shape[0]} but the input has "
-                f"{users} users{' (share_cache expects a cache batch of 1)' if share else ''}.\n"
-                "fix: give the cache one row per user, or pass share_cache=True with batch 1."
-            )
-    tensors = [cache_tensor, input_tensor]
-    positions: tuple[int, ...] = ()
-    if (update_idxs_tensor is None) == (not update_idxs):
-        raise ShapeMismatchError(
-            f"ttnn.{op}: Only an update tensor or an update vector can be provided. Not both or "
-            "neither.\nfix: pass update_idxs=[...] or update_idxs_tensor= (the position of every user)."
-        )
-    if update_idxs_tensor is not None:
-        # TT-NN counts the indices along dim 0 (interleaved; dim 1 when sharded) of a tensor of
-        # any rank (paged_cache_operation.cpp): [batch], [batch, 1] and [1, batch] all hold one
-        # position per user
-        sharded = update_idxs_tensor.is_sharded()  # each core's shard: all users' positions
-        _check_int_tensor(
-            op,
-            "update_idxs_tensor",
-            update_idxs_tensor,
-            (None, users) if sharded else (users,),
-            "[cores, batch] shards" if sharded else "one position per user",
-            flat=not sharded,
-        )
-        tensors.append(update_idxs_tensor)
-    else:
-        positions = tuple(int(p) for p in update_idxs or ())
-        if len(positions) != users:
-            raise ShapeMismatchError(
-                f"ttnn.{op}: Number of update_idxs ({len(positions)}) should match batch size "
-                f"({users}).\nfix: pass one position per user (-1 skips a user)."
-            )
-        for p in positions:
-            if not -1 <= p < length:
-                raise ShapeMismatchError(
-                    f"ttnn.{op}: update index {p} is beyond the cache of {length} positions per "
-                    "user.\nfix: use positions in [0, cache length) (or -1 to skip a user)."
-                )
-    if page_table is not None:
-        tensors.append(page_table)
-    n_inputs = len(tensors) - 2
-    only = _coords_mask(op, cache_tensor, mesh_coords)
-    tensors += only
-    from_tensor = update_idxs_tensor is not None
-
-    def fn(cache: Any, x: Any, *rest: Any) -> Any:
-        # args: the index tensor / page table, the mesh_coords mask, then cur_pos scalars
-        masks = rest[n_inputs : n_inputs + len(only)]
-        new = fn_all(cache, x, *rest[:n_inputs], *rest[n_inputs + len(only) :])
-        return _keep_outside(new, cache, masks)
-
-    def fn_all(cache: Any, x: Any, *rest: Any) -> Any:
-        if from_tensor:
-            pos = rest[0].reshape(-1)[: x.shape[1]].astype(jnp.int32)
-        else:  # one traced scalar per user: every step reuses the compiled program
-            pos = jnp.stack([jnp.asarray(p, jnp.int32) for p in rest[: len(positions)]])
-        # TT-NN's kernels write the cache's nkv heads from the first rows of each user's tile
-        # (paged_*update_cache_program_factory.cpp: num_heads = cache.padded_shape()[1]); the
-        # Galaxy's llama_rs_create_heads hands K / V over with 8 rows, the first one the head.
-        upd = x[0, :, : cache.shape[1]].astype(cache.dtype)  # [b, nkv, d]
-        # A scatter writes one position per user in place (no pass over the whole cache);
-        # position -1 (TT-NN: skip this user) maps past the end, where mode="drop" ignores it.
-        skip = pos < 0
-        if paged:
-            table = rest[-1].astype(jnp.int32)[: x.shape[1]]  # sharded: the first core's copy
-            block = cache.shape[2]
-            p = jnp.where(skip, 0, pos)
-            rows = table[jnp.arange(table.shape[0]), p // block]
-            rows = jnp.where(skip, cache.shape[0], rows)
-            return cache.at[rows, :, p % block, :].set(upd, mode="drop")
-        users_idx = jnp.zeros_like(pos) if share else jnp.arange(pos.shape[0])
-        pos = jnp.where(skip, cache.shape[2], pos)
-        return cache.at[users_idx, :, pos, :].set(upd, mode="drop")
-
-    out = run_op(
-        "paged_update_cache",
-        fn,
-        tensors,
-        static=(from_tensor, paged, share, len(only)),
-        scalars=positions,
-        out_dtype=cache_tensor._dtype,
-        placement_rule=_cache_rule,
-    )
-    return write_output(out, cache_tensor)
+    positions = _check_update(
+        "experimental.paged_update_cache", cache_tensor, input_tensor, update_idxs,
+        update_idxs_tensor, share, page_table, batch_offset,
+    )  # fmt: skip
+    (out,) = _run_update(
+        "paged_update_cache", [(cache_tensor, input_tensor)], update_idxs_tensor, positions,
+        share, page_table, mesh_coords,
+    )  # fmt: skip
+    return out
 
 
 def paged_fused_update_cache(
@@ -304,10 +351,10 @@ def paged_fused_update_cache(
     compute_kernel_config: Any = None,
     mesh_coords: Any = None,
 ) -> tuple[Tensor, Tensor]:
-    """:func:`paged_update_cache` of the K and the V cache in one op (the Galaxy Llama's decode
-    step), with TT-NN's FUSED_UPDATE rules (paged_cache_operation.cpp): both inputs tilized or
-    both row-major (row-major only at Llama-70B's shapes), each sharded, on as many cores and on
-    cores that do not overlap. Returns the two caches, updated in place."""
+    """:func:`paged_update_cache` of the K and the V cache in one op and one program (the Galaxy
+    Llama's decode step), with TT-NN's FUSED_UPDATE rules (paged_cache_operation.cpp): both
+    inputs tilized or both row-major (row-major only at Llama-70B's shapes), each sharded, on as
+    many cores and on cores that do not overlap. Returns the two caches, updated in place."""
     op = "paged_fused_update_cache"
     layouts = {input_tensor1._layout, input_tensor2._layout}
     if len(layouts) != 1:
@@ -338,12 +385,18 @@ def paged_fused_update_cache(
             "must not overlap and must have same number of cores.\nfix: shard K and V on two "
             "disjoint core sets of one size."
         )
-    kwargs = dict(update_idxs=update_idxs, update_idxs_tensor=update_idxs_tensor,
-                  share_cache=share_cache, page_table=page_table, batch_offset=batch_offset,
-                  mesh_coords=mesh_coords)  # fmt: skip
-    paged_update_cache(cache_tensor1, input_tensor1, **kwargs)
-    paged_update_cache(cache_tensor2, input_tensor2, **kwargs)
-    return cache_tensor1, cache_tensor2
+    share = bool(share_cache)
+    pairs = [(cache_tensor1, input_tensor1), (cache_tensor2, input_tensor2)]
+    positions: tuple[int, ...] = ()
+    for cache, x in pairs:
+        positions = _check_update(
+            f"experimental.{op}", cache, x, update_idxs, update_idxs_tensor, share, page_table,
+            batch_offset,
+        )  # fmt: skip
+    out1, out2 = _run_update(
+        op, pairs, update_idxs_tensor, positions, share, page_table, mesh_coords
+    )
+    return out1, out2
 
 
 def paged_fill_cache(

@@ -5,15 +5,42 @@ tensor carries, so these live apart from the shape ops of :mod:`ttjax._src.ttnn.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from ttjax._src.core.dispatch import run_op
-from ttjax._src.core.enums import DataType, Layout
+from ttjax._src.core.enums import DataType, Layout, StorageType
 from ttjax._src.core.errors import LayoutError, ShapeMismatchError
-from ttjax._src.core.tensor import Tensor
+from ttjax._src.core.tensor import Tensor, TensorSpec, deallocated_error
 from ttjax._src.ttnn.ops.common import check_dtype, check_hw_kwargs
 from ttjax._src.ttnn.ops.data_movement import slice
+
+_log = logging.getLogger(__name__)
+
+
+def layout_on_host(tensor: Tensor, layout: Layout) -> Tensor:
+    """A host tensor in ``layout`` (TT-NN's ``Tensor.to(layout)``: values unchanged). A block
+    float tensor stays in TILE: TT-NN's ``to_layout_bfloat`` logs "Conversion ... was not
+    executed!" and returns the tensor as it is (``tensor_impl.cpp``); so does ttjax."""
+    if not isinstance(layout, Layout):
+        raise LayoutError(
+            f"Tensor.to: {layout!r} is neither a MeshDevice nor a ttnn Layout.\n"
+            "fix: t.to(mesh_device) or t.to(ttnn.TILE_LAYOUT)."
+        )
+    if tensor._data is None:
+        raise deallocated_error("to", tensor)
+    if tensor._dtype.is_block_float and layout is not Layout.TILE:
+        _log.warning(
+            "Tensor layout must be Layout::TILE for bfloat8_b or bfloat4_b! Conversion from %r "
+            "to %r was not executed!",
+            tensor._layout,
+            layout,
+        )
+        return tensor
+    s = tensor._spec
+    spec = TensorSpec(s.mesh, s.placements, s.dtype, layout, s.shape, StorageType.HOST)
+    return Tensor(tensor._data, spec)
 
 
 def to_layout(
@@ -24,12 +51,23 @@ def to_layout(
     memory_config: Any = None,
     **kwargs: Any,
 ) -> Tensor:
-    """Convert to ``layout`` (ROW_MAJOR or TILE; optionally ``dtype``). Values are unchanged."""
+    """Convert to ``layout`` (ROW_MAJOR or TILE; optionally ``dtype``). Values are unchanged.
+
+    A host tensor (one device's or a mesh's, from ``from_torch`` without ``device=``) changes
+    layout on the host, as TT-NN's ``to_layout_op.cpp`` does it there: no dtype change."""
     check_hw_kwargs("to_layout", kwargs)
     if not isinstance(layout, Layout):
         raise LayoutError(
             f"ttnn.to_layout: {layout!r} is not a ttnn Layout.\nfix: ttnn.TILE_LAYOUT or ttnn.ROW_MAJOR_LAYOUT."
         )
+    if isinstance(input_tensor, Tensor) and input_tensor._spec.storage is StorageType.HOST:
+        if dtype is not None and dtype is not input_tensor._dtype:
+            raise LayoutError(
+                f"ttnn.to_layout: dtype cannot be specified when converting layout on host! "
+                f"(dtype={dtype!r} for a {input_tensor._dtype!r} host tensor)\n"
+                "fix: ttnn.to_dtype(t, dtype) on the host, or to_layout after ttnn.to_device."
+            )
+        return layout_on_host(input_tensor, layout)
     dt = check_dtype("to_layout", dtype)
     if dt is None:
         # TT-NN's untilize writes BFLOAT16 when the input is BFLOAT8_B/BFLOAT4_B

@@ -140,8 +140,12 @@ def run(mesh: ttnn.MeshDevice) -> list[Row]:
     steps, states = {}, {}
     for name, on in (("sp", True), ("tp", False)):
         par = ParallelismContext.from_axes(mesh, ddp_axis=0, tp_axis=1, sequence_parallel=on)
-        steps[name] = TrainStep(
-            GPT(config).loss, gpt_axes(config), par, make_optimizer(OptimizerSettings(1e-3))
+        steps[name] = TrainStep(  # times the same state again and again: no donation
+            GPT(config).loss,
+            gpt_axes(config),
+            par,
+            make_optimizer(OptimizerSettings(1e-3)),
+            donate=False,
         )
         states[name] = steps[name].init_state(params)
     losses = {k: float(steps[k](states[k], tokens)[1]["loss"]) for k in steps}

@@ -320,6 +320,13 @@ class Checkpointer:
         self.manager.reload()
         return moved
 
+    def discard(self, step: int) -> None:
+        """Remove checkpoint ``step`` once its save is on disk (a state found bad after its save
+        started: the trainer's step whose loss was not finite)."""
+        self.wait()
+        if step in self.all_steps():
+            self.manager.delete(step)
+
     def wait(self) -> None:
         """Block until the save in flight is on disk; a failed save raises CheckpointError."""
         try:

@@ -4,8 +4,10 @@ in one message where the run cannot fit, instead of the kernel's OOM killer mid-
 
 On a CPU mesh every device's memory is the host's. XLA's ``memory_analysis`` of the step
 compiled on sharded ``jax.ShapeDtypeStruct``\\ s gives, per device, the bytes it reads (weights,
-optimizer state, batch), writes (the new state) and its temporaries (activations); the peak is
-about ``base + devices * (arguments + outputs - alias + temp) + RUNTIME``, ``base`` being the
+optimizer state, batch), writes (the new state), writes over what it reads (``alias``: the train
+step donates its state, so the new state takes the old one's buffers and the state counts once)
+and its temporaries (activations); the peak is about
+``base + devices * (arguments + outputs - alias + temp) + RUNTIME``, ``base`` being the
 process's own memory when the estimate is made and :data:`RUNTIME` what the run holds besides
 the step (measured). The temporaries grow with the sequences a device runs at
 once, so :func:`preflight` runs each device's share of the batch in equal chunks
@@ -136,7 +138,7 @@ class MemoryEstimate:
     devices: int
     arguments: int  # per device: weights, optimizer state, the batch
     outputs: int  # per device: the new state and the metrics
-    alias: int  # per device: outputs written over donated arguments
+    alias: int  # per device: outputs written over donated arguments (the donated state)
     temp: int  # per device: activations and other temporaries
     base: int  # the process before the state is placed
     micro_batch: int | None = None

@@ -53,7 +53,8 @@ class PipelineTrainStep(BaseTrainStep):
 
     ``split(params) -> (io, blocks stacked on axis 0)`` cuts the model's whole parameters as the
     pipeline adapter does (``models/nanogpt/pipeline.split_params``); without it, the parameters
-    given to :meth:`init_state` are already ``(io, stacked blocks)``.
+    given to :meth:`init_state` are already ``(io, stacked blocks)``. The step donates the state
+    it is given (``donate=False`` keeps it; see :class:`ttjax.ttml.train.BaseTrainStep`).
     """
 
     def __init__(
@@ -65,9 +66,15 @@ class PipelineTrainStep(BaseTrainStep):
         accum: int = 1,
         schedule: optax.Schedule | None = None,
         clip_norm: float | None = None,
+        donate: bool = True,
     ) -> None:
         super().__init__(
-            pipe.jax_mesh, optimizer, accum=accum, schedule=schedule, clip_norm=clip_norm
+            pipe.jax_mesh,
+            optimizer,
+            accum=accum,
+            schedule=schedule,
+            clip_norm=clip_norm,
+            donate=donate,
         )
         self.pipe, self.split = pipe, split
         self.batch_spec = P(None, *pipe.data_spec, None)

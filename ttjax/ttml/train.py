@@ -19,6 +19,13 @@ Parameters arrive whole (from one seed) and are sharded by their specs: every me
 ...                  clip_norm=opt.clip_grad_norm_max_norm)
 >>> state = step.init_state(params)
 >>> state, metrics = step(state, tokens)       # tokens [accum, batch, seq + 1]
+
+The step donates the state it is given (``donate_argnums``): the new parameters and optimizer
+state are written over the old ones, so the step holds one copy of them, not two (XLA's
+``memory_analysis`` reports the reuse as ``alias_size_in_bytes``; the gradients then take
+temporaries of their own), and the state passed in is deleted.
+Keep using the state the step returns; a caller that must keep the old one (a benchmark timing
+the same state again) builds the step with ``donate=False``.
 """
 
 from __future__ import annotations
@@ -362,6 +369,10 @@ class BaseTrainStep(ABC):
     ``clip_by_global_norm`` does, so under ``ttjax.numerics("deterministic")`` no sum of the
     step is left to XLA. Give it an optimizer that does not clip again
     (``make_optimizer(settings, clip=False)``).
+
+    ``donate`` (default True): the jitted step takes ownership of the ``TrainState`` it is given
+    and writes the new one over it (its arrays are deleted once the step runs); False keeps
+    the old state alive beside the new one.
     """
 
     _grads: Callable[[Any, Any], tuple[Any, Any]]
@@ -376,6 +387,7 @@ class BaseTrainStep(ABC):
         accum: int,
         schedule: optax.Schedule | None,
         clip_norm: float | None = None,
+        donate: bool = True,
     ) -> None:
         if clip_norm is not None and not clip_norm > 0:
             raise ConfigError(
@@ -388,9 +400,9 @@ class BaseTrainStep(ABC):
                 "fix: use 1 or more."
             )
         self.mesh, self.optimizer, self.accum, self.schedule = mesh, optimizer, accum, schedule
-        self.clip_norm = clip_norm
+        self.clip_norm, self.donate = clip_norm, donate
         self._replicated = NamedSharding(mesh, P())
-        self._step = jax.jit(self._global_step)
+        self._step = jax.jit(self._global_step, donate_argnums=(0,) if donate else ())
 
     # -- what a strategy provides ------------------------------------------------------------
 
@@ -453,7 +465,8 @@ class BaseTrainStep(ABC):
         return jnp.sqrt(sq)
 
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
-        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device).
+        """One step on ``tokens`` [accum, global batch, seq + 1] (host or device). With ``donate``
+        the arrays of ``state`` are deleted: continue from the state returned.
 
         The program :meth:`compiled` made for this token shape runs when it takes ``state`` as
         it is placed (no second compile, and none of its memory); else jit compiles its own.
@@ -518,8 +531,14 @@ class BaseTrainStep(ABC):
         return jax.ShapeDtypeStruct((self.accum, batch, seq + 1), jnp.int32, sharding=sharding)
 
     def init_state(self, params: Any) -> TrainState:
-        """Place whole parameters onto the mesh and create the optimizer state beside them."""
+        """Place whole parameters onto the mesh and create the optimizer state beside them.
+
+        The state owns its buffers: where placing left a parameter on the caller's own buffer
+        (already placed so, or a replica on its device), it is copied, so the donating step never
+        deletes the caller's ``params``."""
         placed = self.place_params(params)
+        if self.donate:
+            placed = _unshared(placed, params)
         shardings = self.state_shardings(placed)
         opt_state = jax.jit(self.optimizer.init, out_shardings=shardings.opt_state)(placed)
         step = jax.device_put(jnp.zeros((), jnp.int32), self._replicated)
@@ -528,6 +547,29 @@ class BaseTrainStep(ABC):
 
 def _is_spec(x: Any) -> bool:
     return isinstance(x, P)
+
+
+def _buffers(a: Any) -> set[int]:
+    """The addresses of a live array's shard buffers (empty for anything else)."""
+    if not isinstance(a, jax.Array) or a.is_deleted():
+        return set()
+    return {s.data.unsafe_buffer_pointer() for s in a.addressable_shards}
+
+
+def _unshared(placed: Any, given: Any) -> Any:
+    """``placed`` with every array that shares a buffer with ``given``'s arrays copied (placing
+    returns an array already so placed as it is, and a replica on the source's own device reuses
+    the source's buffer): donating ``placed`` must not delete the caller's arrays."""
+    theirs = set().union(*map(_buffers, jax.tree_util.tree_leaves(given)))
+    if not theirs:
+        return placed
+
+    def own(a: Any) -> Any:
+        if _buffers(a) & theirs:
+            return jax.device_put(a, a.sharding, may_alias=False)
+        return a
+
+    return jax.tree_util.tree_map(own, placed)
 
 
 class TrainStep(BaseTrainStep):
@@ -547,6 +589,7 @@ class TrainStep(BaseTrainStep):
     equal chunks of ``micro_batch`` under ``lax.scan`` and their gradients are averaged, the
     same mean loss and gradients (to rounding) with activations for one chunk alive, not the
     whole batch (``ttjax.ttml.memory`` picks it for the CLI). None: the whole share at once.
+    ``donate`` as in :class:`BaseTrainStep`.
     """
 
     def __init__(
@@ -560,9 +603,15 @@ class TrainStep(BaseTrainStep):
         schedule: optax.Schedule | None = None,
         clip_norm: float | None = None,
         micro_batch: int | None = None,
+        donate: bool = True,
     ) -> None:
         super().__init__(
-            par.jax_mesh, optimizer, accum=accum, schedule=schedule, clip_norm=clip_norm
+            par.jax_mesh,
+            optimizer,
+            accum=accum,
+            schedule=schedule,
+            clip_norm=clip_norm,
+            donate=donate,
         )
         if micro_batch is not None and (not isinstance(micro_batch, int) or micro_batch < 1):
             raise ConfigError(

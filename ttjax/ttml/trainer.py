@@ -11,6 +11,11 @@ cannot hang. ``resume`` restores the newest checkpoint that verifies (``Checkpoi
 restore_latest``) and reports the ones it skipped. ``segments`` records which mesh ran which
 steps across resumes.
 
+A donating step (:class:`ttjax.ttml.train.BaseTrainStep`, the default) overwrites the state it
+is given, so a due checkpoint of a state is written before the step that reads it (the save is
+waited for: its host copy is gone and the state's buffers free to reuse when the step runs, so a
+save step peaks no higher than any other) and removed again if that step's loss is not finite.
+
 Under ``ttjax-run`` every process runs the loop and writes its shards of each checkpoint; only
 process 0 writes the log, the progress bar and the PNG. Every cross-process call (the step's
 lowering for the MFU count, validation, saves, the stop vote, a barrier after the PNG) is made by
@@ -193,11 +198,13 @@ class Trainer:
             for i in range(start, s.max_steps):
                 batch = self.data.batch(i, self.step.accum, s.batch_size, s.seq_len, s.seed)
                 profiler.before(i)
+                saved = self._maybe_save(state, history)  # before the step deletes `state`
                 new_state, metrics = self.step(state, batch)
                 loss = float(metrics["loss"])  # also waits for the step
                 if not math.isfinite(loss):
+                    if saved is not None and self.checkpointer is not None:
+                        self.checkpointer.discard(saved)  # only states with a finite loss
                     self._diverged(i + 1, loss, new_state)
-                self._maybe_save(state, history)  # `state`'s loss is now known to be finite
                 now = time.perf_counter()
                 rec = {
                     "step": i + 1,
@@ -273,14 +280,19 @@ class Trainer:
     def _meta(self, step: int, history: list[dict]) -> dict[str, Any]:
         return {"history": history[:step], "segments": self.all_segments(step)}
 
-    def _maybe_save(self, state: TrainState, history: list[dict]) -> None:
+    def _maybe_save(self, state: TrainState, history: list[dict]) -> int | None:
+        """Save ``state`` when its step is due (finished before a donating step overwrites it);
+        the step saved, else None."""
         every = self.settings.model_save_interval
         step = int(state.step)
         if self.checkpointer is None or step == 0 or not (every and step % every == 0):
-            return
+            return None
         if step in self.checkpointer.all_steps():
-            return
+            return None
         self.checkpointer.save(step, state, meta=self._meta(step, history))
+        if getattr(self.step, "donate", False):
+            self.checkpointer.wait()
+        return step
 
     def _save_final(self, state: TrainState, history: list[dict]) -> None:
         """Save the last (or interrupted) step, whatever the intervals, if its weights are finite."""

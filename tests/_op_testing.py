@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 from _reference import concat, coords, shard, shard_1d
-from conftest import MESH_SHAPES, mesh_of
+from conftest import MESH_SHAPES, SWEEP_SHAPES, mesh_of
 from hypothesis import strategies as st
 
 import ttjax as ttnn
@@ -103,7 +103,7 @@ def layouts(draw: Any, rank: int, dims: Sequence[int] | None = None) -> Layout:
     return Layout(kind, (row, col))
 
 
-mesh_shapes = st.sampled_from(MESH_SHAPES)
+mesh_shapes = st.sampled_from(SWEEP_SHAPES)
 seeds = st.integers(0, 2**16)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TTJAX_NUM_DEVICES", "32")
 # Tests compile hundreds of small programs and run each a few times: XLA's cheapest CPU backend
@@ -10,6 +12,14 @@ os.environ.setdefault("TTJAX_NUM_DEVICES", "32")
 _FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+# Many tests (and the CLIs and README commands they start as child processes) compile the same
+# programs again: one JAX compilation cache for the session, shared by the xdist workers and every
+# child through the environment, compiles each once. It starts empty and goes with the session.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttjax-test-jax-cache-")
+    os.environ["TTJAX_TEST_CACHE_OWNER"] = str(os.getpid())
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -27,19 +37,39 @@ settings.register_profile(
     max_examples=20,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-# `make test` (-m "not slow") draws 8 examples a property, `make test-all` the whole 20 (the
-# examples derandomized: the same ones every run).
-settings.register_profile("ttjax-fast", settings.get_profile("ttjax"), max_examples=8)
+# `make test` (-m "not slow") draws 4 examples a property besides each test's explicit
+# `@example`s, `make test-all` the whole 20 (derandomized: the same examples every run).
+settings.register_profile("ttjax-fast", settings.get_profile("ttjax"), max_examples=4)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ttjax"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if "HYPOTHESIS_PROFILE" not in os.environ and config.option.markexpr == "not slow":
-        settings.load_profile("ttjax-fast")
+    if config.option.markexpr == "not slow":
+        # `make test`: the property tests draw their meshes from 1x1, N300 and T3000 (the 32-device
+        # shapes compile the longest); `make test-all` draws from all six.
+        SWEEP_SHAPES[:] = [(1, 1), (1, 2), (2, 4)]
+        if "HYPOTHESIS_PROFILE" not in os.environ:
+            settings.load_profile("ttjax-fast")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("TTJAX_TEST_CACHE_OWNER") == str(os.getpid()):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 # Mesh shapes the suite sweeps: N300, T3000, 1x8 line, Galaxy 8x4 and its transpose, 1x1.
 MESH_SHAPES = [(1, 1), (1, 2), (2, 4), (1, 8), (8, 4), (4, 8)]
+# The shapes hypothesis draws from (narrowed for `make test` in `pytest_configure`).
+SWEEP_SHAPES = list(MESH_SHAPES)
+# The same sweep as parameters: `make test` runs 1x1, N300 and T3000 (both axes of a 2-D mesh);
+# the 1x8 line and the Galaxy's 8x4 and 4x8 run in `make test-all` (tests that need the Galaxy
+# take the `galaxy` fixture and run in both).
+MESH_SWEEP = [
+    pytest.param(s, marks=pytest.mark.slow, id=f"{s[0]}x{s[1]}")
+    if s in ((1, 8), (8, 4), (4, 8))
+    else pytest.param(s, id=f"{s[0]}x{s[1]}")
+    for s in MESH_SHAPES
+]
 
 
 def _open(shape: tuple[int, ...]) -> ttjax.MeshDevice:
@@ -59,7 +89,7 @@ def mesh_of(shape: tuple[int, ...]) -> ttjax.MeshDevice:
     return mesh
 
 
-@pytest.fixture(params=MESH_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.fixture(params=MESH_SWEEP)
 def mesh(request: pytest.FixtureRequest) -> ttjax.MeshDevice:
     return mesh_of(request.param)
 

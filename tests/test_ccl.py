@@ -191,14 +191,20 @@ def test_all_to_all_matches_reference(case, in_pick):
     assert_close(per_device_output(out), want, np_dtype, exact=True)
 
 
-# 8x4 unrolls 31-step rings (a long compile): `make test-all`; 2x4 runs the same lowerings
-# (both axes and the whole mesh of a 2-D mesh).
+# 8x4 unrolls 31-step rings (a long compile): `make test-all`; `make test` runs the ring on 2x4
+# (both axes and the whole mesh of a 2-D mesh) and the line on 1x8.
 @pytest.mark.parametrize(
-    "shape",
-    [(2, 4), (1, 8), pytest.param((8, 4), marks=pytest.mark.slow)],
-    ids=lambda s: f"{s[0]}x{s[1]}",
+    ("shape", "topology"),
+    [
+        ((2, 4), ttnn.Topology.Ring),
+        ((1, 8), ttnn.Topology.Linear),
+        pytest.param((2, 4), ttnn.Topology.Linear, marks=pytest.mark.slow),
+        pytest.param((1, 8), ttnn.Topology.Ring, marks=pytest.mark.slow),
+        pytest.param((8, 4), ttnn.Topology.Ring, marks=pytest.mark.slow),
+        pytest.param((8, 4), ttnn.Topology.Linear, marks=pytest.mark.slow),
+    ],
+    ids=lambda v: f"{v[0]}x{v[1]}" if isinstance(v, tuple) else str(v),
 )
-@pytest.mark.parametrize("topology", [ttnn.Topology.Ring, ttnn.Topology.Linear])
 def test_topology_lowering_gives_native_values(shape, topology):
     mesh = mesh_of(shape)
     t, data = per_device_input(mesh, (2, 3, 4 * 32), np.float32, ttnn.float32, seed=1)

@@ -337,6 +337,7 @@ def test_policy_is_part_of_the_jit_key(spy) -> None:
     assert spy == [(2, 64)]
 
 
+@pytest.mark.slow
 def test_llama_decode_with_the_kernel_matches_the_flax_reference(spy) -> None:
     """Tiny Llama, TP on 1x8, greedy decode with every projection (qkv, o, gate, up, down, LM
     head) on the Pallas GEMV: the Flax reference's logits and greedy tokens."""

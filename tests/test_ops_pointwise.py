@@ -27,8 +27,8 @@ from _op_testing import (
     reference,
     seeds,
 )
-from conftest import MESH_SHAPES
-from hypothesis import example, given, settings
+from conftest import MESH_SWEEP
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import ttjax as ttnn
@@ -86,7 +86,6 @@ def cases(draw, n_layouts: int = 1, dtypes=(F32, F32, BF16)):
 ONE_BY_ONE = ((1, 1), LOCAL_SHAPES[0], (Layout("2d", (2, 3)),), F32, 0)
 
 
-@settings(max_examples=12)  # 15 programs per example
 @given(case=cases())
 @example(case=ONE_BY_ONE)
 def test_unary_ops_per_device(case):
@@ -133,7 +132,7 @@ def test_binary_ops_per_device(case, broadcast):
         check(op(c, a), reference(ref, cs, as_))
 
 
-@pytest.mark.parametrize("mesh_shape", MESH_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("mesh_shape", MESH_SWEEP)
 def test_scalar_operands_and_operators(mesh_shape):
     """Python scalars on either side of the binary ops, and the Tensor operators."""
     rng = np.random.default_rng(sum(mesh_shape))

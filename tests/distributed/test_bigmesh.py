@@ -30,6 +30,7 @@ def results(tmp_path_factory):
     return reference, ranks, out
 
 
+@pytest.mark.slow
 def test_two_processes_form_one_2x4_mesh(results):
     _, ranks, out = results
     for rank in ranks:

@@ -48,7 +48,12 @@ def _check_against_reference(result, weights):
 
 @pytest.mark.parametrize(
     "shape,mode,trace",
-    [((1, 8), "tp", False), ((2, 4), "tp", True), ((1, 4), "dp", False), ((1, 4), "dp", True)],
+    [
+        pytest.param((1, 8), "tp", False, marks=pytest.mark.slow),
+        ((2, 4), "tp", True),
+        pytest.param((1, 4), "dp", False, marks=pytest.mark.slow),
+        ((1, 4), "dp", True),
+    ],
     ids=["tp-1x8", "tp-2x4-trace", "dp-1x4", "dp-1x4-trace"],
 )
 def test_generation_matches_reference(weights, prompt, shape, mode, trace):
@@ -186,7 +191,9 @@ def test_llama_70b_abstract_inspection_is_fast():
 
 
 @pytest.mark.timeout(600)  # a generous outer bound; being abstract is what keeps it quick
-@pytest.mark.parametrize("shape", [(2, 4), (8, 4)], ids=["t3000", "galaxy"])
+@pytest.mark.parametrize(
+    "shape", [pytest.param((2, 4), marks=pytest.mark.slow), (8, 4)], ids=["t3000", "galaxy"]
+)
 def test_llama_70b_abstract_inspection_fits(shape):
     report, args, _ = _inspect_70b(shape)
     leaves = jax.tree_util.tree_leaves(args)  # no weight is made: 70B would not fit the host

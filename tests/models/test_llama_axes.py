@@ -99,7 +99,9 @@ def test_ttml_param_axes_are_the_tables() -> None:
     assert axes["ln_fc"]["gamma"] == TOP_AXES["model.norm.weight"]
 
 
-@pytest.mark.parametrize("shape", [(2, 4), (8, 4)], ids=["2x4", "8x4"])
+@pytest.mark.parametrize(
+    "shape", [(2, 4), pytest.param((8, 4), marks=pytest.mark.slow)], ids=["2x4", "8x4"]
+)
 def test_four_variants_place_every_weight_alike(shape: tuple[int, int]) -> None:
     rows, tp = shape
     weights = random_weights(CONFIG, seed=1)

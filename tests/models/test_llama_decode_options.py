@@ -27,6 +27,7 @@ def weights() -> dict[str, np.ndarray]:
     return random_weights(CONFIG, seed=5)
 
 
+@pytest.mark.slow
 def test_vocab_parallel_options_match_reference(weights):
     """Eager, then traced (the same generator: the capture reuses the eager programs)."""
     prompt = np.random.default_rng(6).integers(0, CONFIG.vocab_size, (8, PROMPT_LEN))

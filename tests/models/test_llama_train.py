@@ -55,7 +55,14 @@ def _unrolled_loss(params, idx, targets):
     return cross_entropy_loss(model.fc(params["fc"], x), targets)
 
 
-@pytest.mark.parametrize("policy", ["full", "dots", "none"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param("full", marks=pytest.mark.slow),
+        "dots",
+        pytest.param("none", marks=pytest.mark.slow),
+    ],
+)
 def test_scanned_blocks_equal_the_unrolled_loop(policy):
     """The scan over stacked blocks (each remat policy): loss and gradients of the Python loop."""
     params = params_from_weights(CONFIG, random_weights(CONFIG, seed=3))

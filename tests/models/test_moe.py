@@ -39,7 +39,11 @@ def _inputs():
 
 @pytest.mark.parametrize(
     "shape,ep_axis,tp_axis",
-    [((1, 8), 1, None), ((2, 4), 1, None), ((8, 4), 0, 1)],
+    [
+        pytest.param((1, 8), 1, None, marks=pytest.mark.slow),
+        ((2, 4), 1, None),
+        pytest.param((8, 4), 0, 1, marks=pytest.mark.slow),
+    ],
     ids=["1x8-ep8", "2x4-ep4-dp2", "8x4-ep8-tp4"],
 )
 def test_layer_matches_dense_reference(shape, ep_axis, tp_axis):

@@ -255,6 +255,7 @@ class _RottingCheckpointer(Checkpointer):
         [p.unlink() for p in _data_chunks(self.directory, step)]
 
 
+@pytest.mark.slow
 def test_divergence_never_calls_an_unverified_checkpoint_good(tmp_path):
     good = train_step("ddp_2")
     sgd = optax.sgd(lambda count: jnp.where(count >= 3, jnp.inf, 1e-3))
@@ -269,6 +270,7 @@ def test_divergence_never_calls_an_unverified_checkpoint_good(tmp_path):
     assert "checkpoint step 3 does not verify (missing or truncated chunk" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("steps", "want"), [(2, [2]), (5, [3, 5])])
 def test_final_checkpoint_with_eval_every_0(tmp_path, steps, want):
     trainer = _trainer(train_step("ddp_2"), tmp_path, steps, eval_every=0)
@@ -329,6 +331,7 @@ def _losses(out: Path) -> list[float]:
     return [r["loss"] for r in json.loads((out / "log.json").read_text())["steps"]]
 
 
+@pytest.mark.slow
 def test_cli_final_checkpoint_finished_resume_and_mesh_segments(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
     config = _config(tmp_path, "seg", max_steps=4)
@@ -426,6 +429,7 @@ def test_a_checkpoint_without_fingerprint_is_not_trusted(tmp_path):
 # -- a full disk, a second Ctrl-C (subprocesses: the exit code and stderr are the user's) -----
 
 
+@pytest.mark.slow
 def test_disk_full_at_a_save_is_one_message_naming_the_checkpoint_kept(tmp_path):
     """ENOSPC in orbax's background save of step 4 (step 2 saved): one message, exit 1."""
     config = cli_config(tmp_path, "full", model_save_interval=2, log_every=0)
@@ -451,6 +455,7 @@ def test_disk_full_at_a_save_is_one_message_naming_the_checkpoint_kept(tmp_path)
     assert Checkpointer(ckpt).all_steps() == [2]
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once_with_one_line(tmp_path):
     config = cli_config(tmp_path, "twice", max_steps=100000, eval_every=5, log_every=0)
     out = tmp_path / "out"

@@ -122,6 +122,7 @@ def test_max_steps_zero_is_refused_not_ignored(tmp_path):
     _clean(run, "--max-steps 0 is outside 1..3", "training_config.max_steps = 3")
 
 
+@pytest.mark.slow
 def test_moe_help_prints_the_usage_and_errors_are_clean():
     run = _shell("models.moe.train", "--help")
     assert run.returncode == 0, run.stderr
@@ -295,6 +296,7 @@ def test_banner_of_a_tp_ddp_run_and_its_one_plan(tmp_path, capsys, monkeypatch):
         nanogpt_train.cli([*argv, "--max-steps", "1", "--resume"])
 
 
+@pytest.mark.slow
 def test_fsdp_cp_run_with_mesh_shape_makes_one_plan(tmp_path, capsys, monkeypatch):
     """FSDP x CP, the file's 1x8 mesh replaced by --mesh-shape 2x4: one plan, for the 2x4 mesh."""
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
@@ -310,6 +312,7 @@ def test_fsdp_cp_run_with_mesh_shape_makes_one_plan(tmp_path, capsys, monkeypatc
     assert "FSDP 2 over mesh axis 'fsdp', CP 4 over mesh axis 'cp', TP off, PP off" in banner
 
 
+@pytest.mark.slow
 def test_pp_run_makes_one_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_mesh_graph_descriptor.textproto")
     path = _config(tmp_path, "pp_plan", pp=True)
@@ -401,6 +404,7 @@ def test_a_checkpoint_folder_that_cannot_be_made_stops_before_step_1(tmp_path, m
         )
 
 
+@pytest.mark.slow
 def test_a_run_started_elsewhere_says_what_it_reads_and_where_it_writes(
     tmp_path, capsys, monkeypatch
 ):

@@ -84,7 +84,12 @@ def single() -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "layout", ["fsdp8", "fsdp2_tp4", pytest.param("ddp2_fsdp4", marks=pytest.mark.slow)]
+    "layout",
+    [
+        "fsdp8",
+        pytest.param("fsdp2_tp4", marks=pytest.mark.slow),
+        pytest.param("ddp2_fsdp4", marks=pytest.mark.slow),
+    ],
 )
 def test_losses_equal_single_device(single, layout):
     step = fsdp_step(layout)
@@ -94,6 +99,7 @@ def test_losses_equal_single_device(single, layout):
     np.testing.assert_allclose(got, single, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_ttml_layout_fsdp8_tp4_on_8x4(single):
     """TTML's Llama-8B layout (``enable_fsdp`` + ``enable_tp`` on [8, 4]), 4 steps."""
     step = fsdp_step("fsdp8_tp4")
@@ -322,6 +328,7 @@ def test_fsdp_with_pp_builds_a_pipeline_sharded_over_fsdp():
         pipe.check_batch(3)
 
 
+@pytest.mark.slow
 def test_llama_fsdp2_tp4_equals_single_device():
     """The TTML Llama's scan gathers its blocks too: FSDP 2 x TP 4 (2x4) follows one device."""
     from models.llama.config import get_config

@@ -92,6 +92,31 @@ def test_chunked_step_equals_the_whole_batch(tmp_path):
         ctx.close_device()
 
 
+def test_donated_state_counts_once(tmp_path):
+    """The donating step's estimate holds the state once: its outputs are written over the
+    state it is given (XLA's alias), the keeping step's state counts in and out."""
+    ctx = AutoContext.get_instance()
+    ctx.open_device([1, 2])
+    try:
+        par = ctx.initialize_parallelism_context(load_config(_config(tmp_path)).device.dims)
+        config = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32)
+        shapes = jax.eval_shape(lambda: init_params(config, 0))
+        opt = make_optimizer(OptimizerSettings(1e-2), clip=False)
+        steps = {
+            donate: TrainStep(GPT(config).loss, param_axes(config), par, opt, donate=donate)
+            for donate in (True, False)
+        }
+        est = {k: memory.step_estimate(s, shapes, 8, 16, 0) for k, s in steps.items()}
+        # per device (DDP: all replicated): weights, AdamW's moments, the step counters
+        abstract, _ = steps[True].abstract_inputs(shapes, 8, 16)
+        state = sum(a.size * a.dtype.itemsize for a in jax.tree_util.tree_leaves(abstract))
+        assert est[False].alias == 0 and est[True].alias == state
+        assert est[True].arguments == est[False].arguments
+        assert est[False].state - est[True].state == 2 * state  # 2 devices, one state each
+    finally:
+        ctx.close_device()
+
+
 def test_cli_refuses_a_run_that_does_not_fit(tmp_path, monkeypatch):
     """A tiny "available" figure: one message with the estimate, the host's figure, the fix."""
     monkeypatch.setenv(memory.ENV_AVAILABLE, "100MB")
@@ -155,6 +180,7 @@ def test_cli_trains_when_the_check_is_off(tmp_path, monkeypatch, capsys):
     assert "memory: estimated peak" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_budget_picks_chunks(tmp_path, monkeypatch, capsys):
     """A small activation budget: each device's 4 sequences run in chunks the line names."""
     monkeypatch.setenv(memory.ENV_BUDGET, "1KB")

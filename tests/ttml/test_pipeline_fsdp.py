@@ -101,6 +101,7 @@ def test_fsdp_pp_shards_every_embed_dim(fsdp_pp) -> None:
             assert leaf.addressable_shards[0].data.size * 8 == leaf.size
 
 
+@pytest.mark.slow
 def test_fsdp2_pp4_loss_and_gradients_equal_single_device(fsdp_pp) -> None:
     io, blocks = _params()
     tokens, targets = _batch(jax.random.key(1))
@@ -150,6 +151,7 @@ def _param_bytes_per_device(pipe: Pipeline) -> int:
     )
 
 
+@pytest.mark.slow
 def test_fsdp_pp_holds_half_the_parameter_bytes_of_ddp_pp(fsdp_pp) -> None:
     fsdp, ddp = _param_bytes_per_device(fsdp_pp), _param_bytes_per_device(_pipeline("dp"))
     # Every weight halves; only the norms and the biases of heads/mlp dims (no embed dim, 3% of

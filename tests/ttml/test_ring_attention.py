@@ -62,8 +62,8 @@ def _ring(shape: tuple[int, int], load_balanced: bool, causal: bool = True) -> C
         pytest.param((1, 8), True, marks=pytest.mark.slow),
         pytest.param((1, 8), False, marks=pytest.mark.slow),
         ((2, 4), True),
-        ((2, 4), False),
-        ((1, 2), True),
+        pytest.param((2, 4), False, marks=pytest.mark.slow),
+        pytest.param((1, 2), True, marks=pytest.mark.slow),
     ],
     ids=["1x8-balanced", "1x8-plain", "2x4-balanced", "2x4-plain", "1x2-balanced"],
 )
@@ -204,6 +204,7 @@ def test_axis_errors() -> None:
         )()
 
 
+@pytest.mark.slow
 def test_per_device_memory_falls_with_cp() -> None:
     """XLA's temp bytes of a forward+backward (abstract inputs): the [T_local, T_local] score
     blocks dominate, so going from cp 2 to cp 8 cuts them by far more than 4x."""

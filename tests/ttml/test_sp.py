@@ -358,7 +358,7 @@ def _tokens(n: int = 1, seq: int = SEQ, seed: int = 0) -> np.ndarray:
     ("name", "layout"),
     [
         ("nanogpt", "tp_ddp_sp"),
-        ("llama", "tp_ddp_sp"),
+        pytest.param("llama", "tp_ddp_sp", marks=pytest.mark.slow),
         pytest.param("nanogpt", "tp_fsdp_sp", marks=pytest.mark.slow),
         pytest.param("llama", "tp_cp_sp", marks=pytest.mark.slow),
     ],

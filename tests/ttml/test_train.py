@@ -110,7 +110,7 @@ def _deterministic_run(layout: str, fresh: bool, steps: int = 3) -> tuple[np.nda
     "layout",
     [
         pytest.param("tp_ddp_1x8", marks=pytest.mark.slow),
-        "tp_ddp",  # 2x4
+        pytest.param("tp_ddp", marks=pytest.mark.slow),  # 2x4
         pytest.param("tp_ddp_8x1", marks=pytest.mark.slow),
     ],
 )
@@ -149,6 +149,7 @@ def _run(step: TrainStep, steps: int = 2) -> tuple[list, list]:
     return norms, jax.tree_util.tree_leaves(jax.device_get(state.params))
 
 
+@pytest.mark.slow
 def test_step_clipping_equals_optax_clip_by_global_norm():
     """The step's clipping (norm summed by ``ttjax.numerics``) is optax's ``clip_by_global_norm``:
     on one device, and on TP+DDP 2x4 under the deterministic policy, the parameters after two
@@ -223,6 +224,53 @@ def test_batch_not_divisible_by_ddp_size():
         ConfigError, match=r"batch_size=3 must be divisible by the data-parallel size 2"
     ):
         step(state, bad)
+
+
+def _leaves(tree) -> list:
+    return jax.tree_util.tree_leaves(tree)
+
+
+@pytest.mark.parametrize("layout", ["single", pytest.param("ddp_2", marks=pytest.mark.slow)])
+def test_step_donates_its_state_and_trains_alike(layout):
+    """The step writes the new state over the one it is given (deleted), with the losses and
+    parameters of a step that keeps it; the caller's parameters, already placed (on 1x1 the
+    state would share their buffers, on 1x2 a replica on device 0), are never donated."""
+    donating = train_step(layout)
+    keeping = TrainStep(
+        GPT(CONFIG).loss,
+        donating.param_specs,
+        donating.par,
+        make_optimizer(OPT),
+        accum=donating.accum,
+        schedule=OPT.schedule(),
+        donate=False,
+    )
+    whole = params()
+    mine = jax.device_put(whole, donating.param_shardings)
+    state, other = donating.init_state(mine), keeping.init_state(mine)
+    got, want = [], []
+    for tokens in batches(3):
+        old, before = state, other
+        state, m = donating(state, tokens)
+        got.append(float(m["loss"]))
+        other, m = keeping(other, tokens)
+        want.append(float(m["loss"]))
+        assert all(a.is_deleted() for a in _leaves(old))
+        assert not any(a.is_deleted() for a in _leaves(before))
+    assert got == want
+    for a, b in zip(_leaves(state), _leaves(other), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(_leaves(mine), _leaves(whole), strict=True):
+        assert not a.is_deleted()
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # XLA's own figure: the new state is written over the donated one
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), whole)
+    alias = [
+        s.compiled(*s.abstract_inputs(shapes, 8, 8)).memory_analysis().alias_size_in_bytes
+        for s in (donating, keeping)
+    ]
+    state_bytes = sum(a.addressable_shards[0].data.nbytes for a in _leaves(state))
+    assert alias == [state_bytes, 0]
 
 
 def test_heads_and_vocab_must_divide_tp():
@@ -316,6 +364,7 @@ def test_amsgrad_from_yaml_is_honoured(tmp_path):
     assert not np.allclose(np.asarray(params2["w"]), want["w"], rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_bf16_compute_equals_fp32_within_bf16_rounding():
     """``compute_dtype: bfloat16``: the forward and backward in bf16 on float32 master weights.
 

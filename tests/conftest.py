@@ -52,6 +52,24 @@ def pytest_configure(config: pytest.Config) -> None:
             settings.load_profile("ttjax-fast")
 
 
+# The longest files start first, so that two xdist workers (`--dist loadfile`) end together
+# instead of one finishing a long file alone.
+LONGEST_FIRST = (
+    "tests/distributed/test_train_cli_multiprocess.py",
+    "tests/test_readme_commands.py",
+    "tests/ttml/test_checkpoint_faults.py",
+    "tests/ttml/test_memory.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if os.environ.get("TTJAX_TEST_CACHE_OWNER") == str(os.getpid()):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)

@@ -52,7 +52,7 @@ def _check_against_reference(result, weights):
         pytest.param((1, 8), "tp", False, marks=pytest.mark.slow),
         ((2, 4), "tp", True),
         pytest.param((1, 4), "dp", False, marks=pytest.mark.slow),
-        ((1, 4), "dp", True),
+        pytest.param((1, 4), "dp", True, marks=pytest.mark.slow),
     ],
     ids=["tp-1x8", "tp-2x4-trace", "dp-1x4", "dp-1x4-trace"],
 )

@@ -97,7 +97,7 @@ def test_embedding_option_errors_name_the_value(weights):
 
 @pytest.mark.parametrize(
     ("scan_layers", "transpose_weights"),
-    [(False, False), (True, True)],
+    [pytest.param(False, False, marks=pytest.mark.slow), (True, True)],
     ids=["layers", "scan_out_in"],
 )
 def test_fused_gate_up_matches_reference(weights, scan_layers, transpose_weights):

@@ -34,7 +34,10 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive
 
 @pytest.mark.parametrize(
     "shape,ep_axis,tp_axis",
-    [((2, 4), 1, None), pytest.param((8, 4), 0, 1, marks=pytest.mark.slow)],
+    [
+        pytest.param((2, 4), 1, None, marks=pytest.mark.slow),
+        pytest.param((8, 4), 0, 1, marks=pytest.mark.slow),
+    ],
     ids=["2x4-ep4-dp2", "8x4-ep8-tp4"],
 )
 def test_training_matches_single_device_for_20_steps(shape, ep_axis, tp_axis):

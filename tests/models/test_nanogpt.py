@@ -197,7 +197,14 @@ def _unrolled_loss(params, idx, targets):
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], -1))
 
 
-@pytest.mark.parametrize("policy", ["full", "dots", "none"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param("full", marks=pytest.mark.slow),
+        "dots",
+        pytest.param("none", marks=pytest.mark.slow),
+    ],
+)
 def test_scanned_blocks_equal_the_unrolled_loop(policy):
     """The scan over stacked blocks (each remat policy): loss and gradients of the Python loop."""
     params = init_params(CONFIG, 7)

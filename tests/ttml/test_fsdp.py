@@ -182,6 +182,7 @@ def _local_bytes(step: TrainStep, unsharded_on: str | None = None) -> int:
     return total
 
 
+@pytest.mark.slow
 def test_parameter_and_optimizer_bytes_are_one_eighth_of_ddp():
     fsdp, ddp = _state_bytes("fsdp8"), _state_bytes("ddp8")
     step, _ = report("fsdp8")

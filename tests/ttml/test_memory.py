@@ -92,6 +92,7 @@ def test_chunked_step_equals_the_whole_batch(tmp_path):
         ctx.close_device()
 
 
+@pytest.mark.slow
 def test_donated_state_counts_once(tmp_path):
     """The donating step's estimate holds the state once: its outputs are written over the
     state it is given (XLA's alias), the keeping step's state counts in and out."""

@@ -114,6 +114,7 @@ def test_fsdp2_pp4_loss_and_gradients_equal_single_device(fsdp_pp) -> None:
     _close((d_io, fsdp_pp.unstage_blocks(d_blocks)), ref_grads, 1e-5)
 
 
+@pytest.mark.slow
 def test_fsdp2_pp4_adamw_steps_equal_single_device(fsdp_pp) -> None:
     params = _params()
     opt_state = OPT.init(params)

@@ -146,6 +146,7 @@ def _close(got, want, what: str = "") -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(), err_msg=what)
 
 
+@pytest.mark.slow
 def test_sp_pairs_equal_the_unsplit_block_values_and_gradients():
     """Norm and residual on sequence slices, all-gather before the column linears and
     reduce-scatter after the row linear: loss, weight, norm-scale, bias and input gradients

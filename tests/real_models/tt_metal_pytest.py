@@ -23,30 +23,37 @@ import types
 import pytest
 
 
+def empty_module(name: str) -> types.ModuleType | None:
+    """A new empty module importable as ``name``, or None where ``name`` is installed (a stand-in
+    for an import tt-metal's code makes and the run never uses)."""
+    if importlib.util.find_spec(name) is not None:
+        return None
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    sys.modules[name] = module
+    return module
+
+
 def _stand_in_torchvision() -> None:
-    if importlib.util.find_spec("torchvision") is not None:
+    tv = empty_module("torchvision")
+    if tv is None:
         return
-    tv = types.ModuleType("torchvision")
-    tv.__spec__ = importlib.machinery.ModuleSpec("torchvision", None)
     transforms = types.ModuleType("torchvision.transforms")
     tv.transforms = transforms  # type: ignore[attr-defined]
-    sys.modules["torchvision"] = tv
     sys.modules["torchvision.transforms"] = transforms
 
 
 def _stand_in_tracy() -> None:
     """tt-metal's ``tracy`` (tools/tracy, its profiler) is no pip package; the Galaxy tests import
     only ``signpost``, which marks a profile (none is taken here) and logs its header."""
-    if importlib.util.find_spec("tracy") is not None:
+    tracy = empty_module("tracy")
+    if tracy is None:
         return
-    tracy = types.ModuleType("tracy")
-    tracy.__spec__ = importlib.machinery.ModuleSpec("tracy", None)
 
     def signpost(header: str, message: str | None = None) -> None:
         print(f"signpost: {header}" + (f" : {message}" if message else ""), flush=True)
 
     tracy.signpost = signpost  # type: ignore[attr-defined]
-    sys.modules["tracy"] = tracy
 
 
 def _log_comp_pcc() -> None:

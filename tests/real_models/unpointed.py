@@ -157,14 +157,11 @@ def _stand_in(name: str) -> None:
     """An importable ``name`` (when it is not installed) whose every attribute raises when called:
     tt-metal's ``models/demos/utils/common_demo_utils.py`` imports ``cv2`` and ``datasets`` at its
     top for the image demos' helpers, which the whisper module tests never call."""
-    import importlib.machinery
-    import importlib.util
-    import types
+    from tests.real_models.tt_metal_pytest import empty_module
 
-    if importlib.util.find_spec(name) is not None:
+    module = empty_module(name)
+    if module is None:
         return
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
 
     def absent(*_: Any, **__: Any) -> Any:
         raise ModuleNotFoundError(f"{name} is not installed (the harness's stand-in)")
@@ -175,7 +172,6 @@ def _stand_in(name: str) -> None:
         return absent
 
     module.__getattr__ = attribute  # type: ignore[method-assign]
-    sys.modules[name] = module
 
 
 def _checkout_tests() -> None:

@@ -7,6 +7,12 @@ STAMP := $(VENV)/.installed
 # The CPU wheel of torch lies on local disk on these machines; an unpinned torch pulls a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
+# pip byte-compiles each wheel on one core (a minute for torch and transformers); each venv is
+# compiled once afterwards on every core instead. A file this Python cannot compile (torch ships
+# a 3.12-only one) is skipped, as pip skips it; so are the packages' own test folders.
+PURELIB = $(1) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+COMPILE = $(1) -m compileall -qq -j 0 -x '/site-packages/[^/]+/(.+/)?tests?/' "$$($(call PURELIB,$(1)))" > /dev/null 2>&1 || true
+
 # tt-metal's model code wants transformers 4.x (and loguru, llama-models, ...; the `ttmetal`
 # extra); .venv keeps transformers 5. This venv sees .venv's packages (a .pth line) under its own.
 TTMETAL_VENV := .venv-ttmetal
@@ -19,8 +25,9 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet "$(TORCH_PIN)" || echo "warning: $(TORCH_PIN) not available; the torch extra will pick a build"
-	$(PIP) install --quiet -e ".[dev,torch,viz]"
+	$(PIP) install --quiet --no-compile "$(TORCH_PIN)" || echo "warning: $(TORCH_PIN) not available; the torch extra will pick a build"
+	$(PIP) install --quiet --no-compile -e ".[dev,torch,viz]"
+	$(call COMPILE,$(PY))
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -28,7 +35,8 @@ venv: $(STAMP)
 $(TTMETAL_STAMP): $(STAMP) pyproject.toml
 	test -x $(TTMETAL_VENV)/bin/python || $(PY) -m venv $(TTMETAL_VENV)
 	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$$($(TTMETAL_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_ttjax_main_venv.pth"
-	$(TTMETAL_VENV)/bin/python -m pip install --quiet -e ".[ttmetal]"
+	$(TTMETAL_VENV)/bin/python -m pip install --quiet --no-compile -e ".[ttmetal]"
+	$(call COMPILE,$(TTMETAL_VENV)/bin/python)
 	touch $(TTMETAL_STAMP)
 
 ttmetal-venv: $(TTMETAL_STAMP)
@@ -49,11 +57,16 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
+# The suite starts hundreds of Pythons (CLIs, launchers, README blocks): each reads ttjax's
+# bytecode and pytest's rewritten tests from __pycache__ even where the environment turns
+# writing it off (PYTHONDONTWRITEBYTECODE), instead of compiling ~400 modules again each time.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
+
 test: lint
-	$(PY) -m pytest -q -m "not slow" -n 2 --dist loadfile --durations=20
+	$(PYTEST) -q -m "not slow" -n 2 --dist loadfile --durations=20
 
 test-all: lint
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PYTEST) -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

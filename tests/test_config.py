@@ -141,6 +141,7 @@ print(max(float(np.abs(np.asarray(o) - np.tile(want, (8, 1))).max()) for o in ou
 """
 
 
+@pytest.mark.slow
 def test_eager_collective_programs_past_xla_in_flight_limit_do_not_hang():
     out = run_bounded(EAGER_PSUMS, {"TTJAX_NUM_DEVICES": "8"})
     assert float(out.split()[-1]) < 1e-3

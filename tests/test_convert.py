@@ -615,13 +615,14 @@ print((status("VmHWM") - base) / (2 * weight.numel()))
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK), reason="needs Linux /proc")
 @pytest.mark.parametrize(
     ("dtype", "where", "bound"),
-    [("bfloat8_b", "device", 1.25), pytest.param("bfloat4_b", "host", 1.6, marks=pytest.mark.slow)],
+    [("bfloat8_b", "device", 1.5), pytest.param("bfloat4_b", "host", 1.6, marks=pytest.mark.slow)],
 )
 def test_conversion_peaks_near_the_weights_bfloat16_size(dtype, where, bound):
     """Converting a 64 MB float32 weight (a transposed view, as models pass it) raises a fresh
     process's peak RSS by at most ``bound`` times its bfloat16 size (32 MB), beside the caller's
     copy: no full-size float32 or int32 intermediates (before streaming: 4x on the mesh, 11x
-    for a host tensor)."""
+    for a host tensor). One full-size bfloat16 copy alone would add 1.0; the device bound leaves
+    room for the measured 1.13-1.27 (XLA's own thread arenas move it run to run)."""
     env = dict(os.environ, TTJAX_NUM_DEVICES="8")
     out = subprocess.run(
         [sys.executable, "-c", _PEAK_PROBE, dtype, where],

@@ -56,6 +56,7 @@ def test_submeshes_and_trace_replay_match_numpy(capsys):
     assert "device ids [4, 5, 6, 7]" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_hf_checkpoint_matches_transformers(capsys):
     pytest.importorskip("transformers")

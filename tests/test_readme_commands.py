@@ -101,8 +101,8 @@ PYTHON_COMMANDS = {
 }
 # make target -> what its recipe must run
 MAKE_TARGETS = {
-    "venv": 'pip install --quiet -e ".[dev,torch,viz]"',
-    "ttmetal-venv": 'pip install --quiet -e ".[ttmetal]"',
+    "venv": 'pip install --quiet --no-compile -e ".[dev,torch,viz]"',
+    "ttmetal-venv": 'pip install --quiet --no-compile -e ".[ttmetal]"',
     "demo": "-m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace",
     "test": '-m pytest -q -m "not slow"',
     "test-all": "-m pytest -q",

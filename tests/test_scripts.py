@@ -13,6 +13,7 @@ from models.falcon import demo as falcon_demo
 from models.llama import demo as llama_demo
 
 
+@pytest.mark.slow
 def test_falcon_demo_both_setups(capsys):
     assert falcon_demo.main(["--mode", "tp", "--hidden", "256"]) == 0
     assert falcon_demo.main(["--mode", "dp", "--hidden", "256"]) == 0

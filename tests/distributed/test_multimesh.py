@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(180)
 CONFIG = ROOT / "configs" / "rank_bindings" / "2_stage_pipeline.yaml"
 
 
+@pytest.mark.slow
 def test_two_stage_pipeline_equals_single_process(tmp_path):
     proc = start_launcher(launcher_argv(CONFIG, tmp_path, *PROGRAM, "pipeline", str(tmp_path)))
     try:

@@ -1,7 +1,7 @@
 """The training CLI over 2 real processes (``ttjax-run`` on 127.0.0.1, 2 ranks x 4 devices) with
 its default settings (metrics line, MFU count, validation, checkpoints, progress bar on): DDP,
 TP+DDP, FSDP and PP each train 3 steps of a tiny NanoGPT, and their losses equal the
-one-process run's. Every cross-process call must happen on every rank, in the same order; a
+one-process run's (`make test`: DDP and PP; `make test-all`: all four, in one launch). Every cross-process call must happen on every rank, in the same order; a
 rank waiting on a call the other never makes (docs/multihost.md's recipe hung so at step 0:
 only rank 0 lowered the step for the MFU) fails here within the time bound: the launcher's
 process group is killed and no rank is left behind."""
@@ -43,11 +43,14 @@ STRATEGIES = {
     ),
 }
 
+# `make test` trains DDP and PP (whose activations cross from one process to the other) over the
+# two processes; `make test-all` adds TP+DDP and FSDP to the same launch.
+SLOW = ("tp_ddp", "fsdp")
+
 # The one-process run each is compared with: DDP, TP+DDP and FSDP train the same model on the
 # same data, and one process gives the same losses on every mesh (the single-device losses,
 # tests/ttml/test_train.py), so one reference serves the three; PP's 8-block model has its own.
 REFERENCE = {"ddp": "ddp", "tp_ddp": "ddp", "fsdp": "ddp", "pp": "pp"}
-REFERENCES = sorted(set(REFERENCE.values()))
 
 
 def tiny_config(tmp: Path, strategy: str) -> Path:
@@ -104,13 +107,25 @@ def losses(out: Path) -> tuple[list[float], list[float]]:
     return [r["loss"] for r in steps], [r["val_loss"] for r in steps if "val_loss" in r]
 
 
+def selected(request: pytest.FixtureRequest) -> list[str]:
+    """The strategies of this file's tests that this session runs (``-m "not slow"``: DDP, PP)."""
+    chosen = {
+        item.callspec.params["strategy"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    }
+    return [name for name in STRATEGIES if name in chosen]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Every strategy's 3 steps over 2 ranks (``ttjax-run``, one launch running the CLI once
-    per strategy) and, while the ranks train, the one-process references in this process."""
+def runs(request, tmp_path_factory):
+    """Each selected strategy's 3 steps over 2 ranks (``ttjax-run``, one launch running the CLI
+    once per strategy) and, while the ranks train, the one-process references in this process."""
     tmp = tmp_path_factory.mktemp("cli_mp")
-    for name in STRATEGIES:
-        for where in ("two", "one"):
+    strategies = selected(request)
+    references = sorted({REFERENCE[name] for name in strategies})
+    for where, names in (("two", strategies), ("one", references)):
+        for name in names:
             (tmp / where / name).mkdir(parents=True)
             tiny_config(tmp / where / name, name)
     # A line descriptor accepts every 8-device mesh shape of the configs ([1, 8], [2, 4]).
@@ -118,13 +133,13 @@ def runs(tmp_path_factory):
         tmp / "bindings.yaml", ["0,1,2,3", "4,5,6,7"], mesh_graph_desc_path=str(MGD)
     )
     program = [sys.executable, str(Path(train_strategies.__file__)), str(tmp / "two")]
-    argv = launcher_argv(bindings, tmp, *program, *STRATEGIES)
+    argv = launcher_argv(bindings, tmp, *program, *strategies)
     argv[argv.index("--timeout") + 1] = str(LIMIT_S)  # the launcher's own bound: the same
     w = Watched(argv)
     seen: set[int] = set()
     start = time.monotonic()
     try:
-        for name in REFERENCES:
+        for name in references:
             seen.update(descendants(w.proc.pid))
             argv = ["--config", str(tmp / "one" / name / "config.yaml")]
             argv += ["--out", str(tmp / "one" / name / "out"), "--no-progress"]
@@ -141,7 +156,9 @@ def runs(tmp_path_factory):
     return tmp, text
 
 
-@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize(
+    "strategy", [pytest.param(s, marks=[pytest.mark.slow] if s in SLOW else []) for s in STRATEGIES]
+)
 def test_two_processes_train_like_one(runs, strategy):
     tmp, text = runs
     # Rank 0 printed this strategy's metrics line (default log_every) at its last step; rank 1

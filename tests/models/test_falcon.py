@@ -77,6 +77,7 @@ def test_data_parallel_galaxy_8x4(falcon, dtype):
     _check(mesh_of((8, 4)), falcon, "dp", 32, 128, dtype)
 
 
+@pytest.mark.slow
 def test_tensor_parallel_has_one_all_gather(falcon):
     mesh = mesh_of((2, 4))
     x = ttnn.abstract_tensor((1, 1, 256, FALCON_7B.hidden_size), ttnn.bfloat16, device=mesh)

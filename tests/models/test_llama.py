@@ -118,6 +118,7 @@ def test_matches_transformers_checkpoint(tmp_path):
     np.testing.assert_allclose(got, want, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_loads_into_model(tmp_path, weights, prompt):
     save_hf_checkpoint(CONFIG, weights, tmp_path)
     config, loaded = load_hf_checkpoint(tmp_path)

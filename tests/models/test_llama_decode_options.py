@@ -61,6 +61,7 @@ def test_sharded_greedy_tokens_break_ties_like_numpy(weights):
     assert tokens.ravel().tolist() == logits.argmax(-1).ravel().tolist() == [70, 0]
 
 
+@pytest.mark.slow
 def test_decode_step_has_the_handwritten_collectives(weights):
     """ttjax's greedy decode step and the hand-written shard_map one: 2 all-reduces per layer +
     1 for the embedding, and one all-gather of (value, index) pairs; no logits gather."""

@@ -26,6 +26,7 @@ def _device_bytes(tree, device) -> int:
     )
 
 
+@pytest.mark.slow
 def test_abstract_bytes_equal_the_placed_arrays_and_fsdp_collectives_stay_on_fsdp() -> None:
     mesh = mesh_of((2, 4))
     r = train_report(mesh, "tiny", batch=4, seq=16)

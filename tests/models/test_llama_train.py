@@ -59,7 +59,7 @@ def _unrolled_loss(params, idx, targets):
     "policy",
     [
         pytest.param("full", marks=pytest.mark.slow),
-        "dots",
+        pytest.param("dots", marks=pytest.mark.slow),
         pytest.param("none", marks=pytest.mark.slow),
     ],
 )
@@ -178,6 +178,7 @@ def _count_draws(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return drawn
 
 
+@pytest.mark.slow
 def test_cli_refuses_an_oversized_llama_before_any_weight_exists(tmp_path, monkeypatch):
     """The preflight runs on the parameters' shapes: a run over the host's (set) memory is refused
     in one message before any weight is drawn or any array of the model's size allocated

@@ -201,7 +201,7 @@ def _unrolled_loss(params, idx, targets):
     "policy",
     [
         pytest.param("full", marks=pytest.mark.slow),
-        "dots",
+        pytest.param("dots", marks=pytest.mark.slow),
         pytest.param("none", marks=pytest.mark.slow),
     ],
 )

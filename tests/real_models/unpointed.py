@@ -1,7 +1,10 @@
 """tt-metal model tests nobody pointed ttjax at, run on its virtual meshes: tt_dit's Mochi and Wan 2.2
 video transformers and SD3.5-Large's transformer (attention, whole transformer block); whisper's
-encoder and decoder (``models/demos/whisper``, 1x2) and sentence_bert's BERT-base modules (one
-device): each one of tt-metal's own test functions called unchanged with small shapes.
+encoder and decoder (``models/demos/whisper``, 1x2), sentence_bert's BERT-base modules and ViT
+(one device); DistilBERT question answering (``models/demos/distilbert``, one device, and its
+wormhole twin on 1x2), SqueezeBERT's grouped-conv modules up to the QA model
+(``models/demos/squeezebert``, one device) and SigLIP's attention (``models/demos/siglip``,
+1x2): each one of tt-metal's own test functions called unchanged with small shapes.
 
     TT_METAL_HOME=/tmp/ttm-full .venv-ttmetal/bin/python -m tests.real_models.unpointed [--case NAME]
 
@@ -21,7 +24,10 @@ The whisper and sentence_bert tests read their configurations from the hub
 (``distil-whisper/distil-large-v3``, ``emrecan/bert-base-turkish-cased-mean-nli-stsb-tr``): those
 config.json values are written here and the models built with random weights; their own
 ``assert_with_pcc`` / ``comp_pcc`` judge. They need ``TT_METAL_HOME`` to hold tt-metal's
-``tests/ttnn/utils_for_testing.py`` (a full checkout).
+``tests/ttnn/utils_for_testing.py`` (a full checkout). So do DistilBERT's and SqueezeBERT's,
+whose tests live in ``tests/ttnn/integration_tests/`` (checkpoints
+``distilbert-base-uncased-distilled-squad``, ``squeezebert/squeezebert-uncased``), and SigLIP's
+(``$HF_MODEL``: ``google/gemma-3-27b-it``'s vision config, as gemma3's README names it).
 """
 
 from __future__ import annotations
@@ -156,7 +162,8 @@ DISTIL_LARGE_V3: dict[str, Any] = dict(d_model=1280, encoder_layers=32, decoder_
 def _stand_in(name: str) -> None:
     """An importable ``name`` (when it is not installed) whose every attribute raises when called:
     tt-metal's ``models/demos/utils/common_demo_utils.py`` imports ``cv2`` and ``datasets`` at its
-    top for the image demos' helpers, which the whisper module tests never call."""
+    top for the image demos' helpers, which the whisper module tests never call (and wormhole
+    distilbert ``ttnn.torch_tracer``, which ttjax leaves out on purpose)."""
     from tests.real_models.tt_metal_pytest import empty_module
 
     module = empty_module(name)
@@ -327,6 +334,189 @@ def _vit(test: str, **extra: Any) -> Callable[[], str]:
     return run
 
 
+# distilbert-base-uncased-distilled-squad's config.json (distilbert's tests): 6 layers of 768,
+# 12 heads, FFN 3072, learned positions. DistilBertConfig's defaults are these values.
+DISTILBERT_SQUAD: dict[str, Any] = dict(vocab_size=30522, dim=768, n_layers=6, n_heads=12,
+                                        hidden_dim=3072, max_position_embeddings=512,
+                                        activation="gelu", sinusoidal_pos_embds=False,
+                                        pad_token_id=0, attn_implementation="eager")  # fmt: skip
+INTEGRATION = "tests.ttnn.integration_tests."
+
+
+def _seeded(build: Callable[[], Any]) -> Any:
+    """``build()`` under seed 0 without moving the caller's torch generator (a checkpoint load
+    draws no numbers the test's later ``torch.randint`` would see)."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return build().eval()
+
+
+def _reset_seeds() -> None:
+    """What tt-metal's ``reset_seeds`` fixture (its conftest.py) does before the test."""
+    import random
+
+    import numpy
+    import torch
+
+    torch.manual_seed(213919)
+    numpy.random.seed(213919)
+    random.seed(213919)
+
+
+def _word_tokenizer(words: str) -> Any:
+    """An uncased WordPiece tokenizer standing in for the checkpoint's: BERT's special tokens at
+    their ids ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) and each word of ``words`` after them."""
+    import tempfile
+    from pathlib import Path
+
+    import transformers
+
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += sorted(set(words.lower().split()))
+    path = Path(tempfile.mkdtemp()) / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n")
+    return transformers.DistilBertTokenizerFast(vocab_file=str(path), do_lower_case=True)
+
+
+def _distilbert(mesh: tuple[int, int] | None = None) -> Callable[[], str]:
+    """``tests/ttnn/integration_tests/distilbert/test_ttnn_distilbert.py`` (it runs
+    ``models/demos/distilbert``'s model) on one device, or its ``_wh`` twin
+    (``models/demos/wormhole/distilbert``, batch split over ``mesh``, weights replicated),
+    unchanged, at their parametrization (batch 8, 384 tokens), the checkpoint's configuration,
+    all 6 layers, random weights; its tokenizer is a word-level WordPiece vocabulary of the
+    test's sentences (the released vocab.txt is not here): other token ids, the same padding."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        config = transformers.DistilBertConfig(**DISTILBERT_SQUAD)
+        qa = transformers.DistilBertForQuestionAnswering
+        qa.from_pretrained = staticmethod(lambda *_, **__: _seeded(lambda: qa(config)))  # type: ignore[method-assign]
+        tokenizer = _word_tokenizer("where do i live ? my name is merve and i live in istanbul .")
+        transformers.AutoTokenizer.from_pretrained = staticmethod(lambda *_, **__: tokenizer)  # type: ignore[method-assign]
+        if mesh is not None:  # the wormhole copy imports it and calls nothing in it
+            _stand_in("ttnn.torch_tracer")
+        name = "distilbert.test_ttnn_distilbert" + ("_wh" if mesh else "")
+        mod: Any = importlib.import_module(INTEGRATION + name)
+        import ttnn
+
+        available = ttnn.GetNumAvailableDevices
+        params = dict(model_name="distilbert-base-uncased-distilled-squad", batch_size=8,
+                      sequence_size=768, reset_seeds=None)  # fmt: skip
+        test = mod.test_distilbert_for_question_answering
+        if mesh is None:
+            device = ttnn.open_device(device_id=0)
+            params["device"] = device
+        else:  # the N300 the ``_wh`` test is for: it doubles the batch where 2 devices are found
+            ttnn.GetNumAvailableDevices = lambda: mesh[0] * mesh[1]
+            device = params["mesh_device"] = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
+        _reset_seeds()
+        try:
+            return _verdict(mod, lambda: test(**params))
+        finally:
+            ttnn.close_mesh_device(device)
+            ttnn.GetNumAvailableDevices = available
+
+    return run
+
+
+# squeezebert/squeezebert-uncased's config.json (squeezebert's tests): BERT-base's sizes with
+# grouped 1x1 convolutions (q, k, v, intermediate and output in 4 groups, post-attention in 1).
+SQUEEZEBERT_UNCASED: dict[str, Any] = dict(vocab_size=30528, hidden_size=768, num_hidden_layers=12,
+                                           num_attention_heads=12, intermediate_size=3072,
+                                           hidden_act="gelu", max_position_embeddings=512,
+                                           type_vocab_size=2, pad_token_id=0, embedding_size=768,
+                                           q_groups=4, k_groups=4, v_groups=4,
+                                           post_attention_groups=1, intermediate_groups=4,
+                                           output_groups=4, layer_norm_eps=1e-12,
+                                           attn_implementation="eager")  # fmt: skip
+
+
+def _squeezebert(test: str) -> Callable[[], str]:
+    """One of ``tests/ttnn/integration_tests/squeezebert/test_ttnn_squeezebert.py``'s tests (they
+    run ``models/demos/squeezebert``'s functions), unchanged, on one device opened as its
+    ``device_params`` ask (``l1_small_size=16384``), at its parametrization (batch 8, 384
+    tokens), the checkpoint's configuration (all 12 layers) with random weights."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        config = transformers.SqueezeBertConfig(**SQUEEZEBERT_UNCASED)
+        transformers.SqueezeBertConfig.from_pretrained = staticmethod(lambda *_, **__: config)  # type: ignore[method-assign]
+        for cls in (transformers.SqueezeBertModel, transformers.SqueezeBertForQuestionAnswering):
+            cls.from_pretrained = staticmethod(  # type: ignore[method-assign]
+                lambda *_, cls=cls, **__: _seeded(lambda: cls(config))
+            )
+        mod: Any = importlib.import_module(INTEGRATION + "squeezebert.test_ttnn_squeezebert")
+        import torch
+        import ttnn
+
+        params: dict[str, Any] = dict(model_name="squeezebert/squeezebert-uncased", batch_size=8,
+                                      sequence_size=384, reset_seeds=None)  # fmt: skip
+        if "torch_dtype" in getattr(mod, test).__code__.co_varnames:
+            params["torch_dtype"] = torch.bfloat16
+        device = ttnn.open_device(device_id=0, l1_small_size=16384)
+        _reset_seeds()
+        try:
+            return _verdict(mod, lambda: getattr(mod, test)(device=device, **params))
+        finally:
+            ttnn.close_device(device)
+
+    return run
+
+
+# google/gemma-3-27b-it's config.json vision_config (siglip's tests read $HF_MODEL; gemma3's
+# README names this checkpoint): SigLIP-So400m at 896 px, 1152 wide, 16 heads of 72.
+GEMMA3_SIGLIP: dict[str, Any] = dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27,
+                                     num_attention_heads=16, image_size=896, patch_size=14,
+                                     vision_use_head=False)  # fmt: skip
+
+
+def _siglip(mesh: tuple[int, int]) -> Callable[[], str]:
+    """``models/demos/siglip/tests/test_attention.py``'s ``test_attention`` with its TT-NN
+    function (``siglip_attention_ttnn``: tt_transformers' image attention, heads split over the
+    mesh, all-reduced), unchanged, on the mesh its ``mesh_device`` fixture opens for
+    ``MESH_DEVICE`` (N300: 1x2, fabric 1D), 4096 tokens; its ``comp_pcc`` (bar 0.99) judges."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        eager: dict[str, Any] = dict(attn_implementation="eager")  # the vision config's too
+        config = transformers.Gemma3Config(vision_config=GEMMA3_SIGLIP, **eager)
+        transformers.AutoConfig.from_pretrained = staticmethod(lambda *_, **__: config)  # type: ignore[method-assign]
+        mod: Any = importlib.import_module("models.demos.siglip.tests.test_attention")
+        from models.demos.siglip.tt.attention import siglip_attention_ttnn
+
+        found: list[str] = []
+        original = mod.comp_pcc
+
+        def comp_pcc(golden: Any, calculated: Any, pcc: float = 0.99) -> Any:
+            passed, measured = original(golden, calculated, pcc)
+            found.append(f"{float(measured):.5f} (bar {pcc})")
+            return passed, measured
+
+        mod.comp_pcc = comp_pcc
+        device = _open(mesh)
+        _reset_seeds()
+        try:
+            mod.test_attention(mesh_device=device, attention_func=siglip_attention_ttnn,
+                               model_location_generator=None, is_ci_env=False)  # fmt: skip
+        except BaseException as e:  # its failure is ``assert False``: report the PCC it measured
+            return f"fails: {harness.first_failing_call(e)}; PCC {_summary(found) or '-'}"
+        finally:
+            import ttnn
+
+            ttnn.close_mesh_device(device)
+        return "passes: PCC " + _summary(found)
+
+    return run
+
+
 CASES: dict[str, Callable[[], Callable[[], str]]] = {
     "mochi_attention": lambda: _mochi("test_mochi_attention", False),
     "mochi_attention_context_pre_only": lambda: _mochi("test_mochi_attention", True),
@@ -384,6 +574,16 @@ CASES: dict[str, Callable[[], Callable[[], str]]] = {
         decoder_sequence_size=1,
         use_kv_cache=True,
     ),
+    "distilbert_qa": _distilbert,
+    "distilbert_qa_n300": lambda: _distilbert((1, 2)),
+    "squeezebert_attention": lambda: _squeezebert("test_squeezebert_attention"),
+    "squeezebert_intermediate": lambda: _squeezebert("test_squeezebert_intermediate"),
+    "squeezebert_output": lambda: _squeezebert("test_squeezebert_output"),
+    "squeezebert_layer": lambda: _squeezebert("test_squeezebert_layer"),
+    "squeezebert_encoder": lambda: _squeezebert("test_squeezebert_encoder"),
+    "squeezebert_model": lambda: _squeezebert("test_squeezebert_model"),
+    "squeezebert_qa": lambda: _squeezebert("test_squeezebert_for_question_answering"),
+    "siglip_attention": lambda: _siglip((1, 2)),
 }
 
 

@@ -133,6 +133,7 @@ def test_moe_help_prints_the_usage_and_errors_are_clean():
     _clean(_shell("models.moe.train", "--steps", "0"), "--steps 0")
 
 
+@pytest.mark.slow
 def test_moe_cli_trains_and_reports(capsys):
     from models.moe.train import cli
 
@@ -268,6 +269,7 @@ def _plans_made(monkeypatch) -> list[ParallelDims]:
     return made
 
 
+@pytest.mark.slow
 def test_banner_of_a_tp_ddp_run_and_its_one_plan(tmp_path, capsys, monkeypatch):
     """The banner names every strategy; the run makes its plan once (read with the config, held
     by the ParallelismContext, read by the step, the model and the banner)."""

@@ -192,7 +192,7 @@ def test_parameter_and_optimizer_bytes_are_one_eighth_of_ddp():
     assert 1.0 <= ratio <= 1.05, (fsdp, ddp, ratio)
 
 
-@pytest.mark.parametrize("layout", ["fsdp8", "fsdp2_tp4"])
+@pytest.mark.parametrize("layout", [pytest.param("fsdp8", marks=pytest.mark.slow), "fsdp2_tp4"])
 def test_collectives_gather_and_reduce_scatter_over_fsdp_only(layout):
     step, rep = report(layout)
     counts = rep.collective_counts()
@@ -215,6 +215,7 @@ def test_collectives_gather_and_reduce_scatter_over_fsdp_only(layout):
     assert small >= 0, "an all-reduce over fsdp moves more than the unsharded parameters"
 
 
+@pytest.mark.slow
 def test_blocks_are_gathered_one_at_a_time_in_forward_and_backward():
     """ZeRO-3: each block's parameters are all-gathered inside the layer scan, in the forward
     pass and again in the rematerialized backward pass, whose scan reduce-scatters them."""

@@ -145,6 +145,7 @@ def test_attention_is_causal_gqa_attention_with_its_rope_hook():
     np.testing.assert_allclose(np.asarray(Attention(causal=False)(q, k, v)), full, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_attention_under_cp_is_the_unsplit_attention():
     """cp=2 splits the sequence (load-balanced): ring attention with RoPE at each token's global
     position gives the unsplit run's output and gradients."""

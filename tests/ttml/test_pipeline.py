@@ -225,6 +225,7 @@ def test_1f1b_ddp2_pp4_step_matches_single_device(fast_reference) -> None:
     _assert_same_step(pipe, out, loss, grads)
 
 
+@pytest.mark.slow
 def test_1f1b_ddp2_pp4_sums_in_device_order_under_deterministic(fast_reference) -> None:
     """The pipeline's stage sums of the io gradients and loss, and its DDP means, follow
     ``ttjax.numerics``: none is left to XLA, and two runs are bitwise equal."""

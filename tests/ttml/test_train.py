@@ -187,6 +187,7 @@ def test_clipped_gradients_equal_optax_on_one_device():
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_deterministic_clipped_step_leaves_no_sum_to_xla():
     """Under the deterministic policy the whole compiled step (the partitioner's collectives
     included) has no all-reduce that adds when the step clips and reports grad_norm; optax's

@@ -153,6 +153,7 @@ def test_vocab_rule_by_hand():
     assert ttml_vocab_size(32000, 8) == 32000  # TinyLlama's: 125 x 256
 
 
+@pytest.mark.slow
 def test_vocab_line_and_a_written_vocab_that_fits_is_kept(tmp_path, monkeypatch, capsys):
     """TTML's line when the tokenizer sets the vocabulary (96 is too small for the 103
     characters); a written vocab_size that holds the tokens is kept, on any TP size."""

@@ -50,19 +50,14 @@ class KillAfter:
     def __init__(self, step: TrainStepProtocol, at: int, checkpointer: Checkpointer | None):
         self.step, self.at, self.checkpointer = step, at, checkpointer
 
-    @property
-    def mesh(self) -> jax.sharding.Mesh:
-        return self.step.mesh
-
-    @property
-    def accum(self) -> int:
-        return self.step.accum
-
-    def init_state(self, params: Any) -> TrainState:
-        return self.step.init_state(params)
-
-    def eval_loss(self, params: Any, tokens: Any) -> Any:
-        return self.step.eval_loss(params, tokens)
+    def __getattr__(self, name: str) -> Any:
+        """All else is the wrapped step's own (``mesh``, ``compiled``, ``donate``, ...): the rank
+        that will die makes the same cross-process calls as the others until it dies (without
+        ``compiled`` it skipped the MFU lowering, and the other rank's lowering waited on a
+        collective it never joined)."""
+        if name == "step":
+            raise AttributeError(name)
+        return getattr(self.step, name)
 
     def __call__(self, state: TrainState, tokens: Any) -> tuple[TrainState, dict[str, Any]]:
         if int(state.step) == self.at:

@@ -137,25 +137,40 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_p
     ckpt.close()
 
 
-def test_a_replicated_state_saves_without_slicing_programs(tmp_path, caplog):
-    """A DDP state (every array replicated over 8 devices) is written whole by its first replica:
-    the save compiles no per-replica ``slice`` program (orbax's replica-parallel default on CPU
-    compiled one per array and replica, about 6 s a save), and it restores to the same values."""
+def _saved_with_compiles(folder, state, caplog):
+    """Save and restore ``state``; the programs the save compiled, and the restored state."""
+    caplog.clear()
+    ckpt = Checkpointer(folder, use_async=False)
+    with caplog.at_level("WARNING"), jax.log_compiles(True):
+        ckpt.save(1, state)
+        ckpt.wait()
+    logged = [r.getMessage() for r in caplog.records]
+    got, _ = ckpt.restore(1, state)
+    ckpt.close()
+    return [m for m in logged if "Finished XLA compilation" in m], got
+
+
+def test_small_replicated_shards_are_written_whole_large_ones_split(tmp_path, caplog, monkeypatch):
+    """A DDP state (every array replicated over 8 devices) whose per-replica slices are under
+    ``MIN_REPLICA_SLICE`` is written whole by its first replica: no per-replica ``slice``
+    program is compiled (orbax's CPU default compiled one per array and replica, about 6 s a
+    save). Over the threshold orbax splits the writes among the replicas, as before. Both
+    restore the saved values."""
+    from ttjax.ttml import checkpoint
+
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("dp",))
     replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
     state = {
         name: jax.device_put(np.arange(n * 8, dtype=np.float32).reshape(8, n) + i, replicated)
         for i, (name, n) in enumerate([("w", 16), ("b", 24), ("e", 40)])
     }
-    ckpt = Checkpointer(tmp_path / "ckpt", use_async=False)
-    with caplog.at_level("WARNING"), jax.log_compiles(True):
-        ckpt.save(1, state)
-        ckpt.wait()
-    compiled = [
-        r.getMessage() for r in caplog.records if "Finished XLA compilation" in r.getMessage()
-    ]
-    assert not [m for m in compiled if "slice" in m], compiled
-    got, _ = ckpt.restore(1, state)
+    small, got = _saved_with_compiles(tmp_path / "small", state, caplog)
+    assert not [m for m in small if "jit(slice)" in m], small
     for name, value in state.items():
         np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(value))
-    ckpt.close()
+    # 8 x 16 float32 = 512 bytes over 8 replicas: 64-byte slices, over a 64-byte threshold
+    monkeypatch.setattr(checkpoint, "MIN_REPLICA_SLICE", 64)
+    split, got = _saved_with_compiles(tmp_path / "split", state, caplog)
+    assert [m for m in split if "jit(slice)" in m], split
+    for name, value in state.items():
+        np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(value))

@@ -1,7 +1,7 @@
 """Sharded, asynchronous training checkpoints with orbax, verified on restore.
 
-Each shard is written once (``ocp.args.PyTreeSave``; a replicated one by its first replica) in
-a background thread while the next steps run. Orbax writes into a temporary directory and renames it into place only when
+Each shard is written once (``ocp.args.PyTreeSave``; a large replicated one split among its
+replicas, a small one by its first) in a background thread while the next steps run. Orbax writes into a temporary directory and renames it into place only when
 every file is complete, so a save cut short (a crash, a kill) leaves the previous step as the
 latest. Restoring takes the target shardings, so a run saved on 2x4 resumes on 1x8.
 
@@ -42,7 +42,9 @@ from jax import lax
 from ttjax.errors import CheckpointError, CheckpointMismatchError
 
 FORMAT = "ttjax-fingerprint-1"
-UNVERIFIED = "unverified"  # skipped checkpoints are moved into <directory>/unverified/<step>
+UNVERIFIED = "unverified"
+#: The smallest slice of a replicated shard that each replica writes (see ``_item_handlers``).
+MIN_REPLICA_SLICE = 4 << 20  # skipped checkpoints are moved into <directory>/unverified/<step>
 _SEEDS = (0x9E3779B9, 0x85EBCA77)
 _NO_FINGERPRINT = (
     "no fingerprint (written before ttjax verified checkpoints, or not by ttjax.ttml's "
@@ -51,16 +53,18 @@ _NO_FINGERPRINT = (
 
 
 def _item_handlers() -> dict[str, Any]:
-    """orbax's handlers for the three items of a step, with one change: a replicated array's
-    shards are written whole by replica 0 (orbax's single-replica mode, its default on GPUs).
-    Replica-parallel writing (its CPU default) slices each replicated shard with one eager
-    ``lax.slice`` per array and replica first, each a program to compile: about 6 s a save
-    for a small model on 8 devices, to split writes that take milliseconds."""
+    """orbax's handlers for the three items of a step, with one change: replicated shards are
+    split across their replicas for writing (orbax's replica-parallel mode, its CPU default)
+    only where each replica's slice is at least :data:`MIN_REPLICA_SLICE` bytes; smaller ones
+    are written whole by replica 0. Splitting slices each replicated shard with an eager
+    ``lax.slice`` per array and replica, each a program to compile: about 6 s a save for a
+    small model on 8 devices, to split writes that take milliseconds."""
     from orbax.checkpoint._src.metadata import array_metadata_store
 
     th = ocp.type_handlers
     arrays = th.ArrayHandler(
-        use_replica_parallel=False, array_metadata_store=array_metadata_store.Store()
+        min_slice_bytes_for_replica_parallel=MIN_REPLICA_SLICE,
+        array_metadata_store=array_metadata_store.Store(),
     )
     scalar = th.ScalarHandler()
     registry = th.create_type_handler_registry(

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -196,24 +197,26 @@ def _checkout_tests() -> None:
     _stand_in("datasets")
 
 
-def _verdict(mod: Any, call: Callable[[], None]) -> str:
-    """Run ``call`` (one of ``mod``'s test functions), recording each PCC its ``assert_with_pcc``
-    measures (tt-metal's ``tests/ttnn/utils_for_testing.py``); the test's own verdict, with them."""
+def _verdict(mod: Any, call: Callable[[], None], check: str = "assert_with_pcc") -> str:
+    """Run ``call`` (one of ``mod``'s test functions), recording each PCC its ``check`` measures
+    (tt-metal's ``assert_with_pcc`` of ``tests/ttnn/utils_for_testing.py``, or a model's own
+    ``comp_pcc``) at the check's own bar; the test's own verdict, with them."""
     found: list[str] = []
-    original = mod.assert_with_pcc
+    original = getattr(mod, check)
+    bar = inspect.signature(original).parameters["pcc"].default
 
-    def recorded(expected: Any, actual: Any, pcc: float = 0.9999) -> Any:
+    def recorded(expected: Any, actual: Any, pcc: float = bar) -> Any:
         if tuple(expected.shape) == tuple(actual.shape):  # else the test's own check says so
             found.append(f"{harness.pcc(expected, actual):.5f} (bar {pcc})")
         return original(expected, actual, pcc)
 
-    mod.assert_with_pcc = recorded
+    setattr(mod, check, recorded)
     try:
         call()
     except Exception as e:  # the test's own verdict: report it with the PCCs measured
         return f"fails: {harness.first_failing_call(e)}; PCC {_summary(found) or '-'}"
     finally:
-        mod.assert_with_pcc = original
+        setattr(mod, check, original)
     return "passes: PCC " + _summary(found)
 
 
@@ -490,29 +493,18 @@ def _siglip(mesh: tuple[int, int]) -> Callable[[], str]:
         config = transformers.Gemma3Config(vision_config=GEMMA3_SIGLIP, **eager)
         transformers.AutoConfig.from_pretrained = staticmethod(lambda *_, **__: config)  # type: ignore[method-assign]
         mod: Any = importlib.import_module("models.demos.siglip.tests.test_attention")
+        import ttnn
+
         from models.demos.siglip.tt.attention import siglip_attention_ttnn
 
-        found: list[str] = []
-        original = mod.comp_pcc
-
-        def comp_pcc(golden: Any, calculated: Any, pcc: float = 0.99) -> Any:
-            passed, measured = original(golden, calculated, pcc)
-            found.append(f"{float(measured):.5f} (bar {pcc})")
-            return passed, measured
-
-        mod.comp_pcc = comp_pcc
         device = _open(mesh)
         _reset_seeds()
         try:
-            mod.test_attention(mesh_device=device, attention_func=siglip_attention_ttnn,
-                               model_location_generator=None, is_ci_env=False)  # fmt: skip
-        except BaseException as e:  # its failure is ``assert False``: report the PCC it measured
-            return f"fails: {harness.first_failing_call(e)}; PCC {_summary(found) or '-'}"
+            return _verdict(mod, lambda: mod.test_attention(
+                mesh_device=device, attention_func=siglip_attention_ttnn,
+                model_location_generator=None, is_ci_env=False), check="comp_pcc")  # fmt: skip
         finally:
-            import ttnn
-
             ttnn.close_mesh_device(device)
-        return "passes: PCC " + _summary(found)
 
     return run
 

@@ -22,7 +22,11 @@ DIM, FFN, EXPERTS, TOKENS, GROUPS = 16, 32, 8, 16, 8  # TOKENS per data device (
 # (top_k, capacity_factor): None drops nothing; the others give 4 slots per expert for both k.
 CASES = [(1, None), (2, None), (1, 2.0), (2, 1.0)]
 # Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+FAST_COMPILE = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def _config(top_k, cf):

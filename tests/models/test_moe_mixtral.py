@@ -16,7 +16,11 @@ from ttjax.inspect import inspect, report_compiled
 
 PROMPT, NEW = 6, 5
 # Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+FAST_COMPILE = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 @pytest.mark.torch

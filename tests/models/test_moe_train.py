@@ -29,7 +29,11 @@ from ttjax.plan import ParallelDims
 
 STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
 # Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+FAST_COMPILE = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 @pytest.mark.parametrize(

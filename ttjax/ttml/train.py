@@ -481,16 +481,20 @@ class BaseTrainStep(ABC):
                 cache.clear()
         return self._step(state, placed)
 
-    def compiled(self, state: TrainState, tokens: Any) -> Any:
+    def compiled(
+        self, state: TrainState, tokens: Any, compiler_options: dict[str, Any] | None = None
+    ) -> Any:
         """The compiled step for ``state`` and ``tokens`` (jit's own lowering of them, so its
         cost analysis is the program that runs): what the trainer counts FLOPs in and the
         memory preflight (``ttjax.ttml.memory``) sizes. ``state`` and ``tokens`` may be sharded
-        ``jax.ShapeDtypeStruct``\\ s (``abstract_inputs``); one compile per token shape is kept."""
+        ``jax.ShapeDtypeStruct``\\ s (``abstract_inputs``); one compile per token shape is kept,
+        and the step runs it. ``compiler_options`` go to XLA as in ``jax.stages.Lowered.compile``
+        (e.g. ``{"xla_cpu_use_fusion_emitters": True}``), for the first compile of a shape."""
         placed = tokens if isinstance(tokens, jax.ShapeDtypeStruct) else self._put_batch(tokens)
         key = (tuple(placed.shape), str(placed.dtype))
         cache: dict[Any, Any] = self.__dict__.setdefault("_compiled_steps", {})
         if key not in cache:
-            cache[key] = self._step.lower(state, placed).compile()
+            cache[key] = self._step.lower(state, placed).compile(compiler_options)
         return cache[key]
 
     def grads(self, params: Any, tokens: Any) -> tuple[Any, Any]:

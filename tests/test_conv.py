@@ -343,6 +343,22 @@ def test_conv2d_takes_a_host_input_with_channels_padded_past_in_channels():
     _same_on_every_device(out, _nhwc_flat(F.conv2d(x, wt, padding=1)).numpy(), tol=1e-4)
 
 
+def test_conv2d_pads_a_weight_of_fewer_input_channels_with_zeros():
+    """segformer pads 3 image channels to 8 on device and passes in_channels=8 with the 3-channel
+    weight: TT-NN pads the weight's channels with zeros, so channels 3..7 never count."""
+    mesh = mesh_of((1, 2))
+    x, wt = _rand(1, 8, 5, 5), _rand(4, 3, 3, 3)
+    kw = dict(in_channels=8, out_channels=4, batch_size=1, input_height=5, input_width=5,
+              kernel_size=[3, 3], padding=[1, 1], device=mesh)  # fmt: skip
+    host_w = ttnn.from_torch(wt)
+    out = ttnn.conv2d(input_tensor=ttnn.from_torch(_nhwc_flat(x), dtype=ttnn.float32),
+                      weight_tensor=host_w, dtype=ttnn.float32, **kw)  # fmt: skip
+    _same_on_every_device(out, _nhwc_flat(F.conv2d(x[:, :3], wt, padding=1)).numpy(), tol=1e-4)
+    with pytest.raises(ttnn.ShapeMismatchError, match="does not match"):
+        ttnn.conv2d(input_tensor=ttnn.from_torch(_nhwc_flat(x)), weight_tensor=host_w,
+                    **dict(kw, in_channels=2))  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "k, stride, padding, out_pad, dilation, groups",
     [((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), 1), ((3, 3), (2, 1), (1, 0), (1, 0), (1, 2), 2)],

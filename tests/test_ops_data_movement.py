@@ -338,6 +338,21 @@ def test_pad_to_an_output_shape_from_a_start_as_tt_nn():
         ttnn.pad(x, [1, 2, 8, 12], [0, 1, 0, 0], 0.0)
 
 
+def test_pad_of_a_host_tensor_keeps_its_logical_shape_as_tt_nn():
+    """TT-NN pads a host tensor's storage only (segformer pads 3 image channels to 8 so): the
+    values and logical shape stay; a device tensor grows. Padding before the values is refused."""
+    x = np.random.default_rng(5).standard_normal((1, 4, 4, 3)).astype(np.float32)
+    host = ttnn.from_torch(x, dtype=ttnn.float32, layout=ttnn.ROW_MAJOR_LAYOUT)
+    y = ttnn.pad(host, [1, 4, 4, 8], [0, 0, 0, 0], 0)
+    assert tuple(y.shape) == (1, 4, 4, 3)
+    np.testing.assert_array_equal(ttnn.to_torch(y).numpy(), x)
+    grown = ttnn.pad(ttnn.to_device(host, mesh_of((1, 1))), [1, 4, 4, 8], [0, 0, 0, 0], 0)
+    want = np.pad(x, ((0, 0), (0, 0), (0, 0), (0, 5)))
+    np.testing.assert_array_equal(ttnn.to_torch(grown).numpy(), want)
+    with pytest.raises(ttnn.ShapeMismatchError, match="host tensor starts past 0"):
+        ttnn.pad(host, [1, 4, 4, 8], [0, 0, 0, 2], 0)
+
+
 def test_repeat_takes_tt_nns_keyword_and_a_shape():
     """``ttnn.repeat(x, repeat_dims=ttnn.Shape(...))``, as deepseek_v3's RepeatConfig calls it."""
     x = np.arange(6, dtype=np.float32).reshape(1, 2, 1, 3)

@@ -151,6 +151,7 @@ def test_tp_decode_step_has_two_all_reduces_per_layer():
     # No loop of layers in the unrolled program: under the suite's compile flags (XLA's CPU loop
     # emitters, tests/conftest.py) each KV-cache scatter is a loop over the batch's 8 rows, with
     # no collective and no matmul; XLA's default emitters make no loop at all.
+    assert unrolled.layer_loop is None
     for loop in unrolled.loops:
         assert loop.trip_count == 8 and loop.flops_per_iteration < 100, loop
         assert not any(loop.collectives_per_iteration.values()), loop

@@ -3,8 +3,11 @@ video transformers and SD3.5-Large's transformer (attention, whole transformer b
 encoder and decoder (``models/demos/whisper``, 1x2), sentence_bert's BERT-base modules and ViT
 (one device); DistilBERT question answering (``models/demos/distilbert``, one device, and its
 wormhole twin on 1x2), SqueezeBERT's grouped-conv modules up to the QA model
-(``models/demos/squeezebert``, one device) and SigLIP's attention (``models/demos/siglip``,
-1x2): each one of tt-metal's own test functions called unchanged with small shapes.
+(``models/demos/squeezebert``, one device), SigLIP's attention (``models/demos/siglip``,
+1x2), tiny BERT's modules and QA model (``models/demos/bert_tiny``, one device, and its wormhole
+twin on 1x2) and SegFormer-B0's modules up to the segmentation and classification models
+(``models/demos/segformer``, one device): each one of tt-metal's own test functions called
+unchanged with small shapes.
 
     TT_METAL_HOME=/tmp/ttm-full .venv-ttmetal/bin/python -m tests.real_models.unpointed [--case NAME]
 
@@ -27,12 +30,17 @@ config.json values are written here and the models built with random weights; th
 ``tests/ttnn/utils_for_testing.py`` (a full checkout). So do DistilBERT's and SqueezeBERT's,
 whose tests live in ``tests/ttnn/integration_tests/`` (checkpoints
 ``distilbert-base-uncased-distilled-squad``, ``squeezebert/squeezebert-uncased``), and SigLIP's
-(``$HF_MODEL``: ``google/gemma-3-27b-it``'s vision config, as gemma3's README names it).
+(``$HF_MODEL``: ``google/gemma-3-27b-it``'s vision config, as gemma3's README names it), tiny
+BERT's (``mrm8488/bert-tiny-finetuned-squadv2``) and SegFormer's (its tests' ``load_torch_model``
+reads ``nvidia/segformer-b0-finetuned-ade-512-512`` and ``nvidia/mit-b0``; the configurations
+are the checkout's ``models/demos/segformer/configs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import importlib
 import inspect
 import sys
@@ -509,6 +517,164 @@ def _siglip(mesh: tuple[int, int]) -> Callable[[], str]:
     return run
 
 
+# mrm8488/bert-tiny-finetuned-squadv2's config.json (bert_tiny's tests): 2 layers of 128, 2 heads.
+BERT_TINY: dict[str, Any] = dict(vocab_size=30522, hidden_size=128, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=512,
+                                 max_position_embeddings=512, type_vocab_size=2,
+                                 attn_implementation="eager")  # fmt: skip
+
+
+def _bert_tiny(test: str, mesh: tuple[int, int] | None = None) -> Callable[[], str]:
+    """One of ``tests/ttnn/integration_tests/bert_tiny/test_bert_tiny.py``'s tests (they run
+    ``models/demos/bert_tiny``'s functions) on one device opened as its ``device_params`` ask, or
+    its ``_wh`` twin (``models/demos/wormhole/bert_tiny``, batch split over ``mesh``, weights
+    replicated), unchanged, at their parametrization (batch 8, 128 tokens), the checkpoint's
+    configuration with random weights."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        # a new config each call: the QA test sets ``num_hidden_layers`` on the one it reads
+        transformers.BertConfig.from_pretrained = staticmethod(  # type: ignore[method-assign]
+            lambda *_, **__: transformers.BertConfig(**BERT_TINY)
+        )
+        qa = transformers.BertForQuestionAnswering
+
+        def random_qa(*_: Any, config: Any = None, **__: Any) -> Any:
+            # a copy, as from_pretrained copies the config it is given (the QA test changes
+            # ``num_hidden_layers`` on its own after the load: the model keeps its 2 layers)
+            own = copy.deepcopy(config) if config else transformers.BertConfig(**BERT_TINY)
+            return _seeded(lambda: qa(own))
+
+        qa.from_pretrained = staticmethod(random_qa)  # type: ignore[method-assign]
+        name = "bert_tiny.test_bert_tiny" + ("_wh" if mesh else "")
+        mod: Any = importlib.import_module(INTEGRATION + name)
+        import ttnn
+
+        available = ttnn.GetNumAvailableDevices
+        params: dict[str, Any] = dict(reset_seeds=None)
+        if "model_name" in inspect.signature(getattr(mod, test)).parameters:
+            params.update(model_name="mrm8488/bert-tiny-finetuned-squadv2", sequence_size=128,
+                          num_hidden_layers=1)  # fmt: skip
+        else:
+            params["model_location_generator"] = lambda name, **_: name
+        if mesh is None:
+            params["batch_size"] = 8
+            device = params["device"] = ttnn.open_device(device_id=0, l1_small_size=24576)
+        else:  # the N300 the ``_wh`` test is for: it doubles the batch where 2 devices are found
+            ttnn.GetNumAvailableDevices = lambda: mesh[0] * mesh[1]
+            device = params["mesh_device"] = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
+        _reset_seeds()
+        try:
+            return _verdict(mod, lambda: getattr(mod, test)(**params))
+        finally:
+            ttnn.close_mesh_device(device)
+            ttnn.GetNumAvailableDevices = available
+
+    return run
+
+
+def _parametrizations(test: Callable[..., Any]) -> list[dict[str, Any]]:
+    """Every parameter set ``test``'s ``pytest.mark.parametrize`` marks list (their product),
+    but the ``device_params`` its device fixture reads."""
+    import itertools
+
+    axes = []
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name != "parametrize" or mark.args[0] == "device_params":
+            continue
+        names = [n.strip() for n in mark.args[0].split(",") if n.strip()]
+        axes.append([dict(zip(names, v if len(names) > 1 else (v,))) for v in mark.args[1]])
+    return [{k: v for d in combo for k, v in d.items()} for combo in itertools.product(*axes)]
+
+
+def _photo() -> Any:
+    """What the segformer model tests download (a COCO photo, 640x480; the cats-image data set):
+    a fixed random RGB picture of that size, as ``requests.get(url).raw`` and as that data set."""
+    import io
+    import types
+
+    import numpy
+    from PIL import Image
+
+    pixels = numpy.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=numpy.uint8)
+    png = io.BytesIO()
+    Image.fromarray(pixels).save(png, format="PNG")
+    image = Image.open(io.BytesIO(png.getvalue()))
+    return types.SimpleNamespace(
+        get=lambda *_, **__: types.SimpleNamespace(raw=io.BytesIO(png.getvalue())),
+        load_dataset=lambda *_, **__: {"train": {"image": [image]}},
+    )
+
+
+def _segformer(module: str, test: str) -> Callable[[], str]:
+    """One of ``models/demos/segformer/tests/pcc``'s test functions, unchanged, on one device
+    opened as its ``device_params`` ask, at every parametrization it lists (each of the four
+    encoder stages), worst PCC reported. Its ``load_torch_model`` reads the weights of
+    ``SegformerForSemanticSegmentation.from_pretrained`` (``SegformerForImageClassification``'s
+    for the classifier), which builds the model here at the checkout's
+    ``configs/segformer_semantic_config.json`` (segformer-b0-finetuned-ade-512-512's, MiT-b0:
+    stages 32, 64, 160, 256 wide; ``segformer_img_classification_config.json`` for mit-b0) with
+    random weights; the image processors are ``SegformerImageProcessor()``'s defaults (512x512,
+    ImageNet's mean and std; the released preprocessor configs are not here) and the picture
+    :func:`_photo`'s."""
+
+    def run() -> str:
+        import transformers
+
+        _checkout_tests()
+        from models.demos.segformer.common import load_config
+
+        models = ((transformers.SegformerForSemanticSegmentation, "semantic"),
+                  (transformers.SegformerForImageClassification, "img_classification"))  # fmt: skip
+        for cls, name in models:
+            cls.from_pretrained = staticmethod(  # type: ignore[method-assign]
+                lambda *_, cls=cls, name=name, **__: _seeded(
+                    lambda: cls(load_config(f"configs/segformer_{name}_config.json")))
+            )  # fmt: skip
+        for processor in (transformers.SegformerImageProcessor, transformers.AutoImageProcessor):
+            processor.from_pretrained = staticmethod(  # type: ignore[method-assign]
+                lambda *_, **__: transformers.SegformerImageProcessor()
+            )
+        mod: Any = importlib.import_module(f"models.demos.segformer.tests.pcc.{module}")
+        for download in ("requests", "load_dataset"):  # the test module's own names only
+            if hasattr(mod, download):
+                photo = _photo()
+                setattr(mod, download, photo if download == "requests" else photo.load_dataset)
+        fn = getattr(mod, test)
+        device_params = [m.args[1][0] for m in fn.pytestmark if m.args[0] == "device_params"]
+        import ttnn
+
+        device = ttnn.open_device(device_id=0, **(device_params[0] if device_params else {}))
+        _reset_seeds()
+
+        def every() -> None:
+            for params in _parametrizations(fn):
+                fn(device=device, model_location_generator=None, **params)
+
+        try:
+            return _verdict(mod, every)
+        finally:
+            ttnn.close_device(device)
+
+    return run
+
+
+# bert_tiny_<part>[_n300]: test_bert_tiny[_wh].py's test function
+BERT_TINY_TESTS = (("attention", "test_bert_attention_inference"),
+                   ("intermediate", "test_bert_intermediate_inference"),
+                   ("output", "test_bert_output_inference"), ("layer", "test_bert_layer_inference"),
+                   ("qa", "test_bert_for_question_answering"))  # fmt: skip
+# segformer_<part>: the test function of segformer's tests/pcc/test_segformer_<part>.py
+SEGFORMER_TESTS = tuple((part, "test_segformer_" + test) for part, test in (
+    ("efficient_selfattention", "efficient_selfattention"), ("selfoutput", "selfoutput"),
+    ("attention", "attention"), ("mix_ffn", "mix_ffn"), ("mlp", "mlp"), ("dwconv", "dw_conv"),
+    ("overlap_path_embeddings", "overlap_patch_embeddings"), ("layer", "layer"),
+    ("decode_head", "decode_head"), ("encoder", "encoder"), ("model", "model"),
+    ("for_semantic_segmentation", "for_semantic_segmentation"),
+    ("for_image_classification", "image_classificaton")))  # fmt: skip
+
 CASES: dict[str, Callable[[], Callable[[], str]]] = {
     "mochi_attention": lambda: _mochi("test_mochi_attention", False),
     "mochi_attention_context_pre_only": lambda: _mochi("test_mochi_attention", True),
@@ -576,6 +742,15 @@ CASES: dict[str, Callable[[], Callable[[], str]]] = {
     "squeezebert_model": lambda: _squeezebert("test_squeezebert_model"),
     "squeezebert_qa": lambda: _squeezebert("test_squeezebert_for_question_answering"),
     "siglip_attention": lambda: _siglip((1, 2)),
+    **{
+        f"bert_tiny_{part}{suffix}": functools.partial(_bert_tiny, test, mesh)
+        for part, test in BERT_TINY_TESTS
+        for suffix, mesh in (("", None), ("_n300", (1, 2)))
+    },
+    **{
+        f"segformer_{part}": functools.partial(_segformer, f"test_segformer_{part}", test)
+        for part, test in SEGFORMER_TESTS
+    },
 }
 
 

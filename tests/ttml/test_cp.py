@@ -221,7 +221,8 @@ def test_shipped_cp_config_trains_two_steps_through_the_cli(
     argv = ["--config", str(path), "--max-steps", "2", "--no-progress", "--out", str(tmp_path)]
     assert cli(argv) == 0
     out = capsys.readouterr().out.splitlines()
-    assert banner in out[0], out[0]
+    line = next(line for line in out if " on mesh " in line)  # after the preflight's memory line
+    assert banner in line, line
     summary = json.loads(out[-1])
     assert np.isfinite(summary["final_loss"]) and summary["mesh_shape"] == list(
         doc["device_config"]["mesh_shape"]

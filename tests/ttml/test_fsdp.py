@@ -292,7 +292,7 @@ def _cli(path: Path, out: Path, *extra: str) -> list[float]:
 def test_fsdp8_checkpoint_resumes_onto_ddp8(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TT_MESH_GRAPH_DESC_PATH", "t3k_1x8_mesh_graph_descriptor.textproto")
     whole = _cli(_yaml(tmp_path, "whole", tmp_path / "c0", fsdp=True), tmp_path / "o0")
-    banner = capsys.readouterr().out.splitlines()[0]
+    banner = next(line for line in capsys.readouterr().out.splitlines() if " on mesh " in line)
     assert "on mesh [1, 8]: DDP off, FSDP 8 over mesh axis 'fsdp', TP off, PP off" in banner
     ckpt = tmp_path / "c1"
     first = _cli(_yaml(tmp_path, "fsdp", ckpt, fsdp=True), tmp_path / "o1", "--max-steps", "3")

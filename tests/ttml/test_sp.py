@@ -439,7 +439,7 @@ def test_shipped_sp_config_trains_through_the_cli_as_tp_alone(tmp_path, capsys):
         argv = ["--config", str(path), "--max-steps", "2", "--no-progress"]
         assert nanogpt_train.cli([*argv, "--out", str(run_dir)]) == 0
         out = capsys.readouterr().out.splitlines()
-        summaries[name] = (out[0], json.loads(out[-1]))
+        summaries[name] = (next(x for x in out if " on mesh " in x), json.loads(out[-1]))
     banner, sp_run = summaries["training_nanogpt_tp_ddp_sp.yaml"]
     assert "SP over mesh axis 'tp'" in banner, banner
     tp_run = summaries["training_nanogpt_tp_ddp.yaml"][1]

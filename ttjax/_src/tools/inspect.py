@@ -138,8 +138,20 @@ class ProgramReport:
 
     @property
     def layer_loop(self) -> LoopReport | None:
-        """The outermost loop with a known trip count > 1 (a scan over layers), if any."""
-        outer = [lp for lp in self.loops if lp.depth == 0 and (lp.trip_count or 0) > 1]
+        """The outermost loop with a known trip count > 1 (a scan over layers), if any. A loop
+        that carries no collective and holds under 1% of the step's FLOPs is not one: XLA's CPU
+        loop emitters make such loops of single ops (a scatter's rows)."""
+        outer = [
+            lp
+            for lp in self.loops
+            if lp.depth == 0
+            and (lp.trip_count or 0) > 1
+            and (
+                not self.flops
+                or any(lp.collectives_per_iteration.values())
+                or (lp.flops_per_iteration or 0.0) * (lp.trip_count or 0) >= 0.01 * self.flops
+            )
+        ]
         return max(outer, key=lambda lp: lp.trip_count or 0, default=None)
 
     def to_dict(self, include_text: bool = False) -> dict[str, Any]:

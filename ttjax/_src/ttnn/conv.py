@@ -246,10 +246,14 @@ def _is_prepared(t: Tensor) -> bool:
     )
 
 
-def _weight_matrix(w: np.ndarray, groups: int) -> np.ndarray:
+def _weight_matrix(w: np.ndarray, groups: int, in_channels: int) -> np.ndarray:
     """OIHW weights -> TT-NN's weight matrix ``[1, 1, kh*kw*in, out]`` (rows in (kh, kw, in) order,
     to_weight_tile_layout), groups spread block-diagonally over the full input channels as
-    ``convert_conv_weight_tensor_to_grouped_layout`` does (prepare_conv2d_weights.cpp)."""
+    ``convert_conv_weight_tensor_to_grouped_layout`` does (prepare_conv2d_weights.cpp); an
+    ungrouped weight of fewer input channels than ``in_channels`` gets zeros for the rest, as
+    TT-NN pads a weight's own channels (segformer pads 3 image channels to 8, weights 3)."""
+    if groups == 1 and w.shape[1] < in_channels:
+        w = np.pad(w, ((0, 0), (0, in_channels - w.shape[1]), (0, 0), (0, 0)))
     oc, icg, kh, kw = w.shape
     if groups > 1:
         full = np.zeros((oc, icg * groups, kh, kw), w.dtype)
@@ -283,7 +287,10 @@ def _check_host_weight(
         want, form = (in_channels, out_channels // groups, k[0], k[1]), "ConvTranspose2d's IOHW"
     else:
         want, form = (out_channels, in_channels // groups, k[0], k[1]), "Conv2d's OIHW"
-    if tuple(w._shape) != want:
+    got = tuple(w._shape)
+    same_rest = (got[0], *got[2:]) == (want[0], *want[2:])
+    fewer_in = not iohw and groups == 1 and got[1] < want[1] and same_rest
+    if got != want and not fewer_in:  # fewer input channels: zeros for the rest, as TT-NN pads
         raise ShapeMismatchError(
             f"ttnn.{op}: weight shape {list(w._shape)} does not match out_channels="
             f"{out_channels}, in_channels={in_channels}, groups={groups}, kernel_size={list(k)}: "
@@ -338,9 +345,9 @@ def _per_device(t: Tensor, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
 
 
 def _prepare_weight(
-    op: str, w: Tensor, device: MeshDevice, groups: int, wdtype: DataType | None
+    op: str, w: Tensor, device: MeshDevice, groups: int, wdtype: DataType | None, in_channels: int
 ) -> Tensor:
-    host = _per_device(w, lambda a: _weight_matrix(a.astype(np.float32), groups))
+    host = _per_device(w, lambda a: _weight_matrix(a.astype(np.float32), groups, in_channels))
     dev = to_device(host, device)
     dtype = wdtype if wdtype is not None else w._dtype
     return typecast(dev, dtype) if dtype is not dev._dtype else dev
@@ -440,7 +447,7 @@ def prepare_conv_weights(
     _check_groups(op, in_channels, out_channels, groups)
     k = _pair(op, "kernel_size", kernel_size)
     _check_host_weight(op, weight_tensor, out_channels, in_channels, groups, (k[0], k[1]))
-    return _prepare_weight(op, weight_tensor, device, groups, config.weights_dtype)
+    return _prepare_weight(op, weight_tensor, device, groups, config.weights_dtype, in_channels)
 
 
 def prepare_conv_bias(
@@ -709,7 +716,7 @@ def _conv2d(
         _check_host_weight(op, wt, oc, ic, g, (kh, kw), transpose is not None)
         if transpose is not None:
             wt = _transposed_weight(wt, g, transpose[1])
-        wt = _prepare_weight(op, wt, mesh, g, config.weights_dtype)
+        wt = _prepare_weight(op, wt, mesh, g, config.weights_dtype, ic)
     bt = bias_tensor
     if bt is not None and bt._storage is not StorageType.DEVICE:
         bt = _prepare_bias(op, bt, mesh, oc, config.weights_dtype)

@@ -682,7 +682,8 @@ def pad(
     data_movement/pad/pad_pybind.cpp): ``pad(x, padding, value)`` with (before, after) per dim,
     leading dims optional; and ``pad(x, output_padded_shape, input_tensor_start, value)``: x
     placed at ``input_tensor_start`` inside a tensor of ``output_padded_shape`` (Falcon-7B's
-    decode attention pads its query heads this way).
+    decode attention pads its query heads this way). A host tensor keeps its logical shape and
+    values: TT-NN pads only its storage (see :func:`_pad_host`).
 
     >>> ttnn.pad(x, ((0, 0), (0, 0), (0, 16), (0, 0)), 0.0).shape
     Shape([1, 1, 48, 32])
@@ -718,6 +719,8 @@ def pad(
             "hold the input at input_tensor_start."
         )
     pairs = [(0, 0)] * (rank - len(pairs)) + pairs
+    if isinstance(input_tensor, Tensor) and input_tensor._storage is StorageType.HOST:
+        return _pad_host(input_tensor, pairs)
     key = tuple(pairs)
 
     def fn(x: Any, v: Any) -> Any:
@@ -726,6 +729,22 @@ def pad(
     return run_op(
         "pad", fn, [input_tensor], static=key, scalars=(value,), memory_config=memory_config
     )
+
+
+def _pad_host(t: Tensor, pairs: list[tuple[int, ...]]) -> Tensor:
+    """TT-NN pads a host tensor's storage only (``Tensor::pad``, which ``pad.cpp`` calls off
+    device): its padded shape grows, its logical shape and values stay, and those are what a
+    ttjax tensor holds (segformer pads 3 image channels to 8 so, then reads ``shape[3]`` as the
+    conv's ``in_channels``); a tile-layout one comes back as it was, as TT-NN returns it."""
+    if t._data is None:
+        raise deallocated_error("ttnn.pad", t)
+    if t._layout is Layout.ROW_MAJOR and any(before for before, _ in pairs):
+        raise ShapeMismatchError(
+            f"ttnn.pad: padding {pairs} of a host tensor starts past 0; TT-NN keeps a host "
+            "tensor's logical shape and pads only its storage, where that would move the values."
+            "\nfix: ttnn.to_device(t, device) first, or pad only after each dim."
+        )
+    return Tensor(t._data, t._spec)
 
 
 def _same_placements(tensors: Sequence[Tensor], shapes: Any) -> list[tuple[Placement, ...]]:

@@ -58,8 +58,15 @@ format: $(STAMP)
 # writing it off (PYTHONDONTWRITEBYTECODE), instead of compiling ~400 modules again each time.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
-test: lint
-	$(PYTEST) -q -m "not slow" -n 2 --dist loadfile --durations=20
+# The lint gates run beside the tests, not before them: mypy and import-linter keep one core busy
+# for half a minute, while the tests can use both. `make test` fails if either fails; the gates'
+# output follows the tests'.
+test: $(STAMP)
+	@gates=$$(mktemp); ( $(PY) -m ruff check . && $(PY) -m ruff format --check . && \
+	  $(VENV)/bin/lint-imports && $(PY) -m mypy ) > $$gates 2>&1 & lint=$$!; \
+	$(PYTEST) -q -m "not slow" -n 2 --dist loadfile --durations=20; tests=$$?; \
+	wait $$lint; gated=$$?; echo "lint gates (ruff, import-linter, mypy):"; cat $$gates; rm -f $$gates; \
+	[ $$tests -eq 0 ] && [ $$gated -eq 0 ]
 
 test-all: lint
 	$(PYTEST) -q -n 2 --dist loadfile

@@ -57,13 +57,34 @@ def pytest_configure(config: pytest.Config) -> None:
             settings.load_profile("ttjax-fast")
 
 
-# The longest files start first, so that two xdist workers (`--dist loadfile`) end together
-# instead of one finishing a long file alone.
+# The longest files start first, longest to shortest (CPU seconds in `make test`, measured), so
+# that two xdist workers (`--dist loadfile`) end together on short files instead of one finishing
+# a long file alone; the multi-process launch starts before the README's commands, its peer.
 LONGEST_FIRST = (
     "tests/distributed/test_train_cli_multiprocess.py",
     "tests/test_readme_commands.py",
     "tests/ttml/test_checkpoint_faults.py",
+    "tests/test_ops_pointwise.py",
+    "tests/distributed/test_faults.py",
+    "tests/test_ops_data_movement.py",
+    "tests/models/test_llama.py",
+    "tests/test_ops_reduction.py",
+    "tests/ttml/test_checkpoint.py",
+    "tests/test_ops_transformer.py",
+    "tests/test_kernels.py",
+    "tests/test_ccl.py",
+    "tests/ttml/test_cli.py",
+    "tests/distributed/test_bigmesh.py",
+    "tests/test_dispatch.py",
+    "tests/ttml/test_autodiff.py",
+    "tests/models/test_nanogpt.py",
     "tests/ttml/test_memory.py",
+    "tests/test_distribute.py",
+    "tests/models/test_llama_reference.py",
+    "tests/ttml/test_pipeline.py",
+    "tests/ttml/test_ring_attention.py",
+    "tests/test_doctests.py",
+    "tests/distributed/test_resume.py",
 )
 
 

@@ -40,11 +40,12 @@ ttmetal-venv: $(TTMETAL_STAMP)
 demo: $(STAMP)
 	$(PY) -m models.llama.demo --mesh galaxy --mode hybrid --submesh 2x4 --trace
 
-lint: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(VENV)/bin/lint-imports
+# The lint gates, in turn: the first to fail stops them.
+LINT = $(PY) -m ruff check . && $(PY) -m ruff format --check . && $(VENV)/bin/lint-imports && \
 	$(PY) -m mypy
+
+lint: $(STAMP)
+	$(LINT)
 
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict
@@ -62,8 +63,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # for half a minute, while the tests can use both. `make test` fails if either fails; the gates'
 # output follows the tests'.
 test: $(STAMP)
-	@gates=$$(mktemp); ( $(PY) -m ruff check . && $(PY) -m ruff format --check . && \
-	  $(VENV)/bin/lint-imports && $(PY) -m mypy ) > $$gates 2>&1 & lint=$$!; \
+	@gates=$$(mktemp); ( $(LINT) ) > $$gates 2>&1 & lint=$$!; \
 	$(PYTEST) -q -m "not slow" -n 2 --dist loadfile --durations=20; tests=$$?; \
 	wait $$lint; gated=$$?; echo "lint gates (ruff, import-linter, mypy):"; cat $$gates; rm -f $$gates; \
 	[ $$tests -eq 0 ] && [ $$gated -eq 0 ]

@@ -9,13 +9,17 @@ import tempfile
 os.environ.setdefault("TTJAX_NUM_DEVICES", "32")
 # Tests compile hundreds of small programs and run each a few times: XLA's cheapest CPU backend
 # settings halve the suite's compile time, and its older loop emitters (instead of the MLIR fusion
-# emitters) halve it again. Benchmarks and user code keep XLA's defaults.
-_FAST_COMPILE = (
-    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    " --xla_cpu_use_fusion_emitters=false"
-)
+# emitters) halve it again. They reach every compile as XLA_FLAGS (the children's too); a test
+# that compiles with its own options passes these (``compile(FAST_COMPILE)``). Benchmarks and user
+# code keep XLA's defaults.
+FAST_COMPILE = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+    _flags = " ".join(f"--{k}={str(v).lower()}" for k, v in FAST_COMPILE.items())
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flags}".strip()
 # Many tests (and the CLIs and README commands they start as child processes) compile the same
 # programs again: one JAX compilation cache for the session, shared by the xdist workers and every
 # child through the environment, compiles each once. It starts empty and goes with the session.
@@ -59,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # The longest files start first, longest to shortest (CPU seconds in `make test`, measured), so
 # that two xdist workers (`--dist loadfile`) end together on short files instead of one finishing
-# a long file alone; the multi-process launch starts before the README's commands, its peer.
+# a long file alone; the multi-process launch goes first, its ranks running beside the other file.
 LONGEST_FIRST = (
     "tests/distributed/test_train_cli_multiprocess.py",
     "tests/test_readme_commands.py",

@@ -9,7 +9,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from conftest import mesh_of
+from conftest import FAST_COMPILE, mesh_of
 
 import ttjax as ttnn
 from models.moe.config import MoEConfig
@@ -21,12 +21,6 @@ from ttjax.inspect import report_compiled
 DIM, FFN, EXPERTS, TOKENS, GROUPS = 16, 32, 8, 16, 8  # TOKENS per data device (a GShard group)
 # (top_k, capacity_factor): None drops nothing; the others give 4 slots per expert for both k.
 CASES = [(1, None), (2, None), (1, 2.0), (2, 1.0)]
-# Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
 
 
 def _config(top_k, cf):

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 from _reference import pcc
-from conftest import mesh_of
+from conftest import FAST_COMPILE, mesh_of
 
 from models.llama.generate import Generator
 from models.moe.inspect_targets import all_to_all_table, mixtral_decode
@@ -15,12 +15,6 @@ from models.moe.mixtral import TtMixtral, load_mixtral_checkpoint, tiny_mixtral_
 from ttjax.inspect import inspect, report_compiled
 
 PROMPT, NEW = 6, 5
-# Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
 
 
 @pytest.mark.torch

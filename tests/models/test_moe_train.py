@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import optax
 import pytest
-from conftest import mesh_of
+from conftest import FAST_COMPILE, mesh_of
 
 import ttjax as ttnn
 from models.moe import demo
@@ -28,12 +28,6 @@ from models.moe.train import (
 from ttjax.plan import ParallelDims
 
 STEPS, ROWS, SEQ = 20, 2, 16  # ROWS sequences per data device
-# Tiny programs: skipping LLVM's expensive passes halves XLA's CPU compile time.
-FAST_COMPILE = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
 
 
 @pytest.mark.parametrize(

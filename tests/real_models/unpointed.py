@@ -376,6 +376,33 @@ def _reset_seeds() -> None:
     random.seed(213919)
 
 
+def _run_on(
+    mod: Any,
+    call: Callable[..., None],
+    params: dict[str, Any],
+    mesh: tuple[int, int] | None,
+    **device_params: Any,
+) -> str:
+    """``call(**params)`` (one of ``mod``'s test functions) on one device opened as its
+    ``device_params`` ask (its ``device`` fixture) or, with ``mesh``, on that mesh as its
+    ``mesh_device``, the device count it reads set to the mesh's (a ``_wh`` test doubles its batch
+    where it finds an N300's 2); seeded as tt-metal's conftest seeds it; the test's verdict."""
+    import ttnn
+
+    available = ttnn.GetNumAvailableDevices
+    if mesh is None:
+        device = params["device"] = ttnn.open_device(device_id=0, **device_params)
+    else:
+        ttnn.GetNumAvailableDevices = lambda: mesh[0] * mesh[1]
+        device = params["mesh_device"] = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
+    _reset_seeds()
+    try:
+        return _verdict(mod, lambda: call(**params))
+    finally:
+        ttnn.close_mesh_device(device)
+        ttnn.GetNumAvailableDevices = available
+
+
 def _word_tokenizer(words: str) -> Any:
     """An uncased WordPiece tokenizer standing in for the checkpoint's: BERT's special tokens at
     their ids ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102) and each word of ``words`` after them."""
@@ -412,24 +439,9 @@ def _distilbert(mesh: tuple[int, int] | None = None) -> Callable[[], str]:
             _stand_in("ttnn.torch_tracer")
         name = "distilbert.test_ttnn_distilbert" + ("_wh" if mesh else "")
         mod: Any = importlib.import_module(INTEGRATION + name)
-        import ttnn
-
-        available = ttnn.GetNumAvailableDevices
         params = dict(model_name="distilbert-base-uncased-distilled-squad", batch_size=8,
                       sequence_size=768, reset_seeds=None)  # fmt: skip
-        test = mod.test_distilbert_for_question_answering
-        if mesh is None:
-            device = ttnn.open_device(device_id=0)
-            params["device"] = device
-        else:  # the N300 the ``_wh`` test is for: it doubles the batch where 2 devices are found
-            ttnn.GetNumAvailableDevices = lambda: mesh[0] * mesh[1]
-            device = params["mesh_device"] = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
-        _reset_seeds()
-        try:
-            return _verdict(mod, lambda: test(**params))
-        finally:
-            ttnn.close_mesh_device(device)
-            ttnn.GetNumAvailableDevices = available
+        return _run_on(mod, mod.test_distilbert_for_question_answering, params, mesh)
 
     return run
 
@@ -464,18 +476,12 @@ def _squeezebert(test: str) -> Callable[[], str]:
             )
         mod: Any = importlib.import_module(INTEGRATION + "squeezebert.test_ttnn_squeezebert")
         import torch
-        import ttnn
 
         params: dict[str, Any] = dict(model_name="squeezebert/squeezebert-uncased", batch_size=8,
                                       sequence_size=384, reset_seeds=None)  # fmt: skip
         if "torch_dtype" in getattr(mod, test).__code__.co_varnames:
             params["torch_dtype"] = torch.bfloat16
-        device = ttnn.open_device(device_id=0, l1_small_size=16384)
-        _reset_seeds()
-        try:
-            return _verdict(mod, lambda: getattr(mod, test)(device=device, **params))
-        finally:
-            ttnn.close_device(device)
+        return _run_on(mod, getattr(mod, test), params, None, l1_small_size=16384)
 
     return run
 
@@ -550,9 +556,6 @@ def _bert_tiny(test: str, mesh: tuple[int, int] | None = None) -> Callable[[], s
         qa.from_pretrained = staticmethod(random_qa)  # type: ignore[method-assign]
         name = "bert_tiny.test_bert_tiny" + ("_wh" if mesh else "")
         mod: Any = importlib.import_module(INTEGRATION + name)
-        import ttnn
-
-        available = ttnn.GetNumAvailableDevices
         params: dict[str, Any] = dict(reset_seeds=None)
         if "model_name" in inspect.signature(getattr(mod, test)).parameters:
             params.update(model_name="mrm8488/bert-tiny-finetuned-squadv2", sequence_size=128,
@@ -561,16 +564,7 @@ def _bert_tiny(test: str, mesh: tuple[int, int] | None = None) -> Callable[[], s
             params["model_location_generator"] = lambda name, **_: name
         if mesh is None:
             params["batch_size"] = 8
-            device = params["device"] = ttnn.open_device(device_id=0, l1_small_size=24576)
-        else:  # the N300 the ``_wh`` test is for: it doubles the batch where 2 devices are found
-            ttnn.GetNumAvailableDevices = lambda: mesh[0] * mesh[1]
-            device = params["mesh_device"] = ttnn.open_mesh_device(ttnn.MeshShape(*mesh))
-        _reset_seeds()
-        try:
-            return _verdict(mod, lambda: getattr(mod, test)(**params))
-        finally:
-            ttnn.close_mesh_device(device)
-            ttnn.GetNumAvailableDevices = available
+        return _run_on(mod, getattr(mod, test), params, mesh, l1_small_size=24576)
 
     return run
 
@@ -644,19 +638,12 @@ def _segformer(module: str, test: str) -> Callable[[], str]:
                 setattr(mod, download, photo if download == "requests" else photo.load_dataset)
         fn = getattr(mod, test)
         device_params = [m.args[1][0] for m in fn.pytestmark if m.args[0] == "device_params"]
-        import ttnn
 
-        device = ttnn.open_device(device_id=0, **(device_params[0] if device_params else {}))
-        _reset_seeds()
-
-        def every() -> None:
+        def every(device: Any) -> None:
             for params in _parametrizations(fn):
                 fn(device=device, model_location_generator=None, **params)
 
-        try:
-            return _verdict(mod, every)
-        finally:
-            ttnn.close_device(device)
+        return _run_on(mod, every, {}, None, **(device_params[0] if device_params else {}))
 
     return run
 

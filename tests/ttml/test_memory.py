@@ -243,3 +243,41 @@ def test_pipelined_step_is_estimated_on_the_state_it_places(monkeypatch):
             memory.preflight(step, lambda mb: step, parts.params, batch, seq)
     finally:
         ctx.close_device()
+
+
+_FREED_BLOCK = """
+import ctypes, sys
+from ttjax.ttml import memory
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+pinned = memory.pin_mmap_threshold() if sys.argv[1] == "pin" else False
+big = libc.malloc(16 << 20); ctypes.memset(big, 1, 16 << 20); libc.free(big)  # raises glibc's
+block = libc.malloc(4 << 20); ctypes.memset(block, 1, 4 << 20)  # threshold unless pinned
+keep = libc.malloc(1024)  # above the block: the heap cannot shrink past it
+before = memory.current_rss()
+libc.free(block)
+print(pinned, (before - memory.current_rss()) >> 20)
+"""
+
+
+@pytest.mark.parametrize("how", ["pin", "default"])
+def test_pinned_mmap_threshold_returns_freed_blocks(how):
+    """A freed 4 MiB block leaves the process when the threshold is pinned; by default glibc,
+    having freed a 16 MiB mapping, keeps the next 4 MiB block in its heap after it is freed."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    out = subprocess.run(
+        [sys.executable, "-c", _FREED_BLOCK, how],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    assert out[0] == str(how == "pin")
+    assert (int(out[1]) >= 4) == (how == "pin"), out
+
+
+def test_pin_leaves_a_users_malloc_setting(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert memory.pin_mmap_threshold() is False

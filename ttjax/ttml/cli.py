@@ -502,6 +502,7 @@ def main(argv: Sequence[str] | None, *, build: Build, prog: str) -> int:
                 f"{VOCAB_LINE} (tokenizer: {data.vocab_size} tokens; transformer_config."
                 f"vocab_size {run.model.vocab_size} -> {vocab})"
             )
+        memory.pin_mmap_threshold()  # before the state: freed temporaries go back to the system
         parts = build(run, par, vocab)
         step = memory.preflight(  # every rank: it agrees the host figures over the processes
             train_step(run, par, parts, opt),

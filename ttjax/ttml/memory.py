@@ -50,6 +50,10 @@ HEADROOM = 0.9
 #: lowering) and, at the end, the checkpoint writer and the loss plot. About 0.25 GiB on every
 #: run measured, whatever the batch; it dominates small runs.
 RUNTIME = 1 << 28
+#: Blocks this large or larger get their own mappings (see :func:`pin_mmap_threshold`): XLA's
+#: activations and gradients are larger, its small per-op buffers stay in the heap.
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 GIB = float(1 << 30)
 _UNITS = {"": 1, "b": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
@@ -318,6 +322,27 @@ def plan(
     return step, est
 
 
+def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Serve blocks of ``threshold`` bytes and more from their own mappings, returned to the
+    system when freed (glibc's ``mallopt(M_MMAP_THRESHOLD)``; call it before the state is
+    placed). Left as it is where ``MALLOC_MMAP_THRESHOLD_`` is set or the C library is not
+    glibc; True when pinned.
+
+    By default glibc raises the threshold to each mapped block it frees, up to 32 MiB, so after
+    the first step the step's freed temporaries stay in the heap, where the next step's blocks
+    of other sizes do not fit the holes: NanoGPT 304M (tt-train's gpt2m) peaked at 1.79x the
+    compiled step's figure, 1.0x pinned (benchmarks/README.md).
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, int(threshold)))
+    except (OSError, AttributeError):
+        return False
+
+
 def release_free_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): the compiler's
     freed working memory would otherwise stay resident under the step's activations."""
@@ -346,6 +371,7 @@ __all__ = [
     "ENV_BUDGET",
     "ENV_CHECK",
     "ENV_MICRO",
+    "MMAP_THRESHOLD",
     "RUNTIME",
     "HostMemoryError",
     "MemoryEstimate",
@@ -357,6 +383,7 @@ __all__ = [
     "parse_bytes",
     "peak_rss",
     "pick_chunk",
+    "pin_mmap_threshold",
     "plan",
     "preflight",
     "refusal",

@@ -114,6 +114,11 @@ def test_donated_state_counts_once(tmp_path):
         assert est[False].alias == 0 and est[True].alias == state
         assert est[True].arguments == est[False].arguments
         assert est[False].state - est[True].state == 2 * state  # 2 devices, one state each
+        # a save holds the placed state (both replicas) and the writer's host copy of it (once);
+        # where that is more than the step's figure the excess joins the runtime
+        for e in est.values():
+            at_save = 2 * e.arguments + state
+            assert e.runtime == memory.RUNTIME + max(0, at_save - e.compiled)
     finally:
         ctx.close_device()
 

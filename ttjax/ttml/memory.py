@@ -48,7 +48,8 @@ HEADROOM = 0.9
 #: What a training run holds besides the step, measured (``benchmarks/bench_memory.py``): the
 #: compiler's working memory, the other programs (optimizer init, validation, the FLOP count's
 #: lowering) and, at the end, the checkpoint writer and the loss plot. About 0.25 GiB on every
-#: run measured, whatever the batch; it dominates small runs.
+#: run measured, whatever the batch; it dominates small runs. :func:`step_estimate` adds the
+#: checkpoint writer's host copy of the state where a save holds more than the step.
 RUNTIME = 1 << 28
 #: Blocks this large or larger get their own mappings (see :func:`pin_mmap_threshold`): XLA's
 #: activations and gradients are larger, its small per-op buffers stay in the heap.
@@ -146,7 +147,7 @@ class MemoryEstimate:
     temp: int  # per device: activations and other temporaries
     base: int  # the process before the state is placed
     micro_batch: int | None = None
-    runtime: int = RUNTIME  # the run's other programs, checkpoint writer and plot
+    runtime: int = RUNTIME  # the run's other programs, checkpoint writer and plot (step_estimate)
 
     @property
     def state(self) -> int:
@@ -186,8 +187,9 @@ def step_estimate(step: Any, params: Any, batch: int, seq: int, base: int) -> Me
     like = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
     state, tokens = step.abstract_inputs(like, batch, seq)
     m = step.compiled(state, tokens).memory_analysis()
-    return MemoryEstimate(
-        devices=local_devices(step.mesh),
+    devices = local_devices(step.mesh)
+    est = MemoryEstimate(
+        devices=devices,
         arguments=int(m.argument_size_in_bytes),
         outputs=int(m.output_size_in_bytes),
         alias=int(m.alias_size_in_bytes),
@@ -195,6 +197,12 @@ def step_estimate(step: Any, params: Any, batch: int, seq: int, base: int) -> Me
         base=base,
         micro_batch=getattr(step, "micro_batch", None),
     )
+    # A checkpoint save holds the placed state and the writer's host copy of this process's
+    # part of it (orbax copies before it writes), after the step's temporaries are freed: where
+    # that is more than the step's own figure, the excess joins the run's other memory.
+    copy = sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(state))
+    at_save = devices * est.arguments + copy // jax.process_count()
+    return replace(est, runtime=RUNTIME + max(0, at_save - est.compiled))
 
 
 def _micro_from_env() -> tuple[bool, int | None]:

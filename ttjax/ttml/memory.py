@@ -338,8 +338,8 @@ def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
 
     By default glibc raises the threshold to each mapped block it frees, up to 32 MiB, so after
     the first step the step's freed temporaries stay in the heap, where the next step's blocks
-    of other sizes do not fit the holes: NanoGPT 304M (tt-train's gpt2m) peaked at 1.79x the
-    compiled step's figure, 1.0x pinned (benchmarks/README.md).
+    of other sizes do not fit the holes: tt-train's gpt2m at 4 blocks peaked at 1.30x its
+    estimate, 1.12x pinned (benchmarks/README.md).
     """
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
